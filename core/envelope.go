@@ -1,0 +1,359 @@
+package outbox
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"time"
+)
+
+// MaxPayloadSize is the largest payload an Envelope accepts: 1 MiB.
+const MaxPayloadSize = 1 << 20
+
+// Length limits of the envelope's string fields, matching the outbox table's columns.
+const (
+	MaxEventIDLen       = 36
+	MaxEventTypeLen     = 128
+	MaxAggregateTypeLen = 64
+	MaxAggregateIDLen   = 128
+	MaxTenantIDLen      = 64
+)
+
+// GlobalAggregate is the aggregate type of events that do not name one.
+const GlobalAggregate = AggregateName("__GLOBAL__")
+
+// EventType names a kind of event. Any type with a Name method qualifies, so
+// an application can declare its events as constants of its own string type;
+// EventName adapts a plain string.
+type EventType interface{ Name() string }
+
+// AggregateType names the kind of entity an event is about. Any type with a
+// Name method qualifies; AggregateName adapts a plain string.
+type AggregateType interface{ Name() string }
+
+// EventName is an EventType given by its name, for dynamic event types.
+type EventName string
+
+// Name returns the event type's name.
+func (n EventName) Name() string { return string(n) }
+
+// AggregateName is an AggregateType given by its name, for dynamic aggregate types.
+type AggregateName string
+
+// Name returns the aggregate type's name.
+func (n AggregateName) Name() string { return string(n) }
+
+// PayloadKind tells how an envelope's payload is encoded.
+type PayloadKind uint8
+
+const (
+	// PayloadJSON is a UTF-8 JSON document, stored so that it stays readable in SQL.
+	PayloadJSON PayloadKind = iota + 1
+	// PayloadBytes is an opaque byte string (protobuf, Avro, ...).
+	PayloadBytes
+)
+
+// String returns "json" or "bytes".
+func (k PayloadKind) String() string {
+	switch k {
+	case PayloadJSON:
+		return "json"
+	case PayloadBytes:
+		return "bytes"
+	}
+	return fmt.Sprintf("PayloadKind(%d)", uint8(k))
+}
+
+// Envelope is one immutable event: what happened, to which aggregate, when,
+// and its payload. Build one with NewEnvelope; the zero Envelope is invalid.
+// An Envelope shares nothing mutable with its caller: payload bytes and
+// headers are copied in and out.
+type Envelope struct {
+	id            string
+	eventType     string
+	aggregateType string
+	aggregateID   string
+	tenantID      string
+	occurredAt    time.Time
+	availableAt   time.Time
+	headers       map[string]string
+	payload       string // strings are immutable: no copy needed to hand it out
+	kind          PayloadKind
+}
+
+// ID is the event id: a monotonic ULID unless WithID set another.
+func (e Envelope) ID() string { return e.id }
+
+// Type is the event type's name.
+func (e Envelope) Type() string { return e.eventType }
+
+// AggregateType is the aggregate type's name (GlobalAggregate when unset).
+func (e Envelope) AggregateType() string { return e.aggregateType }
+
+// AggregateID is the id of the aggregate instance, or "".
+func (e Envelope) AggregateID() string { return e.aggregateID }
+
+// TenantID is the tenant the event belongs to, or "". The framework carries
+// it through and never filters on it.
+func (e Envelope) TenantID() string { return e.tenantID }
+
+// OccurredAt is when the event happened (UTC).
+func (e Envelope) OccurredAt() time.Time { return e.occurredAt }
+
+// AvailableAt is the earliest time the event may be delivered; the zero time
+// means "as soon as it is committed". Delayed events bypass the hot path and
+// are delivered by the poller.
+func (e Envelope) AvailableAt() time.Time { return e.availableAt }
+
+// Header returns the value of header key and whether it is set.
+func (e Envelope) Header(key string) (string, bool) {
+	v, ok := e.headers[key]
+	return v, ok
+}
+
+// Headers returns a copy of the headers (never nil).
+func (e Envelope) Headers() map[string]string {
+	if len(e.headers) == 0 {
+		return map[string]string{}
+	}
+	return maps.Clone(e.headers)
+}
+
+// NumHeaders returns how many headers the envelope carries.
+func (e Envelope) NumHeaders() int { return len(e.headers) }
+
+// RangeHeaders calls fn for each header without copying the map.
+func (e Envelope) RangeHeaders(fn func(key, value string)) {
+	for k, v := range e.headers {
+		fn(k, v)
+	}
+}
+
+// PayloadKind tells whether the payload is JSON or opaque bytes.
+func (e Envelope) PayloadKind() PayloadKind { return e.kind }
+
+// Payload returns a copy of the payload bytes.
+func (e Envelope) Payload() []byte { return []byte(e.payload) }
+
+// PayloadString returns the payload without copying it.
+func (e Envelope) PayloadString() string { return e.payload }
+
+// DecodeJSON unmarshals a JSON payload into v.
+func (e Envelope) DecodeJSON(v any) error {
+	if e.kind != PayloadJSON {
+		return fmt.Errorf("%w: payload of event %s is %s, not json", ErrInvalidEnvelope, e.id, e.kind)
+	}
+	return json.Unmarshal([]byte(e.payload), v)
+}
+
+// IsZero reports whether e is the zero Envelope.
+func (e Envelope) IsZero() bool { return e.id == "" }
+
+// EnvelopeOption sets an optional field of an Envelope under construction.
+type EnvelopeOption func(*envelopeBuilder)
+
+type envelopeBuilder struct {
+	env      Envelope
+	payloads int
+	jsonVal  any
+	hasVal   bool
+	err      error
+}
+
+func (b *envelopeBuilder) fail(format string, args ...any) {
+	if b.err == nil {
+		b.err = fmt.Errorf("%w: "+format, append([]any{ErrInvalidEnvelope}, args...)...)
+	}
+}
+
+// WithID sets the event id (at most 36 characters) instead of a generated ULID.
+func WithID(id string) EnvelopeOption {
+	return func(b *envelopeBuilder) {
+		if id == "" || len(id) > MaxEventIDLen {
+			b.fail("event id must be 1..%d characters, got %d", MaxEventIDLen, len(id))
+		}
+		b.env.id = id
+	}
+}
+
+// WithAggregate sets the aggregate type and the aggregate instance id.
+func WithAggregate(t AggregateType, id string) EnvelopeOption {
+	return func(b *envelopeBuilder) {
+		if t == nil {
+			b.fail("aggregate type is nil")
+			return
+		}
+		b.env.aggregateType = t.Name()
+		b.env.aggregateID = id
+	}
+}
+
+// WithTenant sets the tenant id.
+func WithTenant(tenantID string) EnvelopeOption {
+	return func(b *envelopeBuilder) { b.env.tenantID = tenantID }
+}
+
+// WithOccurredAt sets when the event happened (default: now).
+func WithOccurredAt(t time.Time) EnvelopeOption {
+	return func(b *envelopeBuilder) { b.env.occurredAt = t.UTC() }
+}
+
+// WithAvailableAt delays delivery until t.
+func WithAvailableAt(t time.Time) EnvelopeOption {
+	return func(b *envelopeBuilder) { b.env.availableAt = t.UTC() }
+}
+
+// WithHeader adds one header; the key must not be empty.
+func WithHeader(key, value string) EnvelopeOption {
+	return func(b *envelopeBuilder) {
+		if key == "" {
+			b.fail("header key is empty")
+			return
+		}
+		if b.env.headers == nil {
+			b.env.headers = make(map[string]string)
+		}
+		b.env.headers[key] = value
+	}
+}
+
+// WithHeaders adds every entry of h (copied); no key may be empty.
+func WithHeaders(h map[string]string) EnvelopeOption {
+	return func(b *envelopeBuilder) {
+		for k, v := range h {
+			WithHeader(k, v)(b)
+		}
+	}
+}
+
+// WithJSON sets a JSON payload given as raw JSON text (validated).
+func WithJSON(raw []byte) EnvelopeOption {
+	return func(b *envelopeBuilder) {
+		b.payloads++
+		b.env.kind = PayloadJSON
+		b.env.payload = string(raw)
+	}
+}
+
+// WithJSONValue sets a JSON payload by marshalling v with encoding/json.
+func WithJSONValue(v any) EnvelopeOption {
+	return func(b *envelopeBuilder) {
+		b.payloads++
+		b.env.kind = PayloadJSON
+		b.jsonVal, b.hasVal = v, true
+	}
+}
+
+// WithBytes sets an opaque binary payload (copied).
+func WithBytes(p []byte) EnvelopeOption {
+	return func(b *envelopeBuilder) {
+		b.payloads++
+		b.env.kind = PayloadBytes
+		b.env.payload = string(p)
+	}
+}
+
+// NewEnvelope builds an Envelope of the given type. Exactly one payload
+// option (WithJSON, WithJSONValue or WithBytes) is required. Errors wrap
+// ErrInvalidEnvelope, or ErrPayloadTooLarge for payloads over MaxPayloadSize.
+func NewEnvelope(t EventType, opts ...EnvelopeOption) (Envelope, error) {
+	if t == nil {
+		return Envelope{}, fmt.Errorf("%w: event type is nil", ErrInvalidEnvelope)
+	}
+	b := envelopeBuilder{env: Envelope{eventType: t.Name(), aggregateType: string(GlobalAggregate)}}
+	for _, o := range opts {
+		o(&b)
+	}
+	if b.err != nil {
+		return Envelope{}, b.err
+	}
+	e := &b.env
+	switch {
+	case e.eventType == "" || len(e.eventType) > MaxEventTypeLen:
+		return Envelope{}, fmt.Errorf("%w: event type must be 1..%d characters, got %q", ErrInvalidEnvelope, MaxEventTypeLen, e.eventType)
+	case e.aggregateType == "" || len(e.aggregateType) > MaxAggregateTypeLen:
+		return Envelope{}, fmt.Errorf("%w: aggregate type must be 1..%d characters, got %q", ErrInvalidEnvelope, MaxAggregateTypeLen, e.aggregateType)
+	case len(e.aggregateID) > MaxAggregateIDLen:
+		return Envelope{}, fmt.Errorf("%w: aggregate id longer than %d characters", ErrInvalidEnvelope, MaxAggregateIDLen)
+	case len(e.tenantID) > MaxTenantIDLen:
+		return Envelope{}, fmt.Errorf("%w: tenant id longer than %d characters", ErrInvalidEnvelope, MaxTenantIDLen)
+	case b.payloads == 0:
+		return Envelope{}, fmt.Errorf("%w: event %q has no payload: use WithJSON, WithJSONValue or WithBytes", ErrInvalidEnvelope, e.eventType)
+	case b.payloads > 1:
+		return Envelope{}, fmt.Errorf("%w: event %q has %d payloads, exactly one is allowed", ErrInvalidEnvelope, e.eventType, b.payloads)
+	}
+	if b.hasVal {
+		raw, err := json.Marshal(b.jsonVal)
+		if err != nil {
+			return Envelope{}, fmt.Errorf("%w: marshal payload of %q: %v", ErrInvalidEnvelope, e.eventType, err)
+		}
+		e.payload = string(raw)
+	}
+	if len(e.payload) > MaxPayloadSize {
+		return Envelope{}, fmt.Errorf("%w: event %q payload is %d bytes, the limit is %d", ErrPayloadTooLarge, e.eventType, len(e.payload), MaxPayloadSize)
+	}
+	if e.kind == PayloadJSON && !json.Valid([]byte(e.payload)) {
+		return Envelope{}, fmt.Errorf("%w: event %q payload is not valid JSON", ErrInvalidEnvelope, e.eventType)
+	}
+	if e.id == "" {
+		e.id = NewULID()
+	}
+	if e.occurredAt.IsZero() {
+		e.occurredAt = time.Now().UTC()
+	}
+	return *e, nil
+}
+
+// MustEnvelope is NewEnvelope that panics on error, for tests and constants.
+func MustEnvelope(t EventType, opts ...EnvelopeOption) Envelope {
+	e, err := NewEnvelope(t, opts...)
+	if err != nil {
+		panic(err)
+	}
+	return e
+}
+
+// JSONEvent is shorthand for NewEnvelope(EventName(eventType), WithJSON(payload)).
+func JSONEvent(eventType string, payload []byte, opts ...EnvelopeOption) (Envelope, error) {
+	return NewEnvelope(EventName(eventType), append([]EnvelopeOption{WithJSON(payload)}, opts...)...)
+}
+
+// EnvelopeFields are the stored parts of an Envelope. Store implementations
+// use them with RestoreEnvelope to turn a row back into an Envelope.
+type EnvelopeFields struct {
+	ID            string
+	Type          string
+	AggregateType string
+	AggregateID   string
+	TenantID      string
+	OccurredAt    time.Time
+	AvailableAt   time.Time
+	Headers       map[string]string // taken over, not copied: do not modify it afterwards
+	Payload       string
+	Kind          PayloadKind
+}
+
+// RestoreEnvelope rebuilds a stored Envelope. It checks the fields a
+// dispatcher relies on (id, type, payload kind) but, unlike NewEnvelope, does
+// not generate anything. Errors wrap ErrInvalidEnvelope.
+func RestoreEnvelope(f EnvelopeFields) (Envelope, error) {
+	switch {
+	case f.ID == "":
+		return Envelope{}, fmt.Errorf("%w: stored event has no id", ErrInvalidEnvelope)
+	case f.Type == "":
+		return Envelope{}, fmt.Errorf("%w: stored event %s has no type", ErrInvalidEnvelope, f.ID)
+	case f.Kind != PayloadJSON && f.Kind != PayloadBytes:
+		return Envelope{}, fmt.Errorf("%w: stored event %s has no payload", ErrInvalidEnvelope, f.ID)
+	}
+	if f.AggregateType == "" {
+		f.AggregateType = string(GlobalAggregate)
+	}
+	if len(f.Headers) == 0 {
+		f.Headers = nil
+	}
+	return Envelope{
+		id: f.ID, eventType: f.Type, aggregateType: f.AggregateType, aggregateID: f.AggregateID,
+		tenantID: f.TenantID, occurredAt: f.OccurredAt.UTC(), availableAt: f.AvailableAt.UTC(),
+		headers: f.Headers, payload: f.Payload, kind: f.Kind,
+	}, nil
+}

@@ -1,0 +1,60 @@
+package outbox
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+var (
+	// ErrNoTransaction is returned when an outbox write is attempted with no
+	// transaction active in the context.
+	ErrNoTransaction = errors.New("outbox: no transaction active in context")
+	// ErrInvalidEnvelope is wrapped by every envelope validation error.
+	ErrInvalidEnvelope = errors.New("outbox: invalid envelope")
+	// ErrPayloadTooLarge is returned for payloads over MaxPayloadSize.
+	ErrPayloadTooLarge = errors.New("outbox: payload too large")
+	// ErrDuplicateListener is returned when a second listener is registered
+	// for the same (aggregate type, event type).
+	ErrDuplicateListener = errors.New("outbox: listener already registered")
+	// ErrUnroutable is the error recorded for an event no listener handles;
+	// such events go to DEAD without retries.
+	ErrUnroutable = errors.New("outbox: no listener for event")
+	// ErrInvalidConfig is wrapped by configuration validation errors.
+	ErrInvalidConfig = errors.New("outbox: invalid configuration")
+	// ErrClosed is returned by components used after Close.
+	ErrClosed = errors.New("outbox: closed")
+	// ErrNotFound is returned when an event id does not exist in the state an
+	// operation requires (for example, replaying an event that is not DEAD).
+	ErrNotFound = errors.New("outbox: event not found")
+)
+
+// RetryAfterError asks the dispatcher to deliver the event again after Delay
+// without counting a failed attempt: for a listener that knows the
+// downstream is busy (rate limit, maintenance) rather than failing.
+type RetryAfterError struct {
+	Delay  time.Duration
+	Reason string
+}
+
+// RetryAfter returns an error that makes the dispatcher retry the event after
+// d without using up an attempt.
+func RetryAfter(d time.Duration, reason string) error {
+	return &RetryAfterError{Delay: d, Reason: reason}
+}
+
+func (e *RetryAfterError) Error() string {
+	return fmt.Sprintf("outbox: retry after %s: %s", e.Delay, e.Reason)
+}
+
+// PanicError is the failure recorded when a listener or interceptor panics.
+type PanicError struct {
+	Value any
+	Stack []byte
+}
+
+func (e *PanicError) Error() string { return fmt.Sprintf("outbox: panic: %v", e.Value) }
+
+func configErr(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
+}

@@ -1,0 +1,3 @@
+module github.com/go-outbox/outbox/core
+
+go 1.23
