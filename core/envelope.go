@@ -105,6 +105,11 @@ func (e Envelope) OccurredAt() time.Time { return e.occurredAt }
 // are delivered by the poller.
 func (e Envelope) AvailableAt() time.Time { return e.availableAt }
 
+// Delayed reports whether the event carries an AvailableAt. Delayed events
+// are never claimed at insert and never take the hot path: the poller
+// delivers them once due.
+func (e Envelope) Delayed() bool { return !e.availableAt.IsZero() }
+
 // Header returns the value of header key and whether it is set.
 func (e Envelope) Header(key string) (string, bool) {
 	v, ok := e.headers[key]

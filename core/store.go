@@ -118,9 +118,10 @@ type Stats struct {
 // a row only while it is still claimed by owner, so a worker whose claim
 // expired and was taken over changes nothing.
 type Store interface {
-	// Insert adds events as NEW. When owner is not empty, events due by now
-	// are inserted already claimed by owner (the hot path owns its rows);
-	// delayed events are never claimed at insert.
+	// Insert adds events as NEW, created at now and available at
+	// max(now, AvailableAt). When owner is not empty, events that are not
+	// Delayed are inserted already claimed by owner (the hot path owns its
+	// rows); delayed events are never claimed at insert.
 	Insert(ctx context.Context, ex Executor, now time.Time, owner string, events []Envelope) error
 	// Claim atomically claims due pending events, oldest due first.
 	Claim(ctx context.Context, ex Executor, req ClaimRequest) ([]Record, error)

@@ -1,0 +1,561 @@
+package outbox
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Dispatcher defaults (the reference specification's values).
+const (
+	DefaultWorkers       = 4
+	DefaultQueueSize     = 1000
+	DefaultMaxAttempts   = 10
+	DefaultDrainTimeout  = 5 * time.Second
+	DefaultLease         = 5 * time.Minute
+	DefaultAckBatchSize  = 256
+	DefaultAckInterval   = 5 * time.Millisecond
+	releaseTimeoutOnStop = 5 * time.Second
+)
+
+// DispatcherConfig configures a Dispatcher. Zero values take the documented
+// defaults; negative values are errors.
+type DispatcherConfig struct {
+	// Store records delivery outcomes (required).
+	Store Store
+	// DB is the pool the outcomes are written through (required).
+	DB Executor
+	// Registry routes events to listeners (required).
+	Registry ListenerRegistry
+	// Owner identifies this dispatcher in claims; default NewOwnerID().
+	// It must be unique per process start.
+	Owner string
+	// Workers is the number of concurrent deliveries (default 4).
+	Workers int
+	// HotQueueSize and ColdQueueSize bound the queues (default 1000 each).
+	HotQueueSize  int
+	ColdQueueSize int
+	// MaxAttempts is the number of failed deliveries after which an event is
+	// DEAD (default 10).
+	MaxAttempts int
+	// RetryPolicy spaces retries (default &ExponentialBackoff{}).
+	RetryPolicy RetryPolicy
+	// Interceptors run around every delivery.
+	Interceptors []Interceptor
+	// DrainTimeout bounds how long Close delivers what is queued (default 5s).
+	DrainTimeout time.Duration
+	// InFlight deduplicates events in this process (default: a tracker
+	// whose entries expire after DefaultLease).
+	InFlight InFlightTracker
+	// AckBatchSize and AckInterval bound the batching of DONE updates:
+	// a batch is written when it is full or AckInterval after its first id
+	// (defaults 256 and 5ms). A crash before the write means redelivery.
+	AckBatchSize int
+	AckInterval  time.Duration
+	// Metrics, Logger and Clock default to no-op metrics, slog.Default() and SystemClock.
+	Metrics Metrics
+	Logger  *slog.Logger
+	Clock   Clock
+}
+
+// Dispatcher delivers events to listeners with a fixed pool of workers fed
+// by two bounded queues: hot (from the writer hook, right after commit) and
+// cold (from the poller), drained 2:1 so neither starves. A full queue never
+// blocks or fails a writer: the event stays in the table for the poller.
+type Dispatcher struct {
+	cfg      DispatcherConfig
+	owner    string
+	log      *slog.Logger
+	metrics  Metrics
+	clock    Clock
+	inflight InFlightTracker
+
+	hot, cold chan queued
+	turn      atomic.Uint32
+	acks      chan string
+	dropped   chan struct{}
+
+	mu       sync.RWMutex // guards closed against concurrent enqueues
+	closed   bool
+	started  bool
+	stopping chan struct{} // closed when Close begins: workers drain and exit
+	runCtx   context.Context
+	cancel   context.CancelFunc
+	workers  sync.WaitGroup
+	ackDone  chan struct{}
+	closeErr error
+	once     sync.Once
+}
+
+type queued struct {
+	env      Envelope
+	attempts int
+}
+
+// NewOwnerID returns an owner id unique to this process start: host, pid and
+// random bits.
+func NewOwnerID() string {
+	host, _ := os.Hostname()
+	if len(host) > 64 {
+		host = host[:64]
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+}
+
+// NewDispatcher validates cfg and returns a Dispatcher; call Start to run it.
+func NewDispatcher(cfg DispatcherConfig) (*Dispatcher, error) {
+	if cfg.Store == nil || cfg.DB == nil || cfg.Registry == nil {
+		return nil, configErr("dispatcher needs a Store, a DB and a Registry")
+	}
+	for name, v := range map[string]int{"Workers": cfg.Workers, "HotQueueSize": cfg.HotQueueSize, "ColdQueueSize": cfg.ColdQueueSize, "MaxAttempts": cfg.MaxAttempts, "AckBatchSize": cfg.AckBatchSize} {
+		if v < 0 {
+			return nil, configErr("dispatcher %s must not be negative, got %d", name, v)
+		}
+	}
+	if cfg.DrainTimeout < 0 || cfg.AckInterval < 0 {
+		return nil, configErr("dispatcher durations must not be negative")
+	}
+	if len(cfg.Owner) > 128 {
+		return nil, configErr("dispatcher owner id longer than 128 characters")
+	}
+	setDefault(&cfg.Workers, DefaultWorkers)
+	setDefault(&cfg.HotQueueSize, DefaultQueueSize)
+	setDefault(&cfg.ColdQueueSize, DefaultQueueSize)
+	setDefault(&cfg.MaxAttempts, DefaultMaxAttempts)
+	setDefault(&cfg.AckBatchSize, DefaultAckBatchSize)
+	setDefault(&cfg.DrainTimeout, DefaultDrainTimeout)
+	setDefault(&cfg.AckInterval, DefaultAckInterval)
+	if cfg.Owner == "" {
+		cfg.Owner = NewOwnerID()
+	}
+	if cfg.RetryPolicy == nil {
+		cfg.RetryPolicy = &ExponentialBackoff{}
+	}
+	cfg.Clock = clockOr(cfg.Clock)
+	if cfg.InFlight == nil {
+		cfg.InFlight = NewInFlightTracker(DefaultLease, cfg.Clock)
+	}
+	d := &Dispatcher{
+		cfg: cfg, owner: cfg.Owner, log: loggerOr(cfg.Logger).With("outbox_owner", cfg.Owner),
+		metrics: metricsOr(cfg.Metrics), clock: cfg.Clock, inflight: cfg.InFlight,
+		hot: make(chan queued, cfg.HotQueueSize), cold: make(chan queued, cfg.ColdQueueSize),
+		acks: make(chan string, cfg.AckBatchSize), dropped: make(chan struct{}, 1),
+		stopping: make(chan struct{}), ackDone: make(chan struct{}),
+	}
+	return d, nil
+}
+
+func setDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
+}
+
+// Owner returns the owner id this dispatcher claims rows with.
+func (d *Dispatcher) Owner() string { return d.owner }
+
+// Start launches the workers and the ack writer. The goroutines stop on
+// Close; ctx only scopes the values listeners see (its cancellation does not
+// stop the dispatcher).
+func (d *Dispatcher) Start(ctx context.Context) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return ErrClosed
+	}
+	if d.started {
+		return fmt.Errorf("%w: dispatcher already started", ErrInvalidConfig)
+	}
+	d.started = true
+	d.runCtx, d.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	d.workers.Add(d.cfg.Workers)
+	for range d.cfg.Workers {
+		go d.work()
+	}
+	go d.ackLoop()
+	return nil
+}
+
+// EnqueueHot queues a committed event for immediate delivery. It returns
+// false, without blocking, if the hot queue is full, the dispatcher is
+// closed, or the event is already held in this process; the event then
+// stays in the table for the poller.
+func (d *Dispatcher) EnqueueHot(e Envelope) bool {
+	ok := d.enqueue(d.hot, queued{env: e})
+	if ok {
+		d.metrics.HotEnqueued()
+	}
+	return ok
+}
+
+// EnqueueCold queues an event claimed by the poller. It returns false if the
+// cold queue is full or the dispatcher is closed. An event already held in
+// this process is not queued twice but reported as accepted.
+func (d *Dispatcher) EnqueueCold(e Envelope, attempts int) bool {
+	if !d.inflight.TryAcquire(e.ID()) {
+		return true // being delivered here already (e.g. re-claimed from the hot path)
+	}
+	if !d.send(d.cold, queued{env: e, attempts: attempts}) {
+		d.inflight.Release(e.ID())
+		return false
+	}
+	d.metrics.ColdEnqueued()
+	return true
+}
+
+func (d *Dispatcher) enqueue(q chan queued, item queued) bool {
+	if !d.inflight.TryAcquire(item.env.ID()) {
+		return false
+	}
+	if !d.send(q, item) {
+		d.inflight.Release(item.env.ID())
+		return false
+	}
+	return true
+}
+
+func (d *Dispatcher) send(q chan queued, item queued) bool {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	if d.closed || !d.started {
+		return false
+	}
+	select {
+	case q <- item:
+		return true
+	default:
+		return false
+	}
+}
+
+// ColdCapacity returns how many more events the cold queue accepts now.
+func (d *Dispatcher) ColdCapacity() int {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	if d.closed || !d.started {
+		return 0
+	}
+	return cap(d.cold) - len(d.cold)
+}
+
+// QueueDepths returns the current lengths of the hot and cold queues.
+func (d *Dispatcher) QueueDepths() (hot, cold int) { return len(d.hot), len(d.cold) }
+
+// HotDropped is signalled (without blocking, coalesced) whenever the hot
+// path could not queue a committed event, so a poller can pick it up soon.
+func (d *Dispatcher) HotDropped() <-chan struct{} { return d.dropped }
+
+// next takes the next event, hot twice for every cold one when both have
+// work. It returns false when the dispatcher is stopping and both queues are
+// empty, or when it is stopping hard.
+func (d *Dispatcher) next() (queued, bool) {
+	first, second := d.hot, d.cold
+	if d.turn.Add(1)%3 == 0 {
+		first, second = d.cold, d.hot
+	}
+	if d.runCtx.Err() != nil {
+		return queued{}, false
+	}
+	select {
+	case q := <-first:
+		return q, true
+	default:
+	}
+	select {
+	case q := <-second:
+		return q, true
+	default:
+	}
+	select {
+	case q := <-d.hot:
+		return q, true
+	case q := <-d.cold:
+		return q, true
+	case <-d.stopping:
+		return queued{}, false
+	case <-d.runCtx.Done():
+		return queued{}, false
+	}
+}
+
+func (d *Dispatcher) work() {
+	defer d.workers.Done()
+	for {
+		q, ok := d.next()
+		if !ok {
+			return
+		}
+		d.deliver(d.runCtx, q)
+	}
+}
+
+// deliver runs one event through interceptors and its listener and records
+// the outcome.
+func (d *Dispatcher) deliver(ctx context.Context, q queued) {
+	e := q.env
+	err := d.dispatch(ctx, e)
+	if err == nil {
+		d.metrics.DispatchSuccess()
+		d.acks <- e.ID() // released from in-flight once the ack is written
+		return
+	}
+	defer d.inflight.Release(e.ID())
+	now := utcNow(d.clock)
+	var ra *RetryAfterError
+	switch {
+	case ctx.Err() != nil:
+		// Cut off by Close: not the listener's failure. Give the row back.
+		d.record(ctx, e, "release", func(ctx context.Context) (bool, error) {
+			n, err := d.cfg.Store.Release(ctx, d.cfg.DB, d.owner, []string{e.ID()})
+			return n > 0, err
+		})
+	case errors.Is(err, ErrUnroutable):
+		d.metrics.DispatchDead()
+		d.log.Error("outbox: event has no listener, moved to DEAD", "event_id", e.ID(), "event_type", e.Type(), "aggregate_type", e.AggregateType())
+		d.record(ctx, e, "dead", func(ctx context.Context) (bool, error) {
+			return d.cfg.Store.MarkDead(ctx, d.cfg.DB, d.owner, e.ID(), now, err.Error(), false)
+		})
+	case errors.As(err, &ra):
+		d.log.Debug("outbox: listener asked for a retry", "event_id", e.ID(), "delay", ra.Delay)
+		d.record(ctx, e, "retry", func(ctx context.Context) (bool, error) {
+			return d.cfg.Store.MarkRetry(ctx, d.cfg.DB, d.owner, e.ID(), now.Add(ra.Delay), TruncateError(err.Error()), false)
+		})
+	case q.attempts+1 >= d.cfg.MaxAttempts:
+		d.metrics.DispatchDead()
+		d.log.Error("outbox: event failed its last attempt, moved to DEAD", "event_id", e.ID(), "event_type", e.Type(), "attempts", q.attempts+1, "error", err)
+		d.record(ctx, e, "dead", func(ctx context.Context) (bool, error) {
+			return d.cfg.Store.MarkDead(ctx, d.cfg.DB, d.owner, e.ID(), now, TruncateError(err.Error()), true)
+		})
+	default:
+		d.metrics.DispatchFailure()
+		delay := d.cfg.RetryPolicy.Delay(q.attempts + 1)
+		d.log.Warn("outbox: delivery failed, will retry", "event_id", e.ID(), "event_type", e.Type(), "attempts", q.attempts+1, "retry_in", delay, "error", err)
+		d.record(ctx, e, "retry", func(ctx context.Context) (bool, error) {
+			return d.cfg.Store.MarkRetry(ctx, d.cfg.DB, d.owner, e.ID(), now.Add(delay), TruncateError(err.Error()), true)
+		})
+	}
+}
+
+// record writes a RETRY or DEAD outcome. It runs even while stopping hard,
+// so an outcome already decided is not thrown away.
+func (d *Dispatcher) record(ctx context.Context, e Envelope, what string, update func(context.Context) (bool, error)) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeoutOnStop)
+	defer cancel()
+	changed, err := update(ctx)
+	switch {
+	case err != nil:
+		d.log.Error("outbox: could not record delivery outcome; the event will be delivered again", "event_id", e.ID(), "outcome", what, "error", err)
+	case !changed:
+		d.metrics.StaleUpdates(1)
+		d.log.Warn("outbox: claim was taken over, outcome not recorded", "event_id", e.ID(), "outcome", what)
+	}
+}
+
+// dispatch runs interceptors and the listener, turning panics into errors.
+func (d *Dispatcher) dispatch(ctx context.Context, e Envelope) (err error) {
+	ics := d.cfg.Interceptors
+	ran := 0
+	defer func() {
+		for i := ran - 1; i >= 0; i-- {
+			if after := ics[i].After; after != nil {
+				safeCall(d.log, "interceptor After", func() { after(ctx, e, err) })
+			}
+		}
+	}()
+	for _, ic := range ics {
+		ran++
+		if ic.Before != nil {
+			if err = guard(func() error { return ic.Before(ctx, e) }); err != nil {
+				return fmt.Errorf("interceptor: %w", err)
+			}
+		}
+	}
+	l := d.cfg.Registry.ListenerFor(e.AggregateType(), e.Type())
+	if l == nil {
+		return fmt.Errorf("%w: (%s, %s)", ErrUnroutable, e.AggregateType(), e.Type())
+	}
+	return guard(func() error { return l.Handle(ctx, e) })
+}
+
+// guard calls fn, returning a *PanicError if it panics.
+func guard(fn func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &PanicError{Value: r, Stack: debug.Stack()}
+		}
+	}()
+	return fn()
+}
+
+// ackLoop batches DONE updates: a batch is written when full or AckInterval
+// after its first id, and once more on Close.
+func (d *Dispatcher) ackLoop() {
+	defer close(d.ackDone)
+	batch := make([]string, 0, d.cfg.AckBatchSize)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	flush := func() {
+		if len(batch) == 0 {
+			return
+		}
+		d.flushAcks(batch)
+		for _, id := range batch {
+			d.inflight.Release(id)
+		}
+		batch = batch[:0]
+	}
+	for {
+		select {
+		case id, ok := <-d.acks:
+			if !ok {
+				flush()
+				return
+			}
+			if len(batch) == 0 {
+				timer.Reset(d.cfg.AckInterval)
+			}
+			batch = append(batch, id)
+			if len(batch) >= d.cfg.AckBatchSize {
+				timer.Stop()
+				flush()
+			}
+		case <-timer.C:
+			flush()
+		}
+	}
+}
+
+// flushAcks writes one batch, retrying a database error a few times. If it
+// still fails the rows stay claimed by this owner and are delivered again.
+func (d *Dispatcher) flushAcks(ids []string) {
+	var err error
+	for attempt := range 3 {
+		if attempt > 0 {
+			time.Sleep(time.Duration(attempt) * 50 * time.Millisecond)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), releaseTimeoutOnStop)
+		var n int64
+		n, err = d.cfg.Store.MarkDone(ctx, d.cfg.DB, d.owner, ids, utcNow(d.clock))
+		cancel()
+		if err == nil {
+			if stale := len(ids) - int(n); stale > 0 {
+				d.metrics.StaleUpdates(stale)
+				d.log.Warn("outbox: some DONE updates found their claim taken over", "stale", stale, "batch", len(ids))
+			}
+			return
+		}
+	}
+	d.log.Error("outbox: could not mark events DONE; they will be delivered again", "count", len(ids), "error", err)
+}
+
+// Close stops accepting events, lets the workers deliver what is queued for
+// up to DrainTimeout (or until ctx ends), then cancels the listeners' context
+// and waits for the workers. Events still queued are released so any poller
+// can claim them at once; pending acks are written. Close is idempotent.
+func (d *Dispatcher) Close(ctx context.Context) error {
+	d.once.Do(func() { d.closeErr = d.close(ctx) })
+	return d.closeErr
+}
+
+func (d *Dispatcher) close(ctx context.Context) error {
+	d.mu.Lock()
+	d.closed = true
+	started := d.started
+	d.mu.Unlock()
+	close(d.stopping)
+	if !started {
+		return nil
+	}
+	drained := make(chan struct{})
+	go func() { d.workers.Wait(); close(drained) }()
+	timer := time.NewTimer(d.cfg.DrainTimeout)
+	defer timer.Stop()
+	var err error
+	select {
+	case <-drained:
+	case <-timer.C:
+		d.log.Warn("outbox: drain timeout reached, cancelling listeners", "timeout", d.cfg.DrainTimeout)
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	d.cancel()
+	select {
+	case <-drained:
+	case <-ctx.Done():
+		return fmt.Errorf("outbox: dispatcher close: listeners still running: %w", ctx.Err())
+	}
+	d.releaseQueued(ctx)
+	close(d.acks)
+	<-d.ackDone
+	return err
+}
+
+// releaseQueued drops this owner's claim on events that were queued but not
+// delivered, so they need not wait for the lease to expire.
+func (d *Dispatcher) releaseQueued(ctx context.Context) {
+	var ids []string
+	for _, q := range []chan queued{d.hot, d.cold} {
+	drain:
+		for {
+			select {
+			case item := <-q:
+				ids = append(ids, item.env.ID())
+				d.inflight.Release(item.env.ID())
+			default:
+				break drain
+			}
+		}
+	}
+	if len(ids) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeoutOnStop)
+	defer cancel()
+	if _, err := d.cfg.Store.Release(ctx, d.cfg.DB, d.owner, ids); err != nil {
+		d.log.Warn("outbox: could not release undelivered events; they are claimable again when their lease expires", "count", len(ids), "error", err)
+		return
+	}
+	d.log.Info("outbox: released undelivered events for other pollers", "count", len(ids))
+}
+
+// Hook returns the WriterHook that hands committed events to the hot queue.
+// Pass it as WriterConfig.Hook. Delayed events are left to the poller.
+func (d *Dispatcher) Hook() ClaimingHook { return hotHook{d: d} }
+
+type hotHook struct {
+	NopHook
+	d *Dispatcher
+}
+
+func (h hotHook) ClaimOwner() string { return h.d.owner }
+
+func (h hotHook) AfterCommit(events []Envelope) {
+	dropped := 0
+	for _, e := range events {
+		if e.Delayed() {
+			continue
+		}
+		if !h.d.EnqueueHot(e) {
+			dropped++
+			h.d.metrics.HotDropped()
+		}
+	}
+	if dropped > 0 {
+		h.d.log.Warn("outbox: hot queue full or closed, events left to the poller", "dropped", dropped)
+		select {
+		case h.d.dropped <- struct{}{}:
+		default:
+		}
+	}
+}

@@ -1,0 +1,219 @@
+package outbox
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// Poller defaults (the reference specification's values).
+const (
+	DefaultPollInterval    = 5 * time.Second
+	DefaultPollBatchSize   = 50
+	DefaultOwnReclaimAfter = time.Second
+	DefaultMaxPollBackoff  = time.Minute
+)
+
+// PollerConfig configures a Poller. Zero values take the documented defaults.
+type PollerConfig struct {
+	// Store claims the rows (required).
+	Store Store
+	// DB is the pool the claims run on (required).
+	DB Executor
+	// Dispatcher receives the claimed events on its cold queue and lends
+	// the poller its owner id (required).
+	Dispatcher *Dispatcher
+	// Interval between polls when there is nothing to do (default 5s).
+	Interval time.Duration
+	// BatchSize is the most rows claimed per poll (default 50).
+	BatchSize int
+	// SkipRecent leaves events younger than this to the hot path (default 0).
+	SkipRecent time.Duration
+	// Lease is how long a claim protects a row from other instances
+	// (default 5m). It must exceed the longest listener run.
+	Lease time.Duration
+	// OwnReclaimAfter is how soon this poller takes back rows its own
+	// dispatcher claimed but does not hold, such as hot-path events the full
+	// hot queue refused (default 1s, at most Interval).
+	OwnReclaimAfter time.Duration
+	// MaxBackoff caps the wait between polls after database errors (default 1m).
+	MaxBackoff time.Duration
+	// Metrics, Logger and Clock default to no-op metrics, slog.Default() and SystemClock.
+	Metrics Metrics
+	Logger  *slog.Logger
+	Clock   Clock
+}
+
+// Poller claims due events that the hot path did not deliver — delayed
+// events, retries, events refused by a full queue, events of crashed
+// instances — and feeds them to the dispatcher's cold queue. Any number of
+// pollers can run on one table: claims are exclusive, with an owner and a
+// lease. A full batch triggers another poll at once; an idle poll waits
+// Interval; database errors back off exponentially up to MaxBackoff.
+type Poller struct {
+	cfg     PollerConfig
+	d       *Dispatcher
+	log     *slog.Logger
+	metrics Metrics
+	clock   Clock
+
+	mu      sync.Mutex
+	started bool
+	closed  bool
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+// NewPoller validates cfg and returns a Poller; call Start to run it.
+func NewPoller(cfg PollerConfig) (*Poller, error) {
+	if cfg.Store == nil || cfg.DB == nil || cfg.Dispatcher == nil {
+		return nil, configErr("poller needs a Store, a DB and a Dispatcher")
+	}
+	if cfg.Interval < 0 || cfg.BatchSize < 0 || cfg.SkipRecent < 0 || cfg.Lease < 0 || cfg.OwnReclaimAfter < 0 || cfg.MaxBackoff < 0 {
+		return nil, configErr("poller settings must not be negative")
+	}
+	setDefault(&cfg.Interval, DefaultPollInterval)
+	setDefault(&cfg.BatchSize, DefaultPollBatchSize)
+	setDefault(&cfg.Lease, DefaultLease)
+	setDefault(&cfg.OwnReclaimAfter, min(DefaultOwnReclaimAfter, cfg.Interval))
+	setDefault(&cfg.MaxBackoff, DefaultMaxPollBackoff)
+	return &Poller{
+		cfg: cfg, d: cfg.Dispatcher, log: loggerOr(cfg.Logger).With("outbox_owner", cfg.Dispatcher.Owner()),
+		metrics: metricsOr(cfg.Metrics), clock: clockOr(cfg.Clock),
+		stop: make(chan struct{}), done: make(chan struct{}),
+	}, nil
+}
+
+// Start runs the polling loop in a goroutine until Close. The first poll
+// happens at once.
+func (p *Poller) Start(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return ErrClosed
+	}
+	if p.started {
+		return fmt.Errorf("%w: poller already started", ErrInvalidConfig)
+	}
+	p.started = true
+	go p.loop(context.WithoutCancel(ctx))
+	return nil
+}
+
+func (p *Poller) loop(ctx context.Context) {
+	defer close(p.done)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-p.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	next := time.Now() // when the timer fires; a hot-path drop may only bring it forward
+	backoff := time.Duration(0)
+	for {
+		select {
+		case <-p.stop:
+			return
+		case <-p.d.HotDropped():
+			// Refused hot-path rows become claimable after OwnReclaimAfter.
+			if at := time.Now().Add(p.cfg.OwnReclaimAfter); at.Before(next) {
+				next = at
+				timer.Reset(p.cfg.OwnReclaimAfter)
+			}
+			continue
+		case <-timer.C:
+		}
+		_, more, err := p.PollOnce(ctx)
+		wait := p.cfg.Interval
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return
+		case err != nil:
+			backoff = min(max(2*backoff, time.Second), p.cfg.MaxBackoff)
+			wait = backoff
+			p.log.Error("outbox: poll failed, backing off", "error", err, "retry_in", wait)
+		case more:
+			backoff, wait = 0, 0
+		default:
+			backoff = 0
+		}
+		next = time.Now().Add(wait)
+		timer.Reset(wait)
+	}
+}
+
+// PollOnce claims one batch (no larger than the cold queue's free space)
+// and queues it. It returns how many events were queued and whether another
+// poll should follow at once because the batch was full.
+func (p *Poller) PollOnce(ctx context.Context) (queued int, more bool, err error) {
+	p.metrics.QueueDepths(p.d.QueueDepths())
+	limit := min(p.cfg.BatchSize, p.d.ColdCapacity())
+	if limit <= 0 {
+		return 0, false, nil // the dispatcher is busy: leave the rows in the table
+	}
+	now := utcNow(p.clock)
+	recs, err := p.cfg.Store.Claim(ctx, p.cfg.DB, ClaimRequest{
+		Owner: p.d.Owner(), Now: now, Lease: p.cfg.Lease, OwnReclaimAfter: p.cfg.OwnReclaimAfter,
+		SkipRecent: p.cfg.SkipRecent, Limit: limit,
+	})
+	if err != nil {
+		return 0, false, fmt.Errorf("outbox: claim: %w", err)
+	}
+	if len(recs) == 0 {
+		return 0, false, nil
+	}
+	oldest := recs[0].CreatedAt
+	for i, r := range recs {
+		if r.CreatedAt.Before(oldest) {
+			oldest = r.CreatedAt
+		}
+		if r.Err != nil {
+			p.log.Error("outbox: stored event cannot be decoded, moved to DEAD", "event_id", r.ID, "error", r.Err)
+			p.metrics.DispatchDead()
+			if _, err := p.cfg.Store.MarkDead(ctx, p.cfg.DB, p.d.Owner(), r.ID, now, TruncateError("decode: "+r.Err.Error()), false); err != nil {
+				p.log.Error("outbox: could not move undecodable event to DEAD", "event_id", r.ID, "error", err)
+			}
+			continue
+		}
+		if !p.d.EnqueueCold(r.Envelope, r.Attempts) {
+			// Full or closing: the rest stay claimed by us and are taken back
+			// after OwnReclaimAfter, or by others when the lease expires.
+			p.log.Debug("outbox: cold queue full, leaving the rest of the batch", "left", len(recs)-i)
+			return queued, false, nil
+		}
+		queued++
+	}
+	p.metrics.OldestLag(now.Sub(oldest))
+	return queued, len(recs) == limit && queued > 0, nil
+}
+
+// Close stops the polling loop and waits for it to exit (or for ctx to end).
+// Events already queued are the dispatcher's to finish; close the poller
+// before the dispatcher.
+func (p *Poller) Close(ctx context.Context) error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	started := p.started
+	close(p.stop)
+	p.mu.Unlock()
+	if !started {
+		return nil
+	}
+	select {
+	case <-p.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("outbox: poller close: %w", ctx.Err())
+	}
+}

@@ -1,0 +1,143 @@
+package outbox
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// Purge defaults (the reference specification's values).
+const (
+	DefaultRetention     = 7 * 24 * time.Hour
+	DefaultPurgeBatch    = 500
+	DefaultPurgeInterval = time.Hour
+)
+
+// PurgeConfig configures a PurgeScheduler. Zero values take the defaults.
+type PurgeConfig struct {
+	// Purger deletes the rows (required).
+	Purger Purger
+	// DB is the pool the deletes run on (required).
+	DB Executor
+	// Retention keeps DONE and DEAD events this long after they ended (default 7 days).
+	Retention time.Duration
+	// BatchSize bounds each DELETE, and so how long it holds locks (default 500).
+	BatchSize int
+	// Interval between purges (default 1h). The first purge runs at Start.
+	Interval time.Duration
+	// Logger and Clock default to slog.Default() and SystemClock.
+	Logger *slog.Logger
+	Clock  Clock
+}
+
+// PurgeScheduler periodically deletes terminal events older than the
+// retention, in bounded batches. Pending events are never touched.
+type PurgeScheduler struct {
+	cfg   PurgeConfig
+	log   *slog.Logger
+	clock Clock
+
+	mu      sync.Mutex
+	started bool
+	closed  bool
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+// NewPurgeScheduler validates cfg and returns a PurgeScheduler.
+func NewPurgeScheduler(cfg PurgeConfig) (*PurgeScheduler, error) {
+	if cfg.Purger == nil || cfg.DB == nil {
+		return nil, configErr("purge scheduler needs a Purger and a DB")
+	}
+	if cfg.Retention < 0 || cfg.BatchSize < 0 || cfg.Interval < 0 {
+		return nil, configErr("purge settings must not be negative")
+	}
+	setDefault(&cfg.Retention, DefaultRetention)
+	setDefault(&cfg.BatchSize, DefaultPurgeBatch)
+	setDefault(&cfg.Interval, DefaultPurgeInterval)
+	return &PurgeScheduler{cfg: cfg, log: loggerOr(cfg.Logger), clock: clockOr(cfg.Clock),
+		stop: make(chan struct{}), done: make(chan struct{})}, nil
+}
+
+// PurgeOnce deletes batch after batch until fewer than BatchSize rows are
+// deleted, and returns the total.
+func (s *PurgeScheduler) PurgeOnce(ctx context.Context) (int64, error) {
+	before := utcNow(s.clock).Add(-s.cfg.Retention)
+	var total int64
+	for {
+		n, err := s.cfg.Purger.Purge(ctx, s.cfg.DB, before, s.cfg.BatchSize)
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("outbox: purge: %w", err)
+		}
+		if n < int64(s.cfg.BatchSize) {
+			return total, nil
+		}
+	}
+}
+
+// Start runs PurgeOnce now and then every Interval until Close.
+func (s *PurgeScheduler) Start(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	if s.started {
+		return fmt.Errorf("%w: purge scheduler already started", ErrInvalidConfig)
+	}
+	s.started = true
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	go func() {
+		defer close(s.done)
+		defer cancel()
+		go func() {
+			select {
+			case <-s.stop:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		ticker := time.NewTicker(s.cfg.Interval)
+		defer ticker.Stop()
+		for {
+			n, err := s.PurgeOnce(ctx)
+			switch {
+			case err != nil && ctx.Err() == nil:
+				s.log.Error("outbox: purge failed", "error", err)
+			case n > 0:
+				s.log.Info("outbox: purged terminal events", "deleted", n)
+			}
+			select {
+			case <-s.stop:
+				return
+			case <-ticker.C:
+			}
+		}
+	}()
+	return nil
+}
+
+// Close stops the scheduler and waits for a running purge to end (or ctx).
+func (s *PurgeScheduler) Close(ctx context.Context) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	started := s.started
+	close(s.stop)
+	s.mu.Unlock()
+	if !started {
+		return nil
+	}
+	select {
+	case <-s.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("outbox: purge scheduler close: %w", ctx.Err())
+	}
+}

@@ -1,0 +1,126 @@
+package outbox
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+)
+
+// WriterHook observes and shapes what a Writer writes. Embed NopHook to
+// implement only the methods you need.
+//
+// Lifecycle: BeforeWrite (may transform or suppress) → insert → AfterWrite →
+// commit or rollback → AfterCommit or AfterRollback. Only BeforeWrite can fail
+// a write; failures and panics in the other methods are logged and swallowed.
+type WriterHook interface {
+	// BeforeWrite may return a different list of events; an empty list
+	// suppresses the write. An error fails the write.
+	BeforeWrite(ctx context.Context, events []Envelope) ([]Envelope, error)
+	// AfterWrite runs after the rows are inserted, inside the transaction.
+	AfterWrite(ctx context.Context, events []Envelope)
+	// AfterCommit runs once after the transaction commits.
+	AfterCommit(events []Envelope)
+	// AfterRollback runs once after the transaction rolls back.
+	AfterRollback(events []Envelope)
+}
+
+// ClaimingHook is a WriterHook that delivers committed events in this
+// process (the hot path). The Writer inserts the events it will deliver
+// already claimed by ClaimOwner, so no other instance's poller takes them.
+type ClaimingHook interface {
+	WriterHook
+	ClaimOwner() string
+}
+
+// NopHook implements WriterHook doing nothing; embed it in partial hooks.
+type NopHook struct{}
+
+// BeforeWrite returns events unchanged.
+func (NopHook) BeforeWrite(_ context.Context, events []Envelope) ([]Envelope, error) {
+	return events, nil
+}
+
+// AfterWrite does nothing.
+func (NopHook) AfterWrite(context.Context, []Envelope) {}
+
+// AfterCommit does nothing.
+func (NopHook) AfterCommit([]Envelope) {}
+
+// AfterRollback does nothing.
+func (NopHook) AfterRollback([]Envelope) {}
+
+// WriterConfig configures a Writer.
+type WriterConfig struct {
+	// TxContext finds the caller's transaction (required).
+	TxContext TxContext
+	// Store inserts the rows (required).
+	Store Store
+	// Hook, if set, shapes writes and reacts to commit. Use
+	// Dispatcher.Hook for in-process delivery right after commit; leave it
+	// nil for poller-only or CDC setups.
+	Hook WriterHook
+	// Clock stamps created_at (default SystemClock).
+	Clock Clock
+	// Logger receives hook failures (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// Writer writes events into the outbox inside the caller's transaction.
+// It is safe for concurrent use.
+type Writer struct {
+	tx     TxContext
+	store  Store
+	hook   WriterHook
+	owner  string
+	clock  Clock
+	logger *slog.Logger
+}
+
+// NewWriter returns a Writer. It fails if TxContext or Store is missing.
+func NewWriter(cfg WriterConfig) (*Writer, error) {
+	if cfg.TxContext == nil || cfg.Store == nil {
+		return nil, configErr("writer needs a TxContext and a Store")
+	}
+	w := &Writer{tx: cfg.TxContext, store: cfg.Store, hook: cfg.Hook, clock: clockOr(cfg.Clock), logger: loggerOr(cfg.Logger)}
+	if ch, ok := cfg.Hook.(ClaimingHook); ok {
+		w.owner = ch.ClaimOwner()
+	}
+	return w, nil
+}
+
+// Write inserts events into the outbox in the transaction carried by ctx and
+// returns their ids (none if the hook suppressed the write). With no
+// transaction in ctx it fails with an error wrapping ErrNoTransaction and
+// writes nothing. After commit the hook, if any, is told once for the batch.
+func (w *Writer) Write(ctx context.Context, events ...Envelope) ([]string, error) {
+	tx, err := w.tx.Current(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for i, e := range events {
+		if e.IsZero() {
+			return nil, fmt.Errorf("%w: event %d is the zero Envelope; build it with NewEnvelope", ErrInvalidEnvelope, i)
+		}
+	}
+	if w.hook != nil {
+		if events, err = w.hook.BeforeWrite(ctx, events); err != nil {
+			return nil, fmt.Errorf("outbox: before-write hook: %w", err)
+		}
+	}
+	if len(events) == 0 {
+		return nil, nil
+	}
+	if err := w.store.Insert(ctx, tx.Executor(), utcNow(w.clock), w.owner, events); err != nil {
+		return nil, fmt.Errorf("outbox: write %d event(s): %w", len(events), err)
+	}
+	ids := make([]string, len(events))
+	for i, e := range events {
+		ids[i] = e.ID()
+	}
+	if h := w.hook; h != nil {
+		safeCall(w.logger, "after-write hook", func() { h.AfterWrite(ctx, events) })
+		tx.AfterCommit(func() { safeCall(w.logger, "after-commit hook", func() { h.AfterCommit(events) }) })
+		tx.AfterRollback(func() { safeCall(w.logger, "after-rollback hook", func() { h.AfterRollback(events) }) })
+	}
+	return ids, nil
+}
