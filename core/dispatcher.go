@@ -24,6 +24,7 @@ const (
 	DefaultAckBatchSize  = 256
 	DefaultAckInterval   = 5 * time.Millisecond
 	releaseTimeoutOnStop = 5 * time.Second
+	closeGrace           = time.Second
 )
 
 // DispatcherConfig configures a Dispatcher. Zero values take the documented
@@ -490,10 +491,18 @@ func (d *Dispatcher) close(ctx context.Context) error {
 		err = ctx.Err()
 	}
 	d.cancel()
+	// Listeners see their context cancelled; give them a moment to return
+	// even when ctx has already ended.
+	grace := time.NewTimer(closeGrace)
+	defer grace.Stop()
 	select {
 	case <-drained:
 	case <-ctx.Done():
-		return fmt.Errorf("outbox: dispatcher close: listeners still running: %w", ctx.Err())
+		select {
+		case <-drained:
+		case <-grace.C:
+			return fmt.Errorf("outbox: dispatcher close: listeners still running: %w", ctx.Err())
+		}
 	}
 	d.releaseQueued(ctx)
 	close(d.acks)
@@ -538,7 +547,16 @@ type hotHook struct {
 	d *Dispatcher
 }
 
-func (h hotHook) ClaimOwner() string { return h.d.owner }
+// ClaimOwner returns the owner to claim new rows for, or "" while the
+// dispatcher is not running (the rows are then left unclaimed for any poller).
+func (h hotHook) ClaimOwner() string {
+	h.d.mu.RLock()
+	defer h.d.mu.RUnlock()
+	if !h.d.started || h.d.closed {
+		return ""
+	}
+	return h.d.owner
+}
 
 func (h hotHook) AfterCommit(events []Envelope) {
 	dropped := 0

@@ -26,7 +26,8 @@ type WriterHook interface {
 
 // ClaimingHook is a WriterHook that delivers committed events in this
 // process (the hot path). The Writer inserts the events it will deliver
-// already claimed by ClaimOwner, so no other instance's poller takes them.
+// already claimed by ClaimOwner, so no other instance's poller takes them;
+// an empty ClaimOwner leaves them unclaimed.
 type ClaimingHook interface {
 	WriterHook
 	ClaimOwner() string
@@ -68,12 +69,12 @@ type WriterConfig struct {
 // Writer writes events into the outbox inside the caller's transaction.
 // It is safe for concurrent use.
 type Writer struct {
-	tx     TxContext
-	store  Store
-	hook   WriterHook
-	owner  string
-	clock  Clock
-	logger *slog.Logger
+	tx      TxContext
+	store   Store
+	hook    WriterHook
+	claimer ClaimingHook // the hook, if it delivers in-process
+	clock   Clock
+	logger  *slog.Logger
 }
 
 // NewWriter returns a Writer. It fails if TxContext or Store is missing.
@@ -82,9 +83,7 @@ func NewWriter(cfg WriterConfig) (*Writer, error) {
 		return nil, configErr("writer needs a TxContext and a Store")
 	}
 	w := &Writer{tx: cfg.TxContext, store: cfg.Store, hook: cfg.Hook, clock: clockOr(cfg.Clock), logger: loggerOr(cfg.Logger)}
-	if ch, ok := cfg.Hook.(ClaimingHook); ok {
-		w.owner = ch.ClaimOwner()
-	}
+	w.claimer, _ = cfg.Hook.(ClaimingHook)
 	return w, nil
 }
 
@@ -110,7 +109,11 @@ func (w *Writer) Write(ctx context.Context, events ...Envelope) ([]string, error
 	if len(events) == 0 {
 		return nil, nil
 	}
-	if err := w.store.Insert(ctx, tx.Executor(), utcNow(w.clock), w.owner, events); err != nil {
+	owner := ""
+	if w.claimer != nil {
+		owner = w.claimer.ClaimOwner()
+	}
+	if err := w.store.Insert(ctx, tx.Executor(), utcNow(w.clock), owner, events); err != nil {
 		return nil, fmt.Errorf("outbox: write %d event(s): %w", len(events), err)
 	}
 	ids := make([]string, len(events))
