@@ -59,6 +59,9 @@ func (r *Registry) Register(at AggregateType, et EventType, l Listener) error {
 
 // Handle registers fn for event type et on GlobalAggregate.
 func (r *Registry) Handle(et EventType, fn func(ctx context.Context, e Envelope) error) error {
+	if fn == nil {
+		return fmt.Errorf("%w: Handle needs a listener function", ErrInvalidConfig)
+	}
 	return r.Register(GlobalAggregate, et, ListenerFunc(fn))
 }
 
