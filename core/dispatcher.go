@@ -305,7 +305,7 @@ func (d *Dispatcher) work() {
 // the outcome.
 func (d *Dispatcher) deliver(ctx context.Context, q queued) {
 	e := q.env
-	err := d.dispatch(ctx, e)
+	err := d.dispatch(context.WithValue(ctx, attemptKey{}, q.attempts+1), e)
 	if err == nil {
 		d.metrics.DispatchSuccess()
 		d.acks <- e.ID() // released from in-flight once the ack is written

@@ -20,6 +20,16 @@ type ListenerFunc func(ctx context.Context, e Envelope) error
 // Handle calls f.
 func (f ListenerFunc) Handle(ctx context.Context, e Envelope) error { return f(ctx, e) }
 
+type attemptKey struct{}
+
+// DeliveryAttempt returns which delivery attempt of the event a listener or
+// interceptor is running: 1 for the first, 1 + the failed attempts so far
+// after that (a RetryAfter does not count). It returns 0 outside a dispatch.
+func DeliveryAttempt(ctx context.Context) int {
+	n, _ := ctx.Value(attemptKey{}).(int)
+	return n
+}
+
 // ListenerRegistry routes an event to exactly one Listener.
 type ListenerRegistry interface {
 	// ListenerFor returns the listener for (aggregateType, eventType), or nil.
