@@ -1,6 +1,7 @@
 package outbox
 
 import (
+	"math"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -64,5 +65,9 @@ func (p *ExponentialBackoff) Delay(attempts int) time.Duration {
 	} else {
 		r = rand.Float64()
 	}
-	return time.Duration(float64(d) * (0.5 + r))
+	j := float64(d) * (0.5 + r)
+	if j >= math.MaxInt64 { // a huge Max times the jitter would overflow to a negative delay
+		return time.Duration(math.MaxInt64)
+	}
+	return time.Duration(j)
 }
