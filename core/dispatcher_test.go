@@ -1,0 +1,369 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+type harness struct {
+	st      *memStore
+	reg     *Registry
+	clk     *stepClock
+	metrics *countingMetrics
+	d       *Dispatcher
+	w       *Writer
+	log     *syncBuffer
+}
+
+func newHarness(t *testing.T, mut func(*DispatcherConfig)) *harness {
+	t.Helper()
+	logger, buf := bufferLogger()
+	h := &harness{st: newMemStore(), reg: NewRegistry(), clk: newStepClock(), metrics: &countingMetrics{}, log: buf}
+	cfg := DispatcherConfig{
+		Store: h.st, DB: nopExecutor{}, Registry: h.reg, Workers: 2, MaxAttempts: 3,
+		RetryPolicy: RetryPolicyFunc(func(int) time.Duration { return time.Minute }),
+		AckInterval: time.Millisecond, DrainTimeout: time.Second,
+		Metrics: h.metrics, Logger: logger, Clock: h.clk,
+	}
+	if mut != nil {
+		mut(&cfg)
+	}
+	d, err := NewDispatcher(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.d = d
+	h.w, err = NewWriter(WriterConfig{TxContext: fakeTxContext{}, Store: h.st, Hook: d.Hook(), Clock: h.clk, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func (h *harness) start(t *testing.T) {
+	t.Helper()
+	if err := h.d.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := h.d.Close(ctx); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+}
+
+// commit writes events in a fresh transaction and commits it.
+func (h *harness) commit(t *testing.T, events ...Envelope) []string {
+	t.Helper()
+	ctx, tx := withTx(context.Background())
+	ids, err := h.w.Write(ctx, events...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx.RunCommit()
+	return ids
+}
+
+func (h *harness) waitStatus(t *testing.T, id string, s Status) Record {
+	t.Helper()
+	waitFor(t, "event "+id+" to be "+s.String(), func() bool {
+		r := h.st.get(id)
+		return r.Status == s && r.LockedBy == ""
+	})
+	return h.st.get(id)
+}
+
+func evt(typ string) Envelope {
+	return MustEnvelope(EventName(typ), WithJSON([]byte(`{}`)))
+}
+
+func TestDispatcherOutcomes(t *testing.T) {
+	tests := []struct {
+		name         string
+		listener     func(context.Context, Envelope) error
+		routed       bool
+		wantStatus   Status
+		wantAttempts int
+		wantDelay    time.Duration // AvailableAt - now for RETRY
+		wantErr      string
+		wantMetric   string
+	}{
+		{"success", func(context.Context, Envelope) error { return nil }, true, StatusDone, 0, 0, "", "DispatchSuccess"},
+		{"failure", func(context.Context, Envelope) error { return errors.New("boom") }, true, StatusRetry, 1, time.Minute, "boom", "DispatchFailure"},
+		{"panic", func(context.Context, Envelope) error { panic("kaboom") }, true, StatusRetry, 1, time.Minute, "panic: kaboom", "DispatchFailure"},
+		{"retry after", func(context.Context, Envelope) error { return RetryAfter(10*time.Second, "busy") }, true, StatusRetry, 0, 10 * time.Second, "busy", ""},
+		{"unroutable", nil, false, StatusDead, 0, 0, "no listener", "DispatchDead"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, nil)
+			if tc.routed {
+				if err := h.reg.Handle(EventName("E"), tc.listener); err != nil {
+					t.Fatal(err)
+				}
+			}
+			h.start(t)
+			ids := h.commit(t, evt("E"))
+			r := h.waitStatus(t, ids[0], tc.wantStatus)
+			if r.Attempts != tc.wantAttempts {
+				t.Errorf("attempts = %d, want %d", r.Attempts, tc.wantAttempts)
+			}
+			if !strings.Contains(r.LastError, tc.wantErr) {
+				t.Errorf("last error = %q, want it to contain %q", r.LastError, tc.wantErr)
+			}
+			if tc.wantStatus == StatusRetry {
+				if got := r.AvailableAt.Sub(h.clk.Now()); got != tc.wantDelay {
+					t.Errorf("retry scheduled in %v, want %v", got, tc.wantDelay)
+				}
+			}
+			if tc.wantMetric != "" && h.metrics.get(tc.wantMetric) != 1 {
+				t.Errorf("metric %s = %d, want 1", tc.wantMetric, h.metrics.get(tc.wantMetric))
+			}
+			if h.metrics.get("HotEnqueued") != 1 {
+				t.Errorf("HotEnqueued = %d, want 1", h.metrics.get("HotEnqueued"))
+			}
+			// The event is no longer held in this process.
+			waitFor(t, "in-flight release", func() bool {
+				if h.d.inflight.TryAcquire(ids[0]) {
+					h.d.inflight.Release(ids[0])
+					return true
+				}
+				return false
+			})
+		})
+	}
+}
+
+func TestDispatcherLastAttemptGoesDead(t *testing.T) {
+	h := newHarness(t, nil)
+	attempts := make(chan int, 1)
+	_ = h.reg.Handle(EventName("E"), func(ctx context.Context, _ Envelope) error {
+		attempts <- DeliveryAttempt(ctx)
+		return errors.New("still failing")
+	})
+	h.start(t)
+	e := evt("E")
+	h.st.put(Record{ID: e.ID(), Envelope: e, Status: StatusRetry, Attempts: 2, LockedBy: h.d.Owner(), LockedAt: h.clk.Now()})
+	if !h.d.EnqueueCold(e, 2) {
+		t.Fatal("EnqueueCold refused")
+	}
+	r := h.waitStatus(t, e.ID(), StatusDead)
+	if r.Attempts != 3 || !strings.Contains(r.LastError, "still failing") {
+		t.Errorf("dead record = attempts %d, error %q", r.Attempts, r.LastError)
+	}
+	if got := <-attempts; got != 3 {
+		t.Errorf("DeliveryAttempt = %d, want 3", got)
+	}
+	if h.metrics.get("DispatchDead") != 1 || h.metrics.get("ColdEnqueued") != 1 {
+		t.Errorf("metrics = %v", h.metrics.counts)
+	}
+}
+
+func TestDispatcherInterceptors(t *testing.T) {
+	var mu sync.Mutex
+	var trace []string
+	add := func(s string) { mu.Lock(); trace = append(trace, s); mu.Unlock() }
+	ic := func(name string, beforeErr error) Interceptor {
+		return Interceptor{
+			Before: func(context.Context, Envelope) error { add("before " + name); return beforeErr },
+			After: func(_ context.Context, _ Envelope, err error) {
+				add("after " + name + " err=" + map[bool]string{true: "nil", false: "set"}[err == nil])
+			},
+		}
+	}
+	tests := []struct {
+		name string
+		ics  []Interceptor
+		want string
+		st   Status
+	}{
+		{"order", []Interceptor{ic("1", nil), ic("2", nil), {}}, "before 1,before 2,listener,after 2 err=nil,after 1 err=nil", StatusDone},
+		{"short circuit", []Interceptor{ic("1", nil), ic("2", errors.New("deny")), ic("3", nil)}, "before 1,before 2,after 2 err=set,after 1 err=set", StatusRetry},
+		{"after panics", []Interceptor{{After: func(context.Context, Envelope, error) { panic("after boom") }}, ic("1", nil)}, "before 1,listener,after 1 err=nil", StatusDone},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			trace = nil
+			h := newHarness(t, func(c *DispatcherConfig) { c.Interceptors = tc.ics; c.Workers = 1 })
+			_ = h.reg.Handle(EventName("E"), func(context.Context, Envelope) error { add("listener"); return nil })
+			h.start(t)
+			ids := h.commit(t, evt("E"))
+			h.waitStatus(t, ids[0], tc.st)
+			mu.Lock()
+			got := strings.Join(trace, ",")
+			mu.Unlock()
+			if got != tc.want {
+				t.Errorf("trace = %s\nwant    %s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestDispatcherStaleOutcomeIsCounted(t *testing.T) {
+	h := newHarness(t, nil)
+	taken := make(chan struct{})
+	_ = h.reg.Handle(EventName("E"), func(_ context.Context, e Envelope) error {
+		// Meanwhile another instance took the claim over.
+		h.st.mu.Lock()
+		h.st.rows[e.ID()].LockedBy = "other-owner"
+		h.st.mu.Unlock()
+		close(taken)
+		return nil
+	})
+	h.start(t)
+	ids := h.commit(t, evt("E"))
+	<-taken
+	waitFor(t, "stale update", func() bool { return h.metrics.get("StaleUpdates") == 1 })
+	if r := h.st.get(ids[0]); r.Status != StatusNew || r.LockedBy != "other-owner" {
+		t.Errorf("fenced row changed: %+v", r)
+	}
+}
+
+func TestDispatcherHotQueueFull(t *testing.T) {
+	h := newHarness(t, func(c *DispatcherConfig) { c.Workers = 1; c.HotQueueSize = 1 })
+	started, unblock := make(chan struct{}, 10), make(chan struct{})
+	_ = h.reg.Handle(EventName("E"), func(context.Context, Envelope) error {
+		started <- struct{}{}
+		<-unblock
+		return nil
+	})
+
+	// Not started: nothing is queued and the writer does not claim.
+	if h.d.EnqueueHot(evt("E")) {
+		t.Error("EnqueueHot accepted before Start")
+	}
+	if h.d.ColdCapacity() != 0 {
+		t.Error("ColdCapacity > 0 before Start")
+	}
+	ctx, tx := withTx(context.Background())
+	early, _ := h.w.Write(ctx, evt("E"))
+	if r := h.st.get(early[0]); r.LockedBy != "" {
+		t.Errorf("row written before Start is claimed by %q", r.LockedBy)
+	}
+	tx.RunRollback()
+
+	h.start(t)
+	a := h.commit(t, evt("E"))
+	<-started // the worker holds a; the queue is empty again
+	b := h.commit(t, evt("E"))
+	c := h.commit(t, evt("E")) // queue full: left to the poller
+	if h.metrics.get("HotDropped") != 1 {
+		t.Errorf("HotDropped = %d, want 1", h.metrics.get("HotDropped"))
+	}
+	select {
+	case <-h.d.HotDropped():
+	default:
+		t.Error("HotDropped not signalled")
+	}
+	if hot, _ := h.d.QueueDepths(); hot != 1 {
+		t.Errorf("hot depth = %d, want 1", hot)
+	}
+	if r := h.st.get(c[0]); r.Status != StatusNew || r.LockedBy != h.d.Owner() {
+		t.Errorf("dropped row = %+v, want NEW and still owned", r)
+	}
+	// A delayed event never takes the hot path.
+	delayed := MustEnvelope(EventName("E"), WithJSON([]byte(`{}`)), WithAvailableAt(h.clk.Now().Add(time.Hour)))
+	h.commit(t, delayed)
+	if r := h.st.get(delayed.ID()); r.LockedBy != "" || !r.AvailableAt.Equal(h.clk.Now().Add(time.Hour)) {
+		t.Errorf("delayed row = %+v", r)
+	}
+	if h.metrics.get("HotDropped") != 1 {
+		t.Error("a delayed event was offered to the hot queue")
+	}
+	// The same event cannot be queued twice.
+	if h.d.EnqueueHot(h.st.get(a[0]).Envelope) {
+		t.Error("an event held in flight was queued again")
+	}
+	close(unblock)
+	h.waitStatus(t, a[0], StatusDone)
+	h.waitStatus(t, b[0], StatusDone)
+}
+
+func TestDispatcherCloseReleasesQueued(t *testing.T) {
+	h := newHarness(t, func(c *DispatcherConfig) { c.Workers = 1; c.DrainTimeout = 20 * time.Millisecond })
+	started := make(chan struct{}, 10)
+	_ = h.reg.Handle(EventName("E"), func(ctx context.Context, _ Envelope) error {
+		started <- struct{}{}
+		<-ctx.Done() // stuck until Close cancels
+		return ctx.Err()
+	})
+	if err := h.d.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.d.Start(context.Background()); !errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("second Start: err = %v", err)
+	}
+	ids := h.commit(t, evt("E"), evt("E"), evt("E"))
+	<-started
+	if err := h.d.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		if r := h.st.get(id); r.Status != StatusNew || r.LockedBy != "" || r.Attempts != 0 {
+			t.Errorf("after Close, %s = %+v; want NEW, unclaimed, no attempt used", id, r)
+		}
+	}
+	if err := h.d.Close(context.Background()); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	if err := h.d.Start(context.Background()); !errors.Is(err, ErrClosed) {
+		t.Errorf("Start after Close: err = %v, want ErrClosed", err)
+	}
+	if h.d.EnqueueHot(evt("E")) || h.d.EnqueueCold(evt("E"), 0) {
+		t.Error("closed dispatcher accepted an event")
+	}
+	if owner := h.d.Hook().ClaimOwner(); owner != "" {
+		t.Errorf("closed dispatcher still claims as %q", owner)
+	}
+}
+
+func TestDispatcherCloseDrains(t *testing.T) {
+	h := newHarness(t, func(c *DispatcherConfig) { c.Workers = 1; c.AckInterval = time.Hour; c.AckBatchSize = 1000 })
+	_ = h.reg.Handle(EventName("E"), func(context.Context, Envelope) error { time.Sleep(time.Millisecond); return nil })
+	if err := h.d.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ids := h.commit(t, evt("E"), evt("E"), evt("E"), evt("E"))
+	if err := h.d.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// Everything queued was delivered and the pending acks were flushed on Close.
+	for _, id := range ids {
+		if r := h.st.get(id); r.Status != StatusDone {
+			t.Errorf("%s = %v after Close, want DONE", id, r.Status)
+		}
+	}
+	if n := h.st.callCount("MarkDone"); n != 1 {
+		t.Errorf("MarkDone called %d times, want one batched call", n)
+	}
+}
+
+func TestDispatcherAckFailureLogged(t *testing.T) {
+	h := newHarness(t, nil)
+	h.st.setFail("MarkDone", errors.New("db down"))
+	_ = h.reg.Handle(EventName("E"), func(context.Context, Envelope) error { return nil })
+	h.start(t)
+	ids := h.commit(t, evt("E"))
+	waitFor(t, "ack retries", func() bool { return h.st.callCount("MarkDone") == 3 })
+	waitFor(t, "ack failure log", func() bool { return strings.Contains(h.log.String(), "could not mark events DONE") })
+	if r := h.st.get(ids[0]); r.Status != StatusNew || r.LockedBy != h.d.Owner() {
+		t.Errorf("row = %+v, want still NEW and owned for redelivery", r)
+	}
+}

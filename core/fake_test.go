@@ -1,0 +1,370 @@
+package outbox
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"slices"
+	"sync"
+	"time"
+)
+
+// nopExecutor satisfies Executor; the in-memory store never uses it.
+type nopExecutor struct{}
+
+var errNoSQL = errors.New("nopExecutor runs no SQL")
+
+func (nopExecutor) ExecContext(context.Context, string, ...any) (sql.Result, error) {
+	return nil, errNoSQL
+}
+func (nopExecutor) QueryContext(context.Context, string, ...any) (*sql.Rows, error) {
+	return nil, errNoSQL
+}
+func (nopExecutor) QueryRowContext(context.Context, string, ...any) *sql.Row { return nil }
+
+// memStore is an in-memory Store and Purger with the fencing rules of the
+// Store contract, for unit tests of the core without a database.
+type memStore struct {
+	mu    sync.Mutex
+	rows  map[string]*Record
+	fail  map[string]error // method name → error to return
+	calls map[string]int
+}
+
+func newMemStore() *memStore {
+	return &memStore{rows: map[string]*Record{}, fail: map[string]error{}, calls: map[string]int{}}
+}
+
+func (s *memStore) enter(method string) error {
+	s.mu.Lock()
+	s.calls[method]++
+	return s.fail[method]
+}
+
+func (s *memStore) setFail(method string, err error) {
+	s.mu.Lock()
+	s.fail[method] = err
+	s.mu.Unlock()
+}
+
+func (s *memStore) callCount(method string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls[method]
+}
+
+func (s *memStore) get(id string) Record {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r, ok := s.rows[id]; ok {
+		return *r
+	}
+	return Record{}
+}
+
+// put stores a record as is (for setting up poller and dead-letter tests).
+func (s *memStore) put(r Record) {
+	s.mu.Lock()
+	s.rows[r.ID] = &r
+	s.mu.Unlock()
+}
+
+func pending(r *Record) bool { return r.Status == StatusNew || r.Status == StatusRetry }
+
+func (s *memStore) Insert(_ context.Context, _ Executor, now time.Time, owner string, events []Envelope) error {
+	err := s.enter("Insert")
+	defer s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	for _, e := range events {
+		if _, dup := s.rows[e.ID()]; dup {
+			return errors.New("duplicate id " + e.ID())
+		}
+	}
+	for _, e := range events {
+		r := &Record{ID: e.ID(), Envelope: e, Status: StatusNew, CreatedAt: now, AvailableAt: now}
+		if e.AvailableAt().After(now) {
+			r.AvailableAt = e.AvailableAt()
+		}
+		if owner != "" && !e.Delayed() {
+			r.LockedBy, r.LockedAt = owner, now
+		}
+		s.rows[e.ID()] = r
+	}
+	return nil
+}
+
+func (s *memStore) sorted() []*Record {
+	out := make([]*Record, 0, len(s.rows))
+	for _, r := range s.rows {
+		out = append(out, r)
+	}
+	slices.SortFunc(out, func(a, b *Record) int {
+		if c := a.AvailableAt.Compare(b.AvailableAt); c != 0 {
+			return c
+		}
+		if a.ID < b.ID {
+			return -1
+		}
+		return 1
+	})
+	return out
+}
+
+func (s *memStore) Claim(_ context.Context, _ Executor, req ClaimRequest) ([]Record, error) {
+	err := s.enter("Claim")
+	defer s.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	var out []Record
+	for _, r := range s.sorted() {
+		if len(out) == req.Limit {
+			break
+		}
+		if !pending(r) || r.AvailableAt.After(req.Now) || r.CreatedAt.After(req.Now.Add(-req.SkipRecent)) {
+			continue
+		}
+		age := req.Now.Sub(r.LockedAt)
+		claimable := r.LockedBy == "" ||
+			(r.LockedBy != req.Owner && age >= req.Lease) ||
+			(r.LockedBy == req.Owner && req.OwnReclaimAfter > 0 && age >= req.OwnReclaimAfter)
+		if !claimable {
+			continue
+		}
+		r.LockedBy, r.LockedAt = req.Owner, req.Now
+		out = append(out, *r)
+	}
+	return out, nil
+}
+
+func (s *memStore) fenced(owner, id string) *Record {
+	r, ok := s.rows[id]
+	if !ok || !pending(r) || r.LockedBy != owner {
+		return nil
+	}
+	return r
+}
+
+func (s *memStore) MarkDone(_ context.Context, _ Executor, owner string, ids []string, now time.Time) (int64, error) {
+	err := s.enter("MarkDone")
+	defer s.mu.Unlock()
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, id := range ids {
+		if r := s.fenced(owner, id); r != nil {
+			r.Status, r.DoneAt, r.LockedBy, r.LockedAt = StatusDone, now, "", time.Time{}
+			n++
+		}
+	}
+	return n, nil
+}
+
+func (s *memStore) MarkRetry(_ context.Context, _ Executor, owner, id string, next time.Time, lastErr string, count bool) (bool, error) {
+	err := s.enter("MarkRetry")
+	defer s.mu.Unlock()
+	if err != nil {
+		return false, err
+	}
+	r := s.fenced(owner, id)
+	if r == nil {
+		return false, nil
+	}
+	r.Status, r.AvailableAt, r.LastError, r.LockedBy, r.LockedAt = StatusRetry, next, lastErr, "", time.Time{}
+	if count {
+		r.Attempts++
+	}
+	return true, nil
+}
+
+func (s *memStore) MarkDead(_ context.Context, _ Executor, owner, id string, now time.Time, lastErr string, count bool) (bool, error) {
+	err := s.enter("MarkDead")
+	defer s.mu.Unlock()
+	if err != nil {
+		return false, err
+	}
+	r := s.fenced(owner, id)
+	if r == nil {
+		return false, nil
+	}
+	r.Status, r.DoneAt, r.LastError, r.LockedBy, r.LockedAt = StatusDead, now, lastErr, "", time.Time{}
+	if count {
+		r.Attempts++
+	}
+	return true, nil
+}
+
+func (s *memStore) Release(_ context.Context, _ Executor, owner string, ids []string) (int64, error) {
+	err := s.enter("Release")
+	defer s.mu.Unlock()
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, id := range ids {
+		if r := s.fenced(owner, id); r != nil {
+			r.LockedBy, r.LockedAt = "", time.Time{}
+			n++
+		}
+	}
+	return n, nil
+}
+
+func (s *memStore) match(q Query) []*Record {
+	var out []*Record
+	for _, r := range s.rows {
+		if (len(q.Statuses) == 0 || slices.Contains(q.Statuses, r.Status)) &&
+			(q.AggregateType == "" || q.AggregateType == r.Envelope.AggregateType()) &&
+			(q.EventType == "" || q.EventType == r.Envelope.Type()) && r.ID > q.AfterID {
+			out = append(out, r)
+		}
+	}
+	slices.SortFunc(out, func(a, b *Record) int {
+		if a.ID < b.ID {
+			return -1
+		}
+		return 1
+	})
+	return out
+}
+
+func (s *memStore) List(_ context.Context, _ Executor, q Query) ([]Record, error) {
+	err := s.enter("List")
+	defer s.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	limit := q.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	var out []Record
+	for _, r := range s.match(q) {
+		if len(out) == limit {
+			break
+		}
+		out = append(out, *r)
+	}
+	return out, nil
+}
+
+func (s *memStore) Count(_ context.Context, _ Executor, q Query) (int64, error) {
+	err := s.enter("Count")
+	defer s.mu.Unlock()
+	if err != nil {
+		return 0, err
+	}
+	return int64(len(s.match(q))), nil
+}
+
+func (s *memStore) Stats(context.Context, Executor) (Stats, error) {
+	err := s.enter("Stats")
+	defer s.mu.Unlock()
+	if err != nil {
+		return Stats{}, err
+	}
+	st := Stats{ByStatus: map[Status]int64{}}
+	for _, r := range s.rows {
+		st.ByStatus[r.Status]++
+		if pending(r) && (st.OldestPending.IsZero() || r.CreatedAt.Before(st.OldestPending)) {
+			st.OldestPending = r.CreatedAt
+		}
+	}
+	return st, nil
+}
+
+func (s *memStore) Replay(_ context.Context, _ Executor, ids []string, now time.Time) (int64, error) {
+	err := s.enter("Replay")
+	defer s.mu.Unlock()
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, id := range ids {
+		if r, ok := s.rows[id]; ok && r.Status == StatusDead {
+			r.Status, r.Attempts, r.AvailableAt, r.LockedBy, r.LockedAt, r.DoneAt = StatusNew, 0, now, "", time.Time{}, time.Time{}
+			n++
+		}
+	}
+	return n, nil
+}
+
+func (s *memStore) Purge(_ context.Context, _ Executor, before time.Time, limit int) (int64, error) {
+	err := s.enter("Purge")
+	defer s.mu.Unlock()
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, r := range s.sorted() {
+		if int(n) == limit {
+			break
+		}
+		end := r.DoneAt
+		if end.IsZero() {
+			end = r.CreatedAt
+		}
+		if !pending(r) && end.Before(before) {
+			delete(s.rows, r.ID)
+			n++
+		}
+	}
+	return n, nil
+}
+
+// fakeTx is a transaction as a TxContext adapter would expose it.
+type fakeTx struct {
+	Callbacks
+}
+
+func (*fakeTx) Executor() Executor { return nopExecutor{} }
+
+type txKey struct{}
+
+// fakeTxContext finds a *fakeTx in the context.
+type fakeTxContext struct{}
+
+func (fakeTxContext) Current(ctx context.Context) (Tx, error) {
+	if tx, ok := ctx.Value(txKey{}).(*fakeTx); ok {
+		return tx, nil
+	}
+	return nil, ErrNoTransaction
+}
+
+func withTx(ctx context.Context) (context.Context, *fakeTx) {
+	tx := &fakeTx{}
+	return context.WithValue(ctx, txKey{}, tx), tx
+}
+
+// countingMetrics records the counters it receives.
+type countingMetrics struct {
+	NopMetrics
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+func (m *countingMetrics) inc(name string, n int) {
+	m.mu.Lock()
+	if m.counts == nil {
+		m.counts = map[string]int{}
+	}
+	m.counts[name] += n
+	m.mu.Unlock()
+}
+
+func (m *countingMetrics) get(name string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.counts[name]
+}
+
+func (m *countingMetrics) HotEnqueued()       { m.inc("HotEnqueued", 1) }
+func (m *countingMetrics) HotDropped()        { m.inc("HotDropped", 1) }
+func (m *countingMetrics) ColdEnqueued()      { m.inc("ColdEnqueued", 1) }
+func (m *countingMetrics) DispatchSuccess()   { m.inc("DispatchSuccess", 1) }
+func (m *countingMetrics) DispatchFailure()   { m.inc("DispatchFailure", 1) }
+func (m *countingMetrics) DispatchDead()      { m.inc("DispatchDead", 1) }
+func (m *countingMetrics) StaleUpdates(n int) { m.inc("StaleUpdates", n) }

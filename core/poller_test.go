@@ -1,0 +1,108 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func newTestPoller(t *testing.T, h *harness, mut func(*PollerConfig)) *Poller {
+	t.Helper()
+	logger, _ := bufferLogger()
+	cfg := PollerConfig{Store: h.st, DB: nopExecutor{}, Dispatcher: h.d, Clock: h.clk, Metrics: h.metrics, Logger: logger, BatchSize: 10}
+	if mut != nil {
+		mut(&cfg)
+	}
+	p, err := NewPoller(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestPollOnce(t *testing.T) {
+	h := newHarness(t, nil)
+	delivered := make(chan string, 10)
+	_ = h.reg.Handle(EventName("E"), func(_ context.Context, e Envelope) error { delivered <- e.ID(); return nil })
+	p := newTestPoller(t, h, nil)
+
+	// Before the dispatcher runs there is no capacity: nothing is claimed.
+	if n, more, err := p.PollOnce(context.Background()); n != 0 || more || err != nil || h.st.callCount("Claim") != 0 {
+		t.Fatalf("PollOnce before Start = %d, %v, %v (claims %d)", n, more, err, h.st.callCount("Claim"))
+	}
+	h.start(t)
+
+	now := h.clk.Now()
+	due, retry, future := evt("E"), evt("E"), evt("E")
+	h.st.put(Record{ID: due.ID(), Envelope: due, Status: StatusNew, CreatedAt: now.Add(-time.Minute), AvailableAt: now.Add(-time.Minute)})
+	h.st.put(Record{ID: retry.ID(), Envelope: retry, Status: StatusRetry, Attempts: 1, CreatedAt: now.Add(-time.Hour), AvailableAt: now})
+	h.st.put(Record{ID: future.ID(), Envelope: future, Status: StatusNew, CreatedAt: now, AvailableAt: now.Add(time.Hour)})
+	h.st.put(Record{ID: "corrupt", Err: errors.New("bad headers"), Status: StatusNew, CreatedAt: now, AvailableAt: now})
+
+	n, more, err := p.PollOnce(context.Background())
+	if err != nil || n != 2 || more {
+		t.Fatalf("PollOnce = %d, %v, %v; want 2, false, nil", n, more, err)
+	}
+	h.waitStatus(t, due.ID(), StatusDone)
+	h.waitStatus(t, retry.ID(), StatusDone)
+	if r := h.st.get(future.ID()); r.Status != StatusNew || r.LockedBy != "" {
+		t.Errorf("future event touched: %+v", r)
+	}
+	if r := h.st.get("corrupt"); r.Status != StatusDead || !strings.Contains(r.LastError, "bad headers") {
+		t.Errorf("undecodable row = %+v, want DEAD with the decode error", r)
+	}
+	if h.metrics.get("ColdEnqueued") != 2 || h.metrics.get("DispatchDead") != 1 {
+		t.Errorf("metrics = %v", h.metrics.counts)
+	}
+
+	h.st.setFail("Claim", errors.New("db down"))
+	if _, _, err := p.PollOnce(context.Background()); err == nil || !strings.Contains(err.Error(), "db down") {
+		t.Errorf("claim failure: err = %v", err)
+	}
+}
+
+func TestPollOnceFullBatchAsksForMore(t *testing.T) {
+	h := newHarness(t, nil)
+	_ = h.reg.Handle(EventName("E"), func(context.Context, Envelope) error { return nil })
+	h.start(t)
+	p := newTestPoller(t, h, func(c *PollerConfig) { c.BatchSize = 2 })
+	for range 3 {
+		e := evt("E")
+		h.st.put(Record{ID: e.ID(), Envelope: e, Status: StatusNew, CreatedAt: h.clk.Now(), AvailableAt: h.clk.Now()})
+	}
+	if n, more, err := p.PollOnce(context.Background()); n != 2 || !more || err != nil {
+		t.Errorf("first PollOnce = %d, %v, %v; want 2, true, nil", n, more, err)
+	}
+	if n, more, err := p.PollOnce(context.Background()); n != 1 || more || err != nil {
+		t.Errorf("second PollOnce = %d, %v, %v; want 1, false, nil", n, more, err)
+	}
+}
+
+func TestPollerLoop(t *testing.T) {
+	h := newHarness(t, nil)
+	_ = h.reg.Handle(EventName("E"), func(context.Context, Envelope) error { return nil })
+	h.start(t)
+	p := newTestPoller(t, h, func(c *PollerConfig) { c.Interval = 5 * time.Millisecond })
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(context.Background()); !errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("second Start: err = %v", err)
+	}
+	e := evt("E")
+	h.st.put(Record{ID: e.ID(), Envelope: e, Status: StatusNew, CreatedAt: h.clk.Now(), AvailableAt: h.clk.Now()})
+	h.waitStatus(t, e.ID(), StatusDone)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Close(ctx); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	if err := p.Start(context.Background()); !errors.Is(err, ErrClosed) {
+		t.Errorf("Start after Close: err = %v, want ErrClosed", err)
+	}
+}

@@ -1,0 +1,72 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestPurgeOnce(t *testing.T) {
+	st, clk := newMemStore(), newStepClock()
+	now := clk.Now()
+	old := now.Add(-8 * 24 * time.Hour)
+	for i := range 5 {
+		st.put(Record{ID: fmt.Sprint("old-done-", i), Status: StatusDone, CreatedAt: old, DoneAt: old})
+	}
+	st.put(Record{ID: "old-dead", Status: StatusDead, CreatedAt: old, DoneAt: old})
+	st.put(Record{ID: "recent-done", Status: StatusDone, CreatedAt: old, DoneAt: now.Add(-time.Hour)})
+	st.put(Record{ID: "old-pending", Status: StatusNew, CreatedAt: old})
+	st.put(Record{ID: "old-retry", Status: StatusRetry, CreatedAt: old})
+
+	s, err := NewPurgeScheduler(PurgeConfig{Purger: st, DB: nopExecutor{}, BatchSize: 2, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := s.PurgeOnce(context.Background())
+	if err != nil || n != 6 {
+		t.Fatalf("PurgeOnce = %d, %v; want 6", n, err)
+	}
+	if calls := st.callCount("Purge"); calls != 4 { // 2+2+2, then 0 < batch
+		t.Errorf("Purge called %d times, want 4 bounded batches", calls)
+	}
+	for _, id := range []string{"recent-done", "old-pending", "old-retry"} {
+		if st.get(id).ID == "" {
+			t.Errorf("%s was purged", id)
+		}
+	}
+
+	st.setFail("Purge", errors.New("locked"))
+	if _, err := s.PurgeOnce(context.Background()); err == nil {
+		t.Error("purge error not returned")
+	}
+}
+
+func TestPurgeSchedulerStartClose(t *testing.T) {
+	st := newMemStore()
+	old := time.Now().Add(-30 * 24 * time.Hour)
+	st.put(Record{ID: "a", Status: StatusDone, CreatedAt: old, DoneAt: old})
+	logger, buf := bufferLogger()
+	s, err := NewPurgeScheduler(PurgeConfig{Purger: st, DB: nopExecutor{}, Interval: time.Hour, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(context.Background()); !errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("second Start: err = %v", err)
+	}
+	waitFor(t, "the first purge at Start", func() bool { return st.callCount("Purge") >= 1 && st.get("a").ID == "" })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(context.Background()); !errors.Is(err, ErrClosed) {
+		t.Errorf("Start after Close: err = %v", err)
+	}
+	waitFor(t, "purge log", func() bool { return strings.Contains(buf.String(), "purged terminal events") })
+}
