@@ -1,0 +1,118 @@
+package outboxsql
+
+import (
+	"strings"
+	"sync"
+)
+
+// columns is the select list every query that returns records uses, in the
+// order scanRecord reads it.
+const columns = "event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, payload_bytes, headers, " +
+	"status, attempts, occurred_at, available_at, created_at, done_at, last_error, locked_by, locked_at"
+
+// insertColumns and insertRow: status and attempts are literals (NEW, 0).
+const (
+	insertColumns = "event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, payload_bytes, headers, " +
+		"status, attempts, occurred_at, available_at, created_at, locked_by, locked_at"
+	insertRow     = "(?, ?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?, ?, ?, ?)"
+	insertRowArgs = 13
+)
+
+// claimWhere selects claimable rows. Parameters: now (due), created cutoff
+// (skip recent), lease cutoff; with own-reclaim also owner and its cutoff.
+const (
+	claimWhere = "status IN (0, 2) AND available_at <= ? AND created_at <= ? AND (locked_by IS NULL OR locked_at <= ?"
+	claimOwn   = " OR (locked_by = ? AND locked_at <= ?)"
+)
+
+// queryWhere filters List and Count. Parameters: four status slots, the
+// aggregate type twice, the event type twice, the keyset id.
+const queryWhere = " WHERE status IN (?, ?, ?, ?) AND (? = '' OR aggregate_type = ?) AND (? = '' OR event_type = ?) AND event_id > ?"
+
+// queries is every statement of one Store, built once by buildQueries.
+type queries struct {
+	insert    *batchSQL
+	claim     string // UPDATE … RETURNING, without own-reclaim
+	claimOwn  string // the same with own-reclaim
+	markDone  *batchSQL
+	markRetry string
+	markDead  string
+	release   *batchSQL
+	replay    *batchSQL
+	list      string
+	count     string
+	stats     string
+	oldest    string
+	purge     string
+}
+
+func buildQueries(d *dialect, t string) *queries {
+	q := &queries{
+		insert: newBatchSQL(d, "INSERT INTO "+t+" ("+insertColumns+") VALUES ", insertRow, insertRowArgs, ", ", ""),
+		markDone: newBatchSQL(d, "UPDATE "+t+" SET status = 1, done_at = ?, locked_by = NULL, locked_at = NULL"+
+			" WHERE locked_by = ? AND status IN (0, 2) AND event_id IN (", "?", 1, ", ", ")"),
+		markRetry: d.rebind("UPDATE "+t+" SET status = 2, available_at = ?, last_error = ?, attempts = attempts + ?,"+
+			" locked_by = NULL, locked_at = NULL WHERE event_id = ? AND locked_by = ? AND status IN (0, 2)", 1),
+		markDead: d.rebind("UPDATE "+t+" SET status = 3, done_at = ?, last_error = ?, attempts = attempts + ?,"+
+			" locked_by = NULL, locked_at = NULL WHERE event_id = ? AND locked_by = ? AND status IN (0, 2)", 1),
+		release: newBatchSQL(d, "UPDATE "+t+" SET locked_by = NULL, locked_at = NULL"+
+			" WHERE locked_by = ? AND status IN (0, 2) AND event_id IN (", "?", 1, ", ", ")"),
+		replay: newBatchSQL(d, "UPDATE "+t+" SET status = 0, attempts = 0, available_at = ?, done_at = NULL,"+
+			" locked_by = NULL, locked_at = NULL WHERE status = 3 AND event_id IN (", "?", 1, ", ", ")"),
+		list:   d.rebind("SELECT "+columns+" FROM "+t+queryWhere+" ORDER BY event_id LIMIT ?", 1),
+		count:  d.rebind("SELECT COUNT(*) FROM "+t+queryWhere, 1),
+		stats:  "SELECT status, COUNT(*) FROM " + t + " GROUP BY status",
+		oldest: "SELECT MIN(created_at) FROM " + t + " WHERE status IN (0, 2)",
+	}
+	claim := func(where string) string {
+		return d.rebind("UPDATE "+t+" SET locked_by = ?, locked_at = ? WHERE event_id IN (SELECT event_id FROM "+t+
+			" WHERE "+where+") ORDER BY available_at, event_id LIMIT ?"+d.claimLock+") RETURNING "+columns, 1)
+	}
+	q.claim = claim(claimWhere)
+	q.claimOwn = claim(claimWhere + claimOwn)
+	if d.purgeSQL != nil {
+		q.purge = d.purgeSQL(t)
+	} else {
+		q.purge = d.rebind("DELETE FROM "+t+" WHERE event_id IN (SELECT event_id FROM "+t+
+			" WHERE status IN (1, 3) AND COALESCE(done_at, created_at) < ? LIMIT ?)", 1)
+	}
+	return q
+}
+
+// batchSQL is a statement with a variable number of repeated groups, such as
+// a multi-row INSERT or an IN list: head, then n groups joined by sep, then
+// tail. The text for each n is built once and cached; n never exceeds the
+// dialect's maxBatch, so the cache is bounded.
+type batchSQL struct {
+	d     *dialect
+	head  string // rebound; holds fixed placeholders
+	fixed int
+	group string // with one ? per argument
+	per   int
+	sep   string
+	tail  string
+	cache sync.Map // int -> string
+}
+
+func newBatchSQL(d *dialect, head, group string, per int, sep, tail string) *batchSQL {
+	return &batchSQL{d: d, head: d.rebind(head, 1), fixed: strings.Count(head, "?"), group: group, per: per, sep: sep, tail: tail}
+}
+
+// sql returns the statement for n groups.
+func (b *batchSQL) sql(n int) string {
+	if s, ok := b.cache.Load(n); ok {
+		return s.(string)
+	}
+	var sb strings.Builder
+	sb.WriteString(b.head)
+	for i := range n {
+		if i > 0 {
+			sb.WriteString(b.sep)
+		}
+		sb.WriteString(b.d.rebind(b.group, b.fixed+1+i*b.per))
+	}
+	sb.WriteString(b.tail)
+	s := sb.String()
+	b.cache.Store(n, s)
+	return s
+}

@@ -1,0 +1,926 @@
+package outboxtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	outbox "github.com/go-outbox/outbox/core"
+)
+
+// The suites write timestamps in a non-UTC location: a store must compare
+// instants, never wall clocks, and return UTC.
+var (
+	zoneEast = time.FixedZone("X", 9*3600)
+	zoneWest = time.FixedZone("Y", -7*3600)
+	// t0 is the suites' "now", microsecond-aligned: stores keep at least
+	// microsecond precision.
+	t0 = time.Date(2024, 5, 6, 7, 8, 9, 123456000, zoneEast)
+)
+
+const (
+	lease  = time.Minute
+	ownerA = "owner-a"
+	ownerB = "owner-b"
+)
+
+// RunStoreSuite checks that a Store (and its Purger) behaves as the outbox
+// requires: round trips, claims and their exclusivity, leases and fencing,
+// status changes, queries, statistics, purging, time zones and rows that
+// cannot be decoded. newFixture is called once per subtest and must return
+// a fresh, empty table; subtests run in parallel.
+func RunStoreSuite(t *testing.T, newFixture func(t *testing.T) Fixture) {
+	t.Helper()
+	for _, tc := range []struct {
+		name string
+		fn   func(t *testing.T, f Fixture)
+	}{
+		{"InsertListRoundTrip", storeRoundTrip},
+		{"InsertManyInBatches", storeInsertMany},
+		{"InsertDuplicateIDFails", storeInsertDuplicate},
+		{"InsertInTransaction", storeInsertInTx},
+		{"InsertClaimedAndDelayed", storeInsertClaimed},
+		{"ClaimOrderLimitAndDue", storeClaimOrder},
+		{"ClaimSkipRecent", storeClaimSkipRecent},
+		{"ClaimExclusiveUnderConcurrency", storeClaimConcurrent},
+		{"LeaseExpiryAndFencing", storeLeaseExpiry},
+		{"OwnReclaim", storeOwnReclaim},
+		{"MarkDoneBatch", storeMarkDone},
+		{"MarkRetry", storeMarkRetry},
+		{"MarkDead", storeMarkDead},
+		{"Release", storeRelease},
+		{"Replay", storeReplay},
+		{"ListCountFiltersAndPaging", storeListCount},
+		{"Stats", storeStats},
+		{"Purge", storePurge},
+		{"ErrorTruncation", storeErrorTruncation},
+		{"TimeZoneIndependence", storeTimeZones},
+		{"CorruptHeadersDoNotFailClaim", storeCorruptHeaders},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.fn(t, newFixture(t))
+		})
+	}
+}
+
+var evtTest = outbox.EventName("Test")
+
+// event builds an event with a small JSON payload, occurred at t0.
+func event(t testing.TB, opts ...outbox.EnvelopeOption) outbox.Envelope {
+	t.Helper()
+	return rawEvent(t, append([]outbox.EnvelopeOption{outbox.WithJSON([]byte(`{"k":1}`))}, opts...)...)
+}
+
+// rawEvent builds an event occurred at t0 whose payload opts must give.
+func rawEvent(t testing.TB, opts ...outbox.EnvelopeOption) outbox.Envelope {
+	t.Helper()
+	e, err := outbox.NewEnvelope(evtTest, append([]outbox.EnvelopeOption{outbox.WithOccurredAt(t0)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func events(t testing.TB, n int, opts ...outbox.EnvelopeOption) []outbox.Envelope {
+	t.Helper()
+	out := make([]outbox.Envelope, n)
+	for i := range out {
+		out[i] = event(t, opts...)
+	}
+	return out
+}
+
+func ids(evs []outbox.Envelope) []string {
+	out := make([]string, len(evs))
+	for i, e := range evs {
+		out[i] = e.ID()
+	}
+	return out
+}
+
+func recIDs(recs []outbox.Record) []string {
+	out := make([]string, len(recs))
+	for i, r := range recs {
+		out[i] = r.ID
+	}
+	return out
+}
+
+func insert(t testing.TB, f Fixture, now time.Time, owner string, evs ...outbox.Envelope) {
+	t.Helper()
+	if err := f.Store.Insert(context.Background(), f.DB, now, owner, evs); err != nil {
+		t.Fatalf("insert: %v", err)
+	}
+}
+
+func claim(t testing.TB, f Fixture, req outbox.ClaimRequest) []outbox.Record {
+	t.Helper()
+	if req.Lease == 0 {
+		req.Lease = lease
+	}
+	recs, err := f.Store.Claim(context.Background(), f.DB, req)
+	if err != nil {
+		t.Fatalf("claim: %v", err)
+	}
+	for _, r := range recs {
+		if r.Err != nil {
+			t.Fatalf("claimed record %s has a decode error: %v", r.ID, r.Err)
+		}
+	}
+	return recs
+}
+
+// listAll pages through every record matching q.
+func listAll(t testing.TB, f Fixture, q outbox.Query) []outbox.Record {
+	t.Helper()
+	q.Limit = 7 // small pages exercise keyset paging
+	var all []outbox.Record
+	for {
+		recs, err := f.Store.List(context.Background(), f.DB, q)
+		if err != nil {
+			t.Fatalf("list: %v", err)
+		}
+		all = append(all, recs...)
+		if len(recs) < q.Limit {
+			return all
+		}
+		q.AfterID = recs[len(recs)-1].ID
+	}
+}
+
+// get returns the record with id, failing the test if there is none.
+func get(t testing.TB, f Fixture, id string) outbox.Record {
+	t.Helper()
+	for _, r := range listAll(t, f, outbox.Query{}) {
+		if r.ID == id {
+			return r
+		}
+	}
+	t.Fatalf("event %s not in the table", id)
+	return outbox.Record{}
+}
+
+func countRows(t testing.TB, f Fixture, q outbox.Query) int64 {
+	t.Helper()
+	n, err := f.Store.Count(context.Background(), f.DB, q)
+	if err != nil {
+		t.Fatalf("count: %v", err)
+	}
+	return n
+}
+
+func wantTime(t testing.TB, what string, got, want time.Time) {
+	t.Helper()
+	if !got.Equal(want) {
+		t.Errorf("%s = %v, want %v", what, got, want.UTC())
+	}
+	if !got.IsZero() && got.Location() != time.UTC {
+		t.Errorf("%s is in %v, want UTC", what, got.Location())
+	}
+}
+
+// wantState checks a record's delivery state.
+func wantState(t testing.TB, r outbox.Record, status outbox.Status, attempts int, lockedBy string) {
+	t.Helper()
+	if r.Status != status || r.Attempts != attempts || r.LockedBy != lockedBy {
+		t.Errorf("event %s: status %v attempts %d locked by %q, want %v %d %q", r.ID, r.Status, r.Attempts, r.LockedBy, status, attempts, lockedBy)
+	}
+	if (lockedBy == "") != r.LockedAt.IsZero() {
+		t.Errorf("event %s: locked by %q but locked at %v", r.ID, r.LockedBy, r.LockedAt)
+	}
+}
+
+func sameEnvelope(t testing.TB, got, want outbox.Envelope) {
+	t.Helper()
+	if got.ID() != want.ID() || got.Type() != want.Type() || got.AggregateType() != want.AggregateType() ||
+		got.AggregateID() != want.AggregateID() || got.TenantID() != want.TenantID() {
+		t.Errorf("event %s: got (%q %q %q %q), want (%q %q %q %q)", want.ID(),
+			got.Type(), got.AggregateType(), got.AggregateID(), got.TenantID(),
+			want.Type(), want.AggregateType(), want.AggregateID(), want.TenantID())
+	}
+	if got.PayloadKind() != want.PayloadKind() || got.PayloadString() != want.PayloadString() {
+		t.Errorf("event %s: payload %v %q, want %v %q (byte-exact)", want.ID(), got.PayloadKind(), got.PayloadString(), want.PayloadKind(), want.PayloadString())
+	}
+	if !maps.Equal(got.Headers(), want.Headers()) {
+		t.Errorf("event %s: headers %v, want %v", want.ID(), got.Headers(), want.Headers())
+	}
+	wantTime(t, "event "+want.ID()+" occurred at", got.OccurredAt(), want.OccurredAt())
+}
+
+func storeRoundTrip(t *testing.T, f Fixture) {
+	all256 := make([]byte, 256)
+	for i := range all256 {
+		all256[i] = byte(i)
+	}
+	rawJSON := " {\n  \"z\": 1,\t\"a\" : [true, null, \"ü\\u00e9 \\\"q\\\" 日本\"],\"m\":{} }\n"
+	later := t0.Add(time.Hour).In(zoneWest)
+	evs := []outbox.Envelope{
+		rawEvent(t, outbox.WithJSON([]byte(rawJSON)), outbox.WithAggregate(outbox.AggregateName("Order"), "order-42"),
+			outbox.WithTenant("tenant-7"), outbox.WithHeaders(map[string]string{"trace-id": "abc", "ünïcödé": "värde 日本", "empty": ""})),
+		rawEvent(t, outbox.WithBytes(all256), outbox.WithOccurredAt(t0.Add(-time.Second).In(zoneWest))),
+		rawEvent(t, outbox.WithBytes(nil)),
+		rawEvent(t, outbox.WithJSON([]byte(`"Grüße, 世界 🙂"`)), outbox.WithAvailableAt(later)),
+		outbox.MustEnvelope(outbox.EventName("Bestellung.Geändert/注文"), outbox.WithJSONValue(map[string]any{"n": 1}),
+			outbox.WithID("custom-id-0001"), outbox.WithOccurredAt(t0)),
+	}
+	insert(t, f, t0, "", evs...)
+	recs := listAll(t, f, outbox.Query{})
+	if len(recs) != len(evs) {
+		t.Fatalf("listed %d records, want %d", len(recs), len(evs))
+	}
+	if !slices.IsSorted(recIDs(recs)) {
+		t.Errorf("List is not ordered by id: %v", recIDs(recs))
+	}
+	for _, want := range evs {
+		r := get(t, f, want.ID())
+		if r.Err != nil {
+			t.Fatalf("event %s: %v", want.ID(), r.Err)
+		}
+		sameEnvelope(t, r.Envelope, want)
+		wantState(t, r, outbox.StatusNew, 0, "")
+		wantTime(t, "created at", r.CreatedAt, t0)
+		due := t0
+		if want.Delayed() {
+			due = later
+		}
+		wantTime(t, "available at", r.AvailableAt, due)
+		wantTime(t, "done at", r.DoneAt, time.Time{})
+		if r.LastError != "" {
+			t.Errorf("last error %q, want none", r.LastError)
+		}
+	}
+	if r := get(t, f, evs[1].ID()); r.Envelope.PayloadKind() == outbox.PayloadBytes && len(r.Envelope.Payload()) != 256 {
+		t.Errorf("binary payload has %d bytes, want 256", len(r.Envelope.Payload()))
+	}
+}
+
+func storeInsertMany(t *testing.T, f Fixture) {
+	evs := events(t, 1201)
+	insert(t, f, t0, ownerA, evs...)
+	if n := countRows(t, f, outbox.Query{}); n != 1201 {
+		t.Fatalf("count = %d, want 1201", n)
+	}
+	n, err := f.Store.MarkDone(context.Background(), f.DB, ownerA, ids(evs), t0)
+	if err != nil || n != 1201 {
+		t.Fatalf("MarkDone of 1201 ids = %d, %v; want 1201", n, err)
+	}
+	if err := f.Store.Insert(context.Background(), f.DB, t0, "", nil); err != nil {
+		t.Fatalf("insert of no events: %v", err)
+	}
+}
+
+func storeInsertDuplicate(t *testing.T, f Fixture) {
+	e := event(t)
+	insert(t, f, t0, "", e)
+	if err := f.Store.Insert(context.Background(), f.DB, t0, "", []outbox.Envelope{e}); err == nil {
+		t.Fatal("inserting an existing event id succeeded")
+	}
+	if n := countRows(t, f, outbox.Query{}); n != 1 {
+		t.Fatalf("count = %d, want 1", n)
+	}
+}
+
+func storeInsertInTx(t *testing.T, f Fixture) {
+	ctx := context.Background()
+	boom := errors.New("boom")
+	write := func(e outbox.Envelope, result error) error {
+		return f.InTx(ctx, func(ctx context.Context) error {
+			tx, err := f.TxContext.Current(ctx)
+			if err != nil {
+				return err
+			}
+			if err := f.Store.Insert(ctx, tx.Executor(), t0, "", []outbox.Envelope{e}); err != nil {
+				return err
+			}
+			return result
+		})
+	}
+	rolledBack, committed := event(t), event(t)
+	if err := write(rolledBack, boom); !errors.Is(err, boom) {
+		t.Fatalf("InTx = %v, want %v", err, boom)
+	}
+	if err := write(committed, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := recIDs(listAll(t, f, outbox.Query{})); !slices.Equal(got, []string{committed.ID()}) {
+		t.Fatalf("rows %v, want only the committed %s", got, committed.ID())
+	}
+}
+
+func storeInsertClaimed(t *testing.T, f Fixture) {
+	due := event(t)
+	future := event(t, outbox.WithAvailableAt(t0.Add(time.Minute)))
+	past := event(t, outbox.WithAvailableAt(t0.Add(-time.Minute)))
+	insert(t, f, t0, ownerA, due, future, past)
+	r := get(t, f, due.ID())
+	wantState(t, r, outbox.StatusNew, 0, ownerA)
+	wantTime(t, "locked at", r.LockedAt, t0)
+	r = get(t, f, future.ID())
+	wantState(t, r, outbox.StatusNew, 0, "")
+	wantTime(t, "delayed available at", r.AvailableAt, t0.Add(time.Minute))
+	r = get(t, f, past.ID())
+	wantState(t, r, outbox.StatusNew, 0, "")
+	wantTime(t, "past available at is raised to now", r.AvailableAt, t0)
+
+	plain := event(t)
+	insert(t, f, t0, "", plain)
+	wantState(t, get(t, f, plain.ID()), outbox.StatusNew, 0, "")
+
+	// Claimed at insert: another owner cannot take it within the lease.
+	got := recIDs(claim(t, f, outbox.ClaimRequest{Owner: ownerB, Now: t0.Add(time.Second), Limit: 10}))
+	slices.Sort(got)
+	want := []string{past.ID(), plain.ID()}
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("B claimed %v, want the unclaimed due rows %v", got, want)
+	}
+}
+
+func storeClaimOrder(t *testing.T, f Fixture) {
+	// Same due time: ordered by id. Different due times: oldest due first.
+	a := event(t, outbox.WithID("b-second"))
+	b := event(t, outbox.WithID("a-first"))
+	c := event(t, outbox.WithID("c-delayed"), outbox.WithAvailableAt(t0.Add(2*time.Second)))
+	d := event(t, outbox.WithID("0-later"))
+	e := event(t, outbox.WithID("z-not-due"), outbox.WithAvailableAt(t0.Add(time.Hour)))
+	insert(t, f, t0, "", a, b, c, e)
+	insert(t, f, t0.Add(time.Second), "", d)
+	if recs := claim(t, f, outbox.ClaimRequest{Owner: ownerA, Now: t0.Add(10 * time.Second), Limit: 0}); len(recs) != 0 {
+		t.Fatalf("claim with limit 0 returned %d rows", len(recs))
+	}
+	now := t0.Add(10 * time.Second).In(zoneWest)
+	recs := claim(t, f, outbox.ClaimRequest{Owner: ownerA, Now: now, Limit: 3})
+	if got, want := recIDs(recs), []string{"a-first", "b-second", "0-later"}; !slices.Equal(got, want) {
+		t.Fatalf("first claim %v, want %v", got, want)
+	}
+	for _, r := range recs {
+		wantState(t, r, outbox.StatusNew, 0, ownerA)
+		wantTime(t, "locked at", r.LockedAt, now)
+	}
+	sameEnvelope(t, recs[0].Envelope, b)
+	recs = claim(t, f, outbox.ClaimRequest{Owner: ownerA, Now: now, Limit: 3})
+	if got, want := recIDs(recs), []string{"c-delayed"}; !slices.Equal(got, want) {
+		t.Fatalf("second claim %v, want %v (the rest is claimed or not due)", got, want)
+	}
+	if recs := claim(t, f, outbox.ClaimRequest{Owner: ownerB, Now: now, Limit: 3}); len(recs) != 0 {
+		t.Fatalf("third claim %v, want nothing", recIDs(recs))
+	}
+	// Due exactly at now is claimable.
+	recs = claim(t, f, outbox.ClaimRequest{Owner: ownerB, Now: t0.Add(time.Hour), Lease: 2 * time.Hour, Limit: 3})
+	if got, want := recIDs(recs), []string{"z-not-due"}; !slices.Equal(got, want) {
+		t.Fatalf("claim at the due time %v, want %v", got, want)
+	}
+}
+
+func storeClaimSkipRecent(t *testing.T, f Fixture) {
+	old, recent := event(t), event(t)
+	insert(t, f, t0, "", old)
+	insert(t, f, t0.Add(4*time.Second), "", recent)
+	req := outbox.ClaimRequest{Owner: ownerA, Now: t0.Add(5 * time.Second), SkipRecent: 2 * time.Second, Limit: 10}
+	if got := recIDs(claim(t, f, req)); !slices.Equal(got, []string{old.ID()}) {
+		t.Fatalf("claim skipping recent rows = %v, want only %s", got, old.ID())
+	}
+	req.Now = t0.Add(6 * time.Second) // created exactly SkipRecent ago: claimable
+	if got := recIDs(claim(t, f, req)); !slices.Equal(got, []string{recent.ID()}) {
+		t.Fatalf("claim = %v, want %s", got, recent.ID())
+	}
+}
+
+func storeClaimConcurrent(t *testing.T, f Fixture) {
+	const rows, workers, batch = 2000, 8, 50
+	insert(t, f, t0, "", events(t, rows)...)
+	var (
+		mu     sync.Mutex
+		claims = map[string]int{}
+		total  int
+		wg     sync.WaitGroup
+		errs   = make(chan error, workers)
+	)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			owner := fmt.Sprintf("worker-%d", w)
+			for {
+				recs, err := f.Store.Claim(context.Background(), f.DB, outbox.ClaimRequest{Owner: owner, Now: t0, Lease: lease, Limit: batch})
+				if err != nil {
+					errs <- fmt.Errorf("%s: %w", owner, err)
+					return
+				}
+				if len(recs) == 0 {
+					return
+				}
+				mu.Lock()
+				for _, r := range recs {
+					claims[r.ID]++
+					total++
+					if r.LockedBy != owner {
+						errs <- fmt.Errorf("record %s claimed by %s reports owner %q", r.ID, owner, r.LockedBy)
+					}
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	dups := 0
+	for id, n := range claims {
+		if n != 1 {
+			dups++
+			t.Errorf("event %s claimed %d times", id, n)
+		}
+	}
+	if total != rows || len(claims) != rows || dups != 0 {
+		t.Fatalf("claimed %d times, %d distinct rows, %d duplicated; want each of %d rows exactly once", total, len(claims), dups, rows)
+	}
+}
+
+func storeLeaseExpiry(t *testing.T, f Fixture) {
+	ctx := context.Background()
+	e := event(t)
+	insert(t, f, t0, "", e)
+	if got := claim(t, f, outbox.ClaimRequest{Owner: ownerA, Now: t0, Lease: lease, Limit: 1}); len(got) != 1 {
+		t.Fatalf("A claimed %d rows, want 1", len(got))
+	}
+	if got := claim(t, f, outbox.ClaimRequest{Owner: ownerB, Now: t0.Add(lease - time.Microsecond), Lease: lease, Limit: 1}); len(got) != 0 {
+		t.Fatal("B claimed a row whose lease has not expired")
+	}
+	later := t0.Add(lease)
+	got := claim(t, f, outbox.ClaimRequest{Owner: ownerB, Now: later, Lease: lease, Limit: 1})
+	if len(got) != 1 || got[0].LockedBy != ownerB {
+		t.Fatalf("B's claim after the lease = %v, want the row", recIDs(got))
+	}
+	wantTime(t, "re-claimed at", got[0].LockedAt, later)
+	// A's stale updates are fenced off.
+	now := later.Add(time.Second)
+	if n, err := f.Store.MarkDone(ctx, f.DB, ownerA, []string{e.ID()}, now); err != nil || n != 0 {
+		t.Errorf("stale MarkDone = %d, %v; want 0", n, err)
+	}
+	if ok, err := f.Store.MarkRetry(ctx, f.DB, ownerA, e.ID(), now, "stale", true); err != nil || ok {
+		t.Errorf("stale MarkRetry = %v, %v; want false", ok, err)
+	}
+	if ok, err := f.Store.MarkDead(ctx, f.DB, ownerA, e.ID(), now, "stale", true); err != nil || ok {
+		t.Errorf("stale MarkDead = %v, %v; want false", ok, err)
+	}
+	if n, err := f.Store.Release(ctx, f.DB, ownerA, []string{e.ID()}); err != nil || n != 0 {
+		t.Errorf("stale Release = %d, %v; want 0", n, err)
+	}
+	r := get(t, f, e.ID())
+	wantState(t, r, outbox.StatusNew, 0, ownerB)
+	if r.LastError != "" {
+		t.Errorf("stale update recorded error %q", r.LastError)
+	}
+	if n, err := f.Store.MarkDone(ctx, f.DB, ownerB, []string{e.ID()}, now); err != nil || n != 1 {
+		t.Fatalf("MarkDone by the current owner = %d, %v; want 1", n, err)
+	}
+	wantState(t, get(t, f, e.ID()), outbox.StatusDone, 0, "")
+}
+
+func storeOwnReclaim(t *testing.T, f Fixture) {
+	e := event(t)
+	insert(t, f, t0, ownerA, e) // the hot path's row
+	req := outbox.ClaimRequest{Owner: ownerA, Now: t0.Add(2 * time.Second), Lease: lease, Limit: 10}
+	if got := claim(t, f, req); len(got) != 0 {
+		t.Fatal("own row re-claimed with OwnReclaimAfter disabled")
+	}
+	req.OwnReclaimAfter = time.Second
+	req.Now = t0.Add(time.Second - time.Microsecond)
+	if got := claim(t, f, req); len(got) != 0 {
+		t.Fatal("own row re-claimed before OwnReclaimAfter")
+	}
+	other := req
+	other.Owner, other.Now = ownerB, t0.Add(2*time.Second)
+	if got := claim(t, f, other); len(got) != 0 {
+		t.Fatal("another owner used OwnReclaimAfter to take A's row")
+	}
+	req.Now = t0.Add(time.Second)
+	got := claim(t, f, req)
+	if len(got) != 1 || got[0].ID != e.ID() {
+		t.Fatalf("own reclaim = %v, want %s", recIDs(got), e.ID())
+	}
+	wantTime(t, "re-claimed at", got[0].LockedAt, req.Now)
+}
+
+func storeMarkDone(t *testing.T, f Fixture) {
+	ctx := context.Background()
+	mine, theirs := events(t, 5), events(t, 2)
+	insert(t, f, t0, ownerA, mine...)
+	insert(t, f, t0, ownerB, theirs...)
+	all := append(append(ids(mine), ids(theirs)...), "no-such-id")
+	now := t0.Add(time.Second)
+	n, err := f.Store.MarkDone(ctx, f.DB, ownerA, all, now)
+	if err != nil || n != 5 {
+		t.Fatalf("MarkDone = %d, %v; want 5 (only A's rows)", n, err)
+	}
+	for _, e := range mine {
+		r := get(t, f, e.ID())
+		wantState(t, r, outbox.StatusDone, 0, "")
+		wantTime(t, "done at", r.DoneAt, now)
+	}
+	for _, e := range theirs {
+		wantState(t, get(t, f, e.ID()), outbox.StatusNew, 0, ownerB)
+	}
+	if n, err := f.Store.MarkDone(ctx, f.DB, ownerA, ids(mine), now); err != nil || n != 0 {
+		t.Fatalf("second MarkDone = %d, %v; want 0", n, err)
+	}
+	if n, err := f.Store.MarkDone(ctx, f.DB, ownerA, nil, now); err != nil || n != 0 {
+		t.Fatalf("MarkDone of no ids = %d, %v; want 0", n, err)
+	}
+}
+
+func storeMarkRetry(t *testing.T, f Fixture) {
+	ctx := context.Background()
+	e := event(t)
+	insert(t, f, t0, ownerA, e)
+	next := t0.Add(10 * time.Second)
+	if ok, err := f.Store.MarkRetry(ctx, f.DB, ownerB, e.ID(), next, "not mine", true); err != nil || ok {
+		t.Fatalf("MarkRetry by another owner = %v, %v; want false", ok, err)
+	}
+	if ok, err := f.Store.MarkRetry(ctx, f.DB, ownerA, e.ID(), next, "first failure", true); err != nil || !ok {
+		t.Fatalf("MarkRetry = %v, %v; want true", ok, err)
+	}
+	r := get(t, f, e.ID())
+	wantState(t, r, outbox.StatusRetry, 1, "")
+	wantTime(t, "available at", r.AvailableAt, next)
+	if r.LastError != "first failure" {
+		t.Errorf("last error %q", r.LastError)
+	}
+	if got := claim(t, f, outbox.ClaimRequest{Owner: ownerA, Now: next.Add(-time.Microsecond), Limit: 1}); len(got) != 0 {
+		t.Fatal("retry claimed before it is due")
+	}
+	got := claim(t, f, outbox.ClaimRequest{Owner: ownerB, Now: next, Limit: 1})
+	if len(got) != 1 {
+		t.Fatal("retry not claimable when due")
+	}
+	wantState(t, got[0], outbox.StatusRetry, 1, ownerB)
+	if ok, err := f.Store.MarkRetry(ctx, f.DB, ownerB, e.ID(), next.Add(time.Minute), "busy", false); err != nil || !ok {
+		t.Fatalf("MarkRetry without counting = %v, %v", ok, err)
+	}
+	r = get(t, f, e.ID())
+	wantState(t, r, outbox.StatusRetry, 1, "")
+	if r.LastError != "busy" {
+		t.Errorf("last error %q, want busy", r.LastError)
+	}
+}
+
+func storeMarkDead(t *testing.T, f Fixture) {
+	ctx := context.Background()
+	counted, uncounted := event(t), event(t)
+	insert(t, f, t0, ownerA, counted, uncounted)
+	now := t0.Add(time.Second)
+	if ok, err := f.Store.MarkDead(ctx, f.DB, ownerB, counted.ID(), now, "not mine", true); err != nil || ok {
+		t.Fatalf("MarkDead by another owner = %v, %v; want false", ok, err)
+	}
+	if ok, err := f.Store.MarkDead(ctx, f.DB, ownerA, counted.ID(), now, "gave up", true); err != nil || !ok {
+		t.Fatalf("MarkDead = %v, %v", ok, err)
+	}
+	if ok, err := f.Store.MarkDead(ctx, f.DB, ownerA, uncounted.ID(), now, "unroutable", false); err != nil || !ok {
+		t.Fatalf("MarkDead = %v, %v", ok, err)
+	}
+	r := get(t, f, counted.ID())
+	wantState(t, r, outbox.StatusDead, 1, "")
+	wantTime(t, "done at", r.DoneAt, now)
+	if r.LastError != "gave up" {
+		t.Errorf("last error %q", r.LastError)
+	}
+	wantState(t, get(t, f, uncounted.ID()), outbox.StatusDead, 0, "")
+	if got := claim(t, f, outbox.ClaimRequest{Owner: ownerA, Now: now.Add(24 * time.Hour), Lease: lease, Limit: 10}); len(got) != 0 {
+		t.Fatalf("claimed DEAD rows %v", recIDs(got))
+	}
+	if ok, err := f.Store.MarkDead(ctx, f.DB, ownerA, counted.ID(), now, "again", true); err != nil || ok {
+		t.Fatalf("MarkDead of a DEAD row = %v, %v; want false", ok, err)
+	}
+}
+
+func storeRelease(t *testing.T, f Fixture) {
+	ctx := context.Background()
+	e, done := event(t), event(t)
+	insert(t, f, t0, ownerA, e, done)
+	if _, err := f.Store.MarkDone(ctx, f.DB, ownerA, []string{done.ID()}, t0); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := f.Store.Release(ctx, f.DB, ownerB, []string{e.ID()}); err != nil || n != 0 {
+		t.Fatalf("Release by another owner = %d, %v; want 0", n, err)
+	}
+	if n, err := f.Store.Release(ctx, f.DB, ownerA, []string{e.ID(), done.ID(), "no-such-id"}); err != nil || n != 1 {
+		t.Fatalf("Release = %d, %v; want 1", n, err)
+	}
+	r := get(t, f, e.ID())
+	wantState(t, r, outbox.StatusNew, 0, "")
+	wantTime(t, "available at", r.AvailableAt, t0)
+	wantState(t, get(t, f, done.ID()), outbox.StatusDone, 0, "")
+	if got := claim(t, f, outbox.ClaimRequest{Owner: ownerB, Now: t0.Add(time.Millisecond), Lease: lease, Limit: 10}); len(got) != 1 || got[0].ID != e.ID() {
+		t.Fatalf("released row not claimable at once: %v", recIDs(got))
+	}
+}
+
+func storeReplay(t *testing.T, f Fixture) {
+	ctx := context.Background()
+	dead, pending := event(t), event(t)
+	insert(t, f, t0, ownerA, dead, pending)
+	if _, err := f.Store.MarkDead(ctx, f.DB, ownerA, dead.ID(), t0, "poison", true); err != nil {
+		t.Fatal(err)
+	}
+	now := t0.Add(time.Hour).In(zoneWest)
+	n, err := f.Store.Replay(ctx, f.DB, []string{dead.ID(), pending.ID(), "no-such-id"}, now)
+	if err != nil || n != 1 {
+		t.Fatalf("Replay = %d, %v; want 1 (only the DEAD row)", n, err)
+	}
+	r := get(t, f, dead.ID())
+	wantState(t, r, outbox.StatusNew, 0, "")
+	wantTime(t, "available at", r.AvailableAt, now)
+	wantTime(t, "done at", r.DoneAt, time.Time{})
+	if r.LastError != "poison" {
+		t.Errorf("replay dropped the last error: %q", r.LastError)
+	}
+	wantState(t, get(t, f, pending.ID()), outbox.StatusNew, 0, ownerA)
+	if n, err := f.Store.Replay(ctx, f.DB, []string{dead.ID()}, now); err != nil || n != 0 {
+		t.Fatalf("second Replay = %d, %v; want 0", n, err)
+	}
+	got := claim(t, f, outbox.ClaimRequest{Owner: ownerB, Now: now, Lease: 2 * time.Hour, Limit: 10})
+	if len(got) != 1 || got[0].ID != dead.ID() {
+		t.Fatalf("replayed row not claimable: %v", recIDs(got))
+	}
+}
+
+// seedStatuses inserts events of two aggregates and two types and moves
+// them to every status; it returns the ids per status.
+func seedStatuses(t *testing.T, f Fixture) map[outbox.Status][]string {
+	ctx := context.Background()
+	byStatus := map[outbox.Status][]string{}
+	for i := range 24 {
+		agg := outbox.AggregateName([]string{"Order", "User"}[i%2])
+		typ := outbox.EventName([]string{"Created", "Deleted", "Created"}[i%3])
+		e, err := outbox.NewEnvelope(typ, outbox.WithJSON([]byte(`{}`)), outbox.WithAggregate(agg, fmt.Sprint(i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		insert(t, f, t0.Add(time.Duration(i)*time.Second), ownerA, e)
+		st := outbox.Status(i % 4)
+		var ok bool
+		switch st {
+		case outbox.StatusNew:
+			ok = true
+		case outbox.StatusDone:
+			var n int64
+			n, err = f.Store.MarkDone(ctx, f.DB, ownerA, []string{e.ID()}, t0)
+			ok = n == 1
+		case outbox.StatusRetry:
+			ok, err = f.Store.MarkRetry(ctx, f.DB, ownerA, e.ID(), t0, "x", true)
+		case outbox.StatusDead:
+			ok, err = f.Store.MarkDead(ctx, f.DB, ownerA, e.ID(), t0, "x", true)
+		}
+		if err != nil || !ok {
+			t.Fatalf("move to %v: %v, %v", st, ok, err)
+		}
+		byStatus[st] = append(byStatus[st], e.ID())
+	}
+	return byStatus
+}
+
+func storeListCount(t *testing.T, f Fixture) {
+	byStatus := seedStatuses(t, f)
+	for _, tc := range []struct {
+		q    outbox.Query
+		want int
+	}{
+		{outbox.Query{}, 24},
+		{outbox.Query{Statuses: []outbox.Status{outbox.StatusDead}}, 6},
+		{outbox.Query{Statuses: []outbox.Status{outbox.StatusNew, outbox.StatusRetry}}, 12},
+		{outbox.Query{Statuses: []outbox.Status{outbox.StatusDone, outbox.StatusDone, outbox.StatusDead, outbox.StatusNew, outbox.StatusRetry}}, 24},
+		{outbox.Query{Statuses: []outbox.Status{outbox.Status(9)}}, 0},
+		{outbox.Query{AggregateType: "Order"}, 12},
+		{outbox.Query{EventType: "Deleted"}, 8},
+		{outbox.Query{AggregateType: "User", EventType: "Created"}, 8},
+		{outbox.Query{AggregateType: "Order", Statuses: []outbox.Status{outbox.StatusNew}}, 6},
+		{outbox.Query{AggregateType: "Nobody"}, 0},
+	} {
+		if n := countRows(t, f, tc.q); n != int64(tc.want) {
+			t.Errorf("Count(%+v) = %d, want %d", tc.q, n, tc.want)
+		}
+		recs := listAll(t, f, tc.q)
+		if len(recs) != tc.want {
+			t.Errorf("List(%+v) paged = %d records, want %d", tc.q, len(recs), tc.want)
+		}
+		got := recIDs(recs)
+		if !slices.IsSorted(got) || len(slices.Compact(slices.Clone(got))) != len(got) {
+			t.Errorf("List(%+v) pages are not in strict id order: %v", tc.q, got)
+		}
+		for _, r := range recs {
+			if tc.q.AggregateType != "" && r.Envelope.AggregateType() != tc.q.AggregateType ||
+				tc.q.EventType != "" && r.Envelope.Type() != tc.q.EventType ||
+				len(tc.q.Statuses) > 0 && !slices.Contains(tc.q.Statuses, r.Status) {
+				t.Errorf("List(%+v) returned %s (%s %s %v)", tc.q, r.ID, r.Envelope.AggregateType(), r.Envelope.Type(), r.Status)
+			}
+		}
+	}
+	dead := listAll(t, f, outbox.Query{Statuses: []outbox.Status{outbox.StatusDead}})
+	want := slices.Clone(byStatus[outbox.StatusDead])
+	slices.Sort(want)
+	if got := recIDs(dead); !slices.Equal(got, want) {
+		t.Errorf("dead events %v, want %v", got, want)
+	}
+	// Keyset: AfterID is exclusive; Count honours it too.
+	all := recIDs(listAll(t, f, outbox.Query{}))
+	recs, err := f.Store.List(context.Background(), f.DB, outbox.Query{AfterID: all[9], Limit: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := recIDs(recs); !slices.Equal(got, all[10:15]) {
+		t.Errorf("List after %s = %v, want %v", all[9], got, all[10:15])
+	}
+	if n := countRows(t, f, outbox.Query{AfterID: all[9], Limit: 5}); n != 14 {
+		t.Errorf("Count after the 10th id = %d, want 14 (Limit ignored)", n)
+	}
+	// Default limit.
+	insert(t, f, t0, "", events(t, 100)...)
+	recs, err = f.Store.List(context.Background(), f.DB, outbox.Query{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 100 {
+		t.Errorf("List without a limit returned %d records, want the default 100", len(recs))
+	}
+}
+
+func storeStats(t *testing.T, f Fixture) {
+	ctx := context.Background()
+	st, err := f.Store.Stats(ctx, f.DB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	for _, n := range st.ByStatus {
+		total += n
+	}
+	if total != 0 || !st.OldestPending.IsZero() {
+		t.Fatalf("stats of an empty table: %+v", st)
+	}
+	seedStatuses(t, f) // pending rows created at t0+0s (NEW) and t0+2s (RETRY) first
+	st, err = f.Store.Stats(ctx, f.DB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for s := outbox.StatusNew; s <= outbox.StatusDead; s++ {
+		if st.ByStatus[s] != 6 {
+			t.Errorf("ByStatus[%v] = %d, want 6", s, st.ByStatus[s])
+		}
+	}
+	wantTime(t, "oldest pending", st.OldestPending, t0)
+}
+
+func storePurge(t *testing.T, f Fixture) {
+	if f.Purger == nil {
+		t.Skip("the fixture has no Purger")
+	}
+	ctx := context.Background()
+	cutoff := t0.Add(24 * time.Hour)
+	old := t0
+	oldDone, oldDead, recentDone, doneLate := event(t), event(t), event(t), event(t)
+	oldNew, oldRetry, oldClaimed := event(t), event(t), event(t)
+	insert(t, f, old, ownerA, oldDone, oldDead, doneLate, oldNew, oldRetry, oldClaimed)
+	insert(t, f, cutoff.Add(-time.Minute), ownerA, recentDone)
+	mustDone := func(id string, at time.Time) {
+		if n, err := f.Store.MarkDone(ctx, f.DB, ownerA, []string{id}, at); err != nil || n != 1 {
+			t.Fatalf("MarkDone = %d, %v", n, err)
+		}
+	}
+	mustDone(oldDone.ID(), old)
+	mustDone(recentDone.ID(), cutoff) // done exactly at the cutoff: kept
+	mustDone(doneLate.ID(), cutoff.Add(time.Hour))
+	if ok, err := f.Store.MarkDead(ctx, f.DB, ownerA, oldDead.ID(), old.Add(time.Second), "x", true); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	if ok, err := f.Store.MarkRetry(ctx, f.DB, ownerA, oldRetry.ID(), old, "x", true); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	if n, err := f.Purger.Purge(ctx, f.DB, cutoff, 0); err != nil || n != 0 {
+		t.Fatalf("Purge with limit 0 = %d, %v; want 0", n, err)
+	}
+	n, err := f.Purger.Purge(ctx, f.DB, cutoff.In(zoneWest), 1)
+	if err != nil || n != 1 {
+		t.Fatalf("Purge(limit 1) = %d, %v; want 1", n, err)
+	}
+	n, err = f.Purger.Purge(ctx, f.DB, cutoff, 10)
+	if err != nil || n != 1 {
+		t.Fatalf("second Purge = %d, %v; want 1 (the other old terminal row)", n, err)
+	}
+	if n, err := f.Purger.Purge(ctx, f.DB, cutoff, 10); err != nil || n != 0 {
+		t.Fatalf("third Purge = %d, %v; want 0", n, err)
+	}
+	got := recIDs(listAll(t, f, outbox.Query{}))
+	want := ids([]outbox.Envelope{recentDone, doneLate, oldNew, oldRetry, oldClaimed})
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("rows after purge %v, want %v", got, want)
+	}
+}
+
+func storeErrorTruncation(t *testing.T, f Fixture) {
+	ctx := context.Background()
+	long := strings.Repeat("é", 10) + strings.Repeat("x", outbox.MaxErrorLen) + "tail"
+	retry, dead := event(t), event(t)
+	insert(t, f, t0, ownerA, retry, dead)
+	if ok, err := f.Store.MarkRetry(ctx, f.DB, ownerA, retry.ID(), t0, long, true); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	if ok, err := f.Store.MarkDead(ctx, f.DB, ownerA, dead.ID(), t0, long, true); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	for _, id := range []string{retry.ID(), dead.ID()} {
+		got := get(t, f, id).LastError
+		if n := utf8.RuneCountInString(got); n != outbox.MaxErrorLen || !utf8.ValidString(got) || !strings.HasPrefix(long, got) {
+			t.Errorf("stored error of %s: %d characters (valid UTF-8: %v), want the first %d", id, n, utf8.ValidString(got), outbox.MaxErrorLen)
+		}
+	}
+}
+
+func storeTimeZones(t *testing.T, f Fixture) {
+	// The same instant written and compared through three locations.
+	instant := t0.Add(time.Minute)
+	e := event(t, outbox.WithAvailableAt(instant.In(zoneWest)), outbox.WithOccurredAt(t0.In(zoneWest)))
+	insert(t, f, t0.In(zoneEast), "", e)
+	if got := claim(t, f, outbox.ClaimRequest{Owner: ownerA, Now: instant.Add(-time.Microsecond).In(zoneEast), Limit: 1}); len(got) != 0 {
+		t.Fatal("claimed before the due instant (compared as wall clocks?)")
+	}
+	got := claim(t, f, outbox.ClaimRequest{Owner: ownerA, Now: instant.UTC(), Limit: 1})
+	if len(got) != 1 {
+		t.Fatal("not claimed at the due instant")
+	}
+	r := got[0]
+	wantTime(t, "created at", r.CreatedAt, t0)
+	wantTime(t, "available at", r.AvailableAt, instant)
+	wantTime(t, "locked at", r.LockedAt, instant)
+	wantTime(t, "occurred at", r.Envelope.OccurredAt(), t0)
+	// A row created in the west 8 hours "later" on the wall clock is still
+	// older than one created a second later in the east.
+	west, east := event(t), event(t)
+	insert(t, f, t0.In(zoneWest), "", west)
+	insert(t, f, t0.Add(time.Second).In(zoneEast), "", east)
+	st, err := f.Store.Stats(context.Background(), f.DB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantTime(t, "oldest pending", st.OldestPending, t0)
+	recs := claim(t, f, outbox.ClaimRequest{Owner: ownerB, Now: t0.Add(time.Hour), Lease: 2 * time.Hour, Limit: 10})
+	if got, want := recIDs(recs), []string{west.ID(), east.ID()}; !slices.Equal(got, want) {
+		t.Fatalf("claim order %v, want %v (oldest instant first)", got, want)
+	}
+}
+
+func storeCorruptHeaders(t *testing.T, f Fixture) {
+	if f.Table == "" {
+		t.Skip("the fixture does not expose its table")
+	}
+	ctx := context.Background()
+	good := event(t, outbox.WithHeader("h", "v"))
+	bad := event(t, outbox.WithHeader("h", "v"))
+	insert(t, f, t0, "", good, bad)
+	// Ids are ULIDs (letters and digits): safe to write as a literal, which
+	// keeps this statement free of dialect-specific placeholders.
+	if _, err := f.DB.ExecContext(ctx, "UPDATE "+f.Table+" SET headers = '{not json' WHERE event_id = '"+bad.ID()+"'"); err != nil {
+		t.Fatalf("corrupt the row: %v", err)
+	}
+	recs, err := f.Store.Claim(ctx, f.DB, outbox.ClaimRequest{Owner: ownerA, Now: t0, Lease: lease, Limit: 10})
+	if err != nil {
+		t.Fatalf("a corrupt row failed the whole claim: %v", err)
+	}
+	if len(recs) != 2 {
+		t.Fatalf("claimed %d rows, want 2", len(recs))
+	}
+	for _, r := range recs {
+		switch r.ID {
+		case good.ID():
+			if r.Err != nil {
+				t.Errorf("good row: %v", r.Err)
+			}
+		case bad.ID():
+			if r.Err == nil {
+				t.Error("corrupt headers decoded without error")
+			} else if !errors.Is(r.Err, outbox.ErrInvalidEnvelope) {
+				t.Errorf("decode error %v does not wrap ErrInvalidEnvelope", r.Err)
+			}
+			if r.LockedBy != ownerA || r.Status != outbox.StatusNew {
+				t.Errorf("corrupt row state: %v locked by %q", r.Status, r.LockedBy)
+			}
+		}
+	}
+	if _, err := f.Store.List(ctx, f.DB, outbox.Query{}); err != nil {
+		t.Errorf("a corrupt row failed List: %v", err)
+	}
+	if ok, err := f.Store.MarkDead(ctx, f.DB, ownerA, bad.ID(), t0, "decode", false); err != nil || !ok {
+		t.Fatalf("MarkDead of the corrupt row = %v, %v", ok, err)
+	}
+}
