@@ -1,0 +1,163 @@
+// Package outboxsqltest lists the databases that tests of outboxsql-based
+// code run on — the integration suites and every ORM adapter — so that a
+// new database or driver is one entry here, not one per test module.
+//
+// The package imports no driver: a test binary registers the drivers of the
+// backends it runs by importing them (for example _ "modernc.org/sqlite").
+// Server backends read their DSN from an environment variable (with a local
+// default); a server that cannot be reached skips the test loudly, or fails
+// it when OUTBOX_TEST_REQUIRE_DBS=1, as CI sets it.
+package outboxsqltest
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/go-outbox/outbox/core/outboxsql"
+)
+
+// Environment variables of the server backends.
+const (
+	EnvPostgresDSN = "OUTBOX_TEST_POSTGRES_DSN"
+	EnvMySQLDSN    = "OUTBOX_TEST_MYSQL_DSN"
+	EnvRequireDBs  = "OUTBOX_TEST_REQUIRE_DBS"
+)
+
+// The local servers used when the environment names none.
+const (
+	DefaultPostgresDSN = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	DefaultMySQLDSN    = "root@tcp(127.0.0.1:3306)/test?parseTime=true"
+)
+
+// Backend is one (dialect × driver) under test.
+type Backend struct {
+	// Name names the backend in subtest names, such as "sqlite".
+	Name string
+	// Dialect is the outboxsql dialect of the database.
+	Dialect outboxsql.Dialect
+	// DriverName is the database/sql driver the test binary must register.
+	DriverName string
+	// EnvDSN is the environment variable holding a server backend's DSN;
+	// empty for an embedded database.
+	EnvDSN string
+	// defaultDSN is the server's DSN when EnvDSN is not set.
+	defaultDSN string
+	// fileDSN returns the DSN of an embedded database file at path.
+	fileDSN func(path string) string
+}
+
+// backends is every backend the suites run on.
+var backends = []Backend{
+	{Name: "sqlite", Dialect: outboxsql.SQLite, DriverName: "sqlite", fileDSN: outboxsql.SQLiteDSN},
+}
+
+// Backends returns every backend, for tests that run on each.
+func Backends() []Backend { return slices.Clone(backends) }
+
+// Run runs fn as one subtest per backend.
+func Run(t *testing.T, fn func(t *testing.T, b Backend)) {
+	t.Helper()
+	for _, b := range backends {
+		t.Run(b.Name, func(t *testing.T) { fn(t, b) })
+	}
+}
+
+// IsServer reports whether the backend is a database server (shared by the
+// tests, which isolate themselves by table) rather than an embedded file.
+func (b Backend) IsServer() bool { return b.EnvDSN != "" }
+
+// DSN returns the data source name of a database for one test: a new,
+// empty SQLite file in the test's temp dir, or the server's DSN (from
+// EnvDSN, else the local default). Open it with DriverName or through an
+// adapter's own Open; call Open first to skip when the server is down.
+func (b Backend) DSN(t *testing.T) string {
+	t.Helper()
+	if !b.IsServer() {
+		return b.fileDSN(filepath.Join(t.TempDir(), "outbox.db"))
+	}
+	if dsn := os.Getenv(b.EnvDSN); dsn != "" {
+		return dsn
+	}
+	return b.defaultDSN
+}
+
+var (
+	serversMu sync.Mutex
+	servers   = map[string]*sql.DB{}
+)
+
+// Open returns the database one fixture uses: a fresh SQLite file (closed at
+// cleanup), or a pool to the server shared by every fixture of the test
+// binary (fixtures are then isolated by their tables). A server that cannot
+// be reached skips the test, or fails it under OUTBOX_TEST_REQUIRE_DBS=1.
+func (b Backend) Open(t *testing.T) *sql.DB {
+	t.Helper()
+	dsn := b.DSN(t)
+	if !b.IsServer() {
+		db, err := sql.Open(b.DriverName, dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = db.Close() })
+		return db
+	}
+	key := b.DriverName + " " + dsn
+	serversMu.Lock()
+	defer serversMu.Unlock()
+	if db, ok := servers[key]; ok {
+		return db
+	}
+	db, err := sql.Open(b.DriverName, dsn)
+	if err == nil {
+		err = db.PingContext(context.Background())
+	}
+	if err != nil {
+		if db != nil {
+			_ = db.Close()
+		}
+		Unavailable(t, b.Name+" ("+b.DriverName+") at "+b.EnvDSN+" (or the local default)", err)
+	}
+	servers[key] = db
+	return db
+}
+
+// NewStore returns a Store of b's dialect on a new table with a random name
+// in db, migrated, and dropped at cleanup.
+func (b Backend) NewStore(t *testing.T, db *sql.DB, opts ...outboxsql.Option) *outboxsql.Store {
+	t.Helper()
+	table := TableName("outbox_test")
+	store, err := outboxsql.New(b.Dialect, append(opts, outboxsql.WithTable(table))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Migrate(context.Background(), db); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = db.ExecContext(context.Background(), "DROP TABLE IF EXISTS "+table) })
+	return store
+}
+
+// Unavailable skips t with a loud reason, or fails it when
+// OUTBOX_TEST_REQUIRE_DBS=1.
+func Unavailable(t testing.TB, what string, err error) {
+	t.Helper()
+	if os.Getenv(EnvRequireDBs) == "1" {
+		t.Fatalf("%s is required (%s=1) but unavailable: %v", what, EnvRequireDBs, err)
+	}
+	t.Skipf("SKIPPED — %s unavailable: %v (set %s=1 to make this a failure)", what, err, EnvRequireDBs)
+}
+
+// TableName returns prefix followed by an underscore and 8 random hex
+// digits: a table name no other test uses.
+func TableName(prefix string) string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return prefix + "_" + hex.EncodeToString(b)
+}
