@@ -1,0 +1,142 @@
+package outboxsql
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	outbox "github.com/go-outbox/outbox/core"
+)
+
+func TestValidateTableName(t *testing.T) {
+	valid := []string{"outbox_event", "_x", "T1", "app.outbox_event", "main._t", strings.Repeat("a", 64), strings.Repeat("s", 64) + "." + strings.Repeat("t", 64)}
+	invalid := []string{"", "1abc", "outbox_event; DROP TABLE users", "outbox_event;--", "a.b.c", "x-y", "tbl name", strings.Repeat("a", 65),
+		`"quoted"`, "`t`", "[t]", "a.", ".a", "tablé", "t\n", "t'", "t/*x*/", "a..b"}
+	for _, name := range valid {
+		if err := ValidateTableName(name); err != nil {
+			t.Errorf("ValidateTableName(%q) = %v, want nil", name, err)
+		}
+		if _, err := New(SQLite, WithTable(name)); err != nil {
+			t.Errorf("New with table %q: %v", name, err)
+		}
+	}
+	for _, name := range invalid {
+		err := ValidateTableName(name)
+		if !errors.Is(err, outbox.ErrInvalidConfig) {
+			t.Errorf("ValidateTableName(%q) = %v, want ErrInvalidConfig", name, err)
+		}
+		s, err := New(SQLite, WithTable(name))
+		if s != nil || !errors.Is(err, outbox.ErrInvalidConfig) {
+			t.Errorf("New with table %q = %v, %v; want ErrInvalidConfig", name, s, err)
+		}
+	}
+	err := ValidateTableName("outbox_event; DROP TABLE users")
+	if err == nil || !strings.Contains(err.Error(), "not allowed") || !strings.Contains(err.Error(), "letters, digits and underscores") {
+		t.Errorf("error does not explain the rule: %v", err)
+	}
+}
+
+func TestNewRejectsNilDialect(t *testing.T) {
+	if _, err := New(nil); !errors.Is(err, outbox.ErrInvalidConfig) {
+		t.Fatalf("New(nil) = %v, want ErrInvalidConfig", err)
+	}
+	if _, err := DetectDialect(nil); !errors.Is(err, outbox.ErrInvalidConfig) {
+		t.Fatalf("DetectDialect(nil) = %v, want ErrInvalidConfig", err)
+	}
+}
+
+func TestSchemaUsesTheTableName(t *testing.T) {
+	s, err := New(SQLite, WithTable("app.my_outbox"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stmts := s.Schema()
+	if len(stmts) != 3 {
+		t.Fatalf("%d statements, want table + 2 indexes:\n%s", len(stmts), strings.Join(stmts, "\n---\n"))
+	}
+	if !strings.HasPrefix(stmts[0], "CREATE TABLE IF NOT EXISTS app.my_outbox (") {
+		t.Errorf("table statement: %s", stmts[0])
+	}
+	for _, st := range stmts[1:] {
+		if !strings.HasPrefix(st, "CREATE INDEX IF NOT EXISTS app.my_outbox_") || !strings.Contains(st, " ON my_outbox (") {
+			t.Errorf("index statement does not follow SQLite's schema syntax: %s", st)
+		}
+	}
+	for _, st := range stmts {
+		if strings.Contains(st, "{{") || strings.HasSuffix(st, ";") || strings.Contains(st, "--") {
+			t.Errorf("statement not rendered cleanly: %s", st)
+		}
+	}
+	stmts[0] = "changed"
+	if s.Schema()[0] == "changed" {
+		t.Error("Schema returns the store's own slice")
+	}
+	if d, _ := New(SQLite); d.Table() != DefaultTable || d.Dialect() != SQLite || SQLite.Name() != "sqlite" {
+		t.Error("defaults: table or dialect")
+	}
+}
+
+func TestNoStatementReadsTheDatabaseClock(t *testing.T) {
+	s, err := New(SQLite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := s.q
+	all := append([]string{q.claim, q.claimOwn, q.markRetry, q.markDead, q.list, q.count, q.stats, q.oldest, q.purge,
+		q.insert.sql(3), q.markDone.sql(2), q.release.sql(2), q.replay.sql(2)}, s.Schema()...)
+	for _, st := range all {
+		up := strings.ToUpper(st)
+		for _, bad := range []string{"CURRENT_TIMESTAMP", "NOW()", "DATETIME(", "LOCALTIMESTAMP", "UTC_TIMESTAMP"} {
+			if strings.Contains(up, bad) {
+				t.Errorf("statement uses the database clock (%s): %s", bad, st)
+			}
+		}
+	}
+}
+
+func TestRebindNumbersPlaceholders(t *testing.T) {
+	pg := &dialect{name: "pg", placeholder: dollar}
+	if got := pg.rebind("a = ? AND b IN (?, ?)", 3); got != "a = $3 AND b IN ($4, $5)" {
+		t.Errorf("rebind = %q", got)
+	}
+	b := newBatchSQL(pg, "UPDATE t SET x = ? WHERE y = ? AND id IN (", "?", 1, ", ", ")")
+	if got := b.sql(3); got != "UPDATE t SET x = $1 WHERE y = $2 AND id IN ($3, $4, $5)" {
+		t.Errorf("batch = %q", got)
+	}
+	ins := newBatchSQL(pg, "INSERT INTO t (a, b, c) VALUES ", "(?, 0, ?)", 2, ", ", "")
+	if got := ins.sql(2); got != "INSERT INTO t (a, b, c) VALUES ($1, 0, $2), ($3, 0, $4)" {
+		t.Errorf("insert = %q", got)
+	}
+	if ins.sql(2) != ins.sql(2) || strings.Count(ins.sql(500), "$") != 1000 {
+		t.Error("cached statement differs")
+	}
+	s, err := New(SQLite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, want := strings.Count(s.q.insert.sql(7), "?"), 7*insertRowArgs; n != want {
+		t.Errorf("insert of 7 rows has %d placeholders, want %d", n, want)
+	}
+	if n := strings.Count(s.q.claimOwn, "?"); n != 8 {
+		t.Errorf("claim with own-reclaim has %d placeholders, want 8", n)
+	}
+}
+
+func TestQueryArgsStatusSlots(t *testing.T) {
+	for _, tc := range []struct {
+		in   []outbox.Status
+		want []any
+	}{
+		{nil, []any{0, 1, 2, 3}},
+		{[]outbox.Status{outbox.StatusDead}, []any{3, 3, 3, 3}},
+		{[]outbox.Status{outbox.StatusNew, outbox.StatusRetry, outbox.StatusNew}, []any{0, 2, 0, 2}},
+		{[]outbox.Status{outbox.Status(7)}, []any{-1, -1, -1, -1}},
+		{[]outbox.Status{9, outbox.StatusDone, 8, outbox.StatusDone, outbox.StatusDead, outbox.StatusNew, outbox.StatusRetry}, []any{1, 3, 0, 2}},
+	} {
+		got := queryArgs(outbox.Query{Statuses: tc.in, AggregateType: "A", EventType: "E", AfterID: "id"})
+		if !slices.Equal(got[:4], tc.want) || !slices.Equal(got[4:], []any{"A", "A", "E", "E", "id"}) {
+			t.Errorf("queryArgs(%v) = %v, want %v + filters", tc.in, got, tc.want)
+		}
+	}
+}
