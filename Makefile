@@ -1,0 +1,37 @@
+# outbox — transactional outbox for Go. Run `make help` for the targets.
+
+GO      ?= go
+# Every module of the workspace, read from go.work.
+MODULES := $(shell sed -n 's/^[[:space:]]*\.\/\([^[:space:])]*\).*/\1/p' go.work)
+RACE    ?= -race
+TESTFLAGS ?=
+
+.PHONY: help demo test lint check-core-deps bench tidy
+
+help: ## Show this help.
+	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk -F':.*?## ' '{printf "  %-16s %s\n", $$1, $$2}'
+
+demo: ## Run the demo on an embedded SQLite file (no server needed).
+	cd samples/demo && $(GO) run . -db $(CURDIR)/bin/demo.db
+
+test: check-core-deps ## Run every module's tests with the race detector.
+	@set -e; for m in $(MODULES); do \
+		echo "==> go test $(RACE) ./... in $$m"; \
+		(cd $$m && $(GO) test $(RACE) -count=1 $(TESTFLAGS) ./...); \
+	done
+
+lint: check-core-deps ## gofmt and go vet on every module.
+	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	@set -e; for m in $(MODULES); do echo "==> go vet in $$m"; (cd $$m && $(GO) vet ./...); done
+
+check-core-deps: ## Fail if core (tests included) imports anything outside the standard library.
+	@bad=$$(cd core && $(GO) list -deps -test -f '{{if not .Standard}}{{.ImportPath}}{{end}}' ./... | grep -v '^github.com/go-outbox/outbox/core' || true); \
+	if [ -n "$$bad" ]; then echo "core must depend on the standard library only, found:"; echo "$$bad"; exit 1; fi; \
+	if grep -q '^require' core/go.mod; then echo "core/go.mod must have no require"; exit 1; fi; \
+	echo "core: standard library only"
+
+bench: ## Run the Benchmark* functions of every module.
+	@set -e; for m in $(MODULES); do (cd $$m && $(GO) test -run '^$$' -bench . -benchmem ./...); done
+
+tidy: ## go mod tidy in every module.
+	@set -e; for m in $(MODULES); do (cd $$m && $(GO) mod tidy); done
