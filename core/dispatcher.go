@@ -81,6 +81,7 @@ type Dispatcher struct {
 
 	hot, cold chan queued
 	turn      atomic.Uint32
+	finished  recentSet // ids whose outcome was just stored
 	acks      chan string
 	dropped   chan struct{}
 
@@ -204,8 +205,8 @@ func (d *Dispatcher) EnqueueHot(e Envelope) bool {
 // cold queue is full or the dispatcher is closed. An event already held in
 // this process is not queued twice but reported as accepted.
 func (d *Dispatcher) EnqueueCold(e Envelope, attempts int) bool {
-	if !d.inflight.TryAcquire(e.ID()) {
-		return true // being delivered here already (e.g. re-claimed from the hot path)
+	if !d.acquire(e.ID()) {
+		return true // being delivered here already, or just finished (a stale re-claim)
 	}
 	if !d.send(d.cold, queued{env: e, attempts: attempts}) {
 		d.inflight.Release(e.ID())
@@ -216,7 +217,7 @@ func (d *Dispatcher) EnqueueCold(e Envelope, attempts int) bool {
 }
 
 func (d *Dispatcher) enqueue(q chan queued, item queued) bool {
-	if !d.inflight.TryAcquire(item.env.ID()) {
+	if !d.acquire(item.env.ID()) {
 		return false
 	}
 	if !d.send(q, item) {
@@ -224,6 +225,79 @@ func (d *Dispatcher) enqueue(q chan queued, item queued) bool {
 		return false
 	}
 	return true
+}
+
+// acquire holds id for delivery unless it is in flight or its outcome was
+// stored so recently that a claim may have read the row before that.
+func (d *Dispatcher) acquire(id string) bool {
+	if !d.inflight.TryAcquire(id) {
+		return false
+	}
+	if d.finished.has(id) {
+		d.inflight.Release(id)
+		return false
+	}
+	return true
+}
+
+// finish releases ids whose outcome is stored, remembering them until two
+// claims have started since: a claim that read the rows just before the
+// update must not deliver them again.
+func (d *Dispatcher) finish(ids ...string) {
+	d.finished.add(ids)
+	for _, id := range ids {
+		d.inflight.Release(id)
+	}
+}
+
+// recentSet remembers ids for two generations; the poller starts a new
+// generation before each claim. Without a poller nothing re-claims, so it
+// stays off. A generation is capped: past the cap the oldest ids are
+// forgotten, which at worst allows a duplicate delivery, never a loss.
+type recentSet struct {
+	mu        sync.Mutex
+	enabled   bool
+	cur, prev map[string]struct{}
+}
+
+const recentSetCap = 1 << 16
+
+func (r *recentSet) enable() {
+	r.mu.Lock()
+	r.enabled = true
+	r.mu.Unlock()
+}
+
+func (r *recentSet) add(ids []string) {
+	r.mu.Lock()
+	if !r.enabled {
+		r.mu.Unlock()
+		return
+	}
+	if len(r.cur) >= recentSetCap {
+		r.prev, r.cur = r.cur, nil
+	}
+	if r.cur == nil {
+		r.cur = make(map[string]struct{}, len(ids))
+	}
+	for _, id := range ids {
+		r.cur[id] = struct{}{}
+	}
+	r.mu.Unlock()
+}
+
+func (r *recentSet) has(id string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, inCur := r.cur[id]
+	_, inPrev := r.prev[id]
+	return inCur || inPrev
+}
+
+func (r *recentSet) rotate() {
+	r.mu.Lock()
+	r.prev, r.cur = r.cur, nil
+	r.mu.Unlock()
 }
 
 func (d *Dispatcher) send(q chan queued, item queued) bool {
@@ -311,7 +385,7 @@ func (d *Dispatcher) deliver(ctx context.Context, q queued) {
 		d.acks <- e.ID() // released from in-flight once the ack is written
 		return
 	}
-	defer d.inflight.Release(e.ID())
+	defer d.finish(e.ID())
 	now := utcNow(d.clock)
 	var ra *RetryAfterError
 	switch {
@@ -411,9 +485,7 @@ func (d *Dispatcher) ackLoop() {
 			return
 		}
 		d.flushAcks(batch)
-		for _, id := range batch {
-			d.inflight.Release(id)
-		}
+		d.finish(batch...)
 		batch = batch[:0]
 	}
 	for {

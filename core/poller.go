@@ -79,6 +79,7 @@ func NewPoller(cfg PollerConfig) (*Poller, error) {
 	setDefault(&cfg.Lease, DefaultLease)
 	setDefault(&cfg.OwnReclaimAfter, min(DefaultOwnReclaimAfter, cfg.Interval))
 	setDefault(&cfg.MaxBackoff, DefaultMaxPollBackoff)
+	cfg.Dispatcher.finished.enable()
 	return &Poller{
 		cfg: cfg, d: cfg.Dispatcher, log: loggerOr(cfg.Logger).With("outbox_owner", cfg.Dispatcher.Owner()),
 		metrics: metricsOr(cfg.Metrics), clock: clockOr(cfg.Clock),
@@ -115,7 +116,8 @@ func (p *Poller) loop(ctx context.Context) {
 	}()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
-	next := time.Now() // when the timer fires; a hot-path drop may only bring it forward
+	next := time.Now()    // when the timer fires
+	var dropDue time.Time // by when refused hot-path rows must be polled
 	backoff := time.Duration(0)
 	for {
 		select {
@@ -123,13 +125,15 @@ func (p *Poller) loop(ctx context.Context) {
 			return
 		case <-p.d.HotDropped():
 			// Refused hot-path rows become claimable after OwnReclaimAfter.
-			if at := time.Now().Add(p.cfg.OwnReclaimAfter); at.Before(next) {
-				next = at
-				timer.Reset(p.cfg.OwnReclaimAfter)
+			dropDue = time.Now().Add(p.cfg.OwnReclaimAfter)
+			if dropDue.Before(next) {
+				next = dropDue
+				timer.Reset(time.Until(next))
 			}
 			continue
 		case <-timer.C:
 		}
+		started := time.Now()
 		_, more, err := p.PollOnce(ctx)
 		wait := p.cfg.Interval
 		switch {
@@ -145,7 +149,10 @@ func (p *Poller) loop(ctx context.Context) {
 			backoff = 0
 		}
 		next = time.Now().Add(wait)
-		timer.Reset(wait)
+		if dropDue.After(started) && dropDue.Before(next) {
+			next = dropDue // rows refused during this poll were not claimable yet
+		}
+		timer.Reset(time.Until(next))
 	}
 }
 
@@ -159,6 +166,7 @@ func (p *Poller) PollOnce(ctx context.Context) (queued int, more bool, err error
 		return 0, false, nil // the dispatcher is busy: leave the rows in the table
 	}
 	now := utcNow(p.clock)
+	p.d.finished.rotate()
 	recs, err := p.cfg.Store.Claim(ctx, p.cfg.DB, ClaimRequest{
 		Owner: p.d.Owner(), Now: now, Lease: p.cfg.Lease, OwnReclaimAfter: p.cfg.OwnReclaimAfter,
 		SkipRecent: p.cfg.SkipRecent, Limit: limit,

@@ -122,6 +122,7 @@ type stackOpts struct {
 	dispatcher func(*outbox.DispatcherConfig)
 	poller     func(*outbox.PollerConfig)
 	noPoller   bool
+	manualPoll bool // build the poller but do not start its loop: the test calls PollOnce
 	noHook     bool
 	clock      outbox.Clock
 }
@@ -171,8 +172,10 @@ func newStack(t *testing.T, b Backend, reg outbox.ListenerRegistry, o stackOpts)
 		if s.p, err = outbox.NewPoller(pcfg); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.p.Start(context.Background()); err != nil {
-			t.Fatal(err)
+		if !o.manualPoll {
+			if err := s.p.Start(context.Background()); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	wcfg := outbox.WriterConfig{TxContext: b.TxContext, Store: b.Store, Clock: clock, Logger: quietLogger()}
@@ -448,7 +451,7 @@ func e2eRetryAfter(t *testing.T, b Backend) {
 func e2eDelayed(t *testing.T, b Backend) {
 	clock := NewClock(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
 	l := NewLedger()
-	s := newStack(t, b, registry(t, evtPing, l.Listener()), stackOpts{clock: clock, poller: func(c *outbox.PollerConfig) { c.Interval = time.Hour }})
+	s := newStack(t, b, registry(t, evtPing, l.Listener()), stackOpts{clock: clock, manualPoll: true})
 	e := ping(t, outbox.WithAvailableAt(clock.Now().Add(time.Hour)))
 	write(t, b, s.w, e)
 	ctx := context.Background()
@@ -555,8 +558,8 @@ func e2eLeaseExpiry(t *testing.T, b Backend) {
 	})
 	var stale atomic.Int32
 	metrics := staleCounter{n: &stale}
-	manual := func(c *outbox.PollerConfig) { c.Interval, c.Lease = time.Hour, time.Minute }
-	a := newStack(t, b, registry(t, evtPing, stuck), stackOpts{clock: clock, noHook: true, poller: manual,
+	manual := func(c *outbox.PollerConfig) { c.Lease = time.Minute }
+	a := newStack(t, b, registry(t, evtPing, stuck), stackOpts{clock: clock, noHook: true, manualPoll: true, poller: manual,
 		dispatcher: func(c *outbox.DispatcherConfig) { c.Metrics = metrics }})
 	e := ping(t)
 	write(t, b, a.w, e)
@@ -566,7 +569,7 @@ func e2eLeaseExpiry(t *testing.T, b Backend) {
 	<-started
 	clock.Advance(2 * time.Minute) // A's lease expires while its listener hangs
 	l := NewLedger()
-	bNode := newStack(t, b, registry(t, evtPing, l.Listener()), stackOpts{clock: clock, noHook: true, poller: manual})
+	bNode := newStack(t, b, registry(t, evtPing, l.Listener()), stackOpts{clock: clock, noHook: true, manualPoll: true, poller: manual})
 	if n, _, err := bNode.p.PollOnce(context.Background()); err != nil || n != 1 {
 		t.Fatalf("node B poll after lease expiry: %d, %v; want the event", n, err)
 	}
