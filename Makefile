@@ -2,7 +2,7 @@
 
 GO      ?= go
 # Every module of the workspace, read from go.work.
-MODULES := $(shell sed -n 's/^[[:space:]]*\.\/\([^[:space:])]*\).*/\1/p' go.work)
+MODULES := $(shell awk '/^[[:space:]]*\.\//{sub("^\\./", "", $$1); print $$1}' go.work)
 RACE    ?= -race
 TESTFLAGS ?=
 
@@ -35,3 +35,13 @@ bench: ## Run the Benchmark* functions of every module.
 
 tidy: ## go mod tidy in every module.
 	@set -e; for m in $(MODULES); do (cd $$m && $(GO) mod tidy); done
+
+.PHONY: demo-multi demo-http
+
+demo-multi: ## Run the fx sample with two data sources (two SQLite files; ORDERS_DSN=… BILLING_DSN=… for servers).
+	cd samples/multi-ds && $(GO) run . -dir $(CURDIR)/bin/multi-ds \
+		$(if $(ORDERS_DSN),-orders-dsn '$(ORDERS_DSN)') $(if $(BILLING_DSN),-billing-dsn '$(BILLING_DSN)')
+
+demo-http: ## Run the fx REST sample on $(or $(ADDR),127.0.0.1:8080) (SQLite; DSN=… for a server); Ctrl-C stops it.
+	@mkdir -p $(CURDIR)/bin
+	cd samples/http-demo && $(GO) run . -addr '$(or $(ADDR),127.0.0.1:8080)' -dsn '$(or $(DSN),$(CURDIR)/bin/http-demo.db)' $(HTTP_DEMO_FLAGS)
