@@ -531,3 +531,37 @@ func TestStopReleasesWhatItCouldNotDeliver(t *testing.T) {
 		t.Fatalf("%d outbox goroutine(s) outlived Stop:\n%s", len(g), strings.Join(g, "\n\n"))
 	}
 }
+
+func TestExternalTxContext(t *testing.T) {
+	// The application runs its transactions with its own TxContext (here a
+	// TxManager it built itself; an ORM adapter's in real life).
+	var deps struct {
+		fx.In
+		Stack  *outboxfx.Stack      `name:"orders"`
+		Writer *outbox.Writer       `name:"orders"`
+		TxM    *outboxsql.TxManager `name:"app"`
+	}
+	l := newLedger()
+	app := fxtest.New(t, fx.NopLogger,
+		outboxfx.SQLDB("orders", "sqlite", dsn(t, "orders")),
+		fx.Provide(
+			fx.Annotate(outboxsql.NewTxManager, fx.ParamTags(`name:"orders"`), fx.ResultTags(`name:"app"`)),
+			fx.Annotate(func(m *outboxsql.TxManager) outbox.TxContext { return m }, fx.ParamTags(`name:"app"`), fx.ResultTags(`name:"orders"`)),
+		),
+		outboxfx.DataSource("orders", outboxfx.WithConfig(fastConfig), outboxfx.WithTxContext()),
+		outboxfx.Listen("orders", orderAggregate, orderPlaced, l.listener("orders")),
+		fx.Populate(&deps))
+	app.RequireStart()
+	defer app.RequireStop()
+	if deps.Stack.TxManager() != nil || deps.Stack.TxContext() != outbox.TxContext(deps.TxM) {
+		t.Fatal("the stack must use the container's TxContext and build no TxManager")
+	}
+	write(t, deps.TxM, deps.Writer, orderPlaced, 3)
+	eventually(t, "3 DONE", func() bool { return countStatus(t, deps.Stack, outbox.StatusDone) == 3 })
+	if got := deps.Stack.Rebind("SELECT ? , ?"); got != "SELECT ? , ?" {
+		t.Fatalf("Rebind on SQLite changed the query: %q", got)
+	}
+	if got := outboxfx.Rebind(nil, "a = ?"); got != "a = ?" {
+		t.Fatalf("Rebind without a dialect: %q", got)
+	}
+}

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	outboxfx "github.com/go-outbox/outbox/fxmodule"
+	_ "github.com/go-sql-driver/mysql"
+	_ "github.com/jackc/pgx/v5/stdlib"
+	"github.com/rs/zerolog"
+	"go.uber.org/fx"
+	_ "modernc.org/sqlite"
+)
+
+// settings are the command line's choices.
+type settings struct {
+	dsn          string
+	failListener bool
+}
+
+// appOptions is the whole application except the listening server: the
+// outbox's default data source on the -dsn database, the orders service,
+// the shipping listener and the HTTP handler. Tests serve the handler with
+// httptest instead.
+func appOptions(s settings, logger zerolog.Logger) fx.Option {
+	return fx.Options(
+		fx.Supply(logger),
+		outboxfx.WithZerolog(),
+		outboxfx.SQLDBFromURL(outboxfx.DefaultName, s.dsn),
+		outboxfx.Module(
+			outboxfx.WithPreset(outboxfx.PresetSingleNode),
+			outboxfx.Configure(func(c *outboxfx.Config) {
+				c.Migrate = true
+				c.Table = "http_demo_outbox" // its own table, should the database be shared
+				c.MaxAttempts = 3            // a broken listener reaches DEAD within a second
+				c.RetryBase, c.RetryMax = 100*time.Millisecond, 500*time.Millisecond
+				c.PollInterval = 250 * time.Millisecond
+			}),
+			outboxfx.FromEnv(), // OUTBOX_… variables have the last word
+		),
+		fx.Provide(
+			func(db *sql.DB) (*Shipping, error) { return newShipping(db, s.failListener) },
+			newOrders,
+			newAPI,
+		),
+		outboxfx.Routes(outboxfx.DefaultName, (*Shipping).Route),
+	)
+}
+
+// serve runs an http.Server for the API on addr. It listens in OnStart (so
+// a busy port fails the start), serves in a goroutine, and shuts down
+// gracefully in OnStop, before the outbox stops.
+func serve(addr string) fx.Option {
+	return fx.Invoke(func(lc fx.Lifecycle, api *API, log zerolog.Logger) {
+		srv := &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 5 * time.Second}
+		done := make(chan struct{})
+		lc.Append(fx.Hook{
+			OnStart: func(ctx context.Context) error {
+				ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
+				if err != nil {
+					return fmt.Errorf("http-demo: listen on %s: %w", addr, err)
+				}
+				go func() {
+					defer close(done)
+					if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+						log.Error().Err(err).Msg("http server failed")
+					}
+				}()
+				api.ready.Store(true)
+				log.Info().Str("addr", ln.Addr().String()).Msg("http-demo listening")
+				return nil
+			},
+			OnStop: func(ctx context.Context) error {
+				api.ready.Store(false)
+				err := srv.Shutdown(ctx)
+				select {
+				case <-done:
+				case <-ctx.Done():
+				}
+				return err
+			},
+		})
+	})
+}
