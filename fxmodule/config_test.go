@@ -2,6 +2,8 @@ package outboxfx_test
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -143,5 +145,18 @@ func TestPresets(t *testing.T) {
 	}
 	if _, err := outboxfx.ResolveConfig("9lives"); !errors.Is(err, outbox.ErrInvalidConfig) {
 		t.Fatalf("bad data source name: %v", err)
+	}
+}
+
+// The configuration table of docs/fx.md names every variable.
+func TestDocsListEveryEnvVar(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "fx.md"))
+	if err != nil {
+		t.Skipf("docs/fx.md not found next to the module: %v", err)
+	}
+	for _, ev := range outboxfx.EnvVars() {
+		if !strings.Contains(string(doc), "`"+ev.Name+"`") || !strings.Contains(string(doc), "`"+ev.Field+"`") && ev.Kind != "preset" {
+			t.Errorf("docs/fx.md does not document %s (%s)", ev.Name, ev.Field)
+		}
 	}
 }
