@@ -263,12 +263,17 @@ func run(ctx context.Context, o options) error {
 	wantDead := map[string]int64{"orders": 1, "billing": 0}
 	deadline := time.Now().Add(o.timeout)
 	after := map[string]outbox.Stats{}
+	var lastErr error
 	for {
 		settled := true
 		for _, ds := range dataSources {
 			s, err := st.get(ds).Stats(ctx)
 			if err != nil {
-				return err
+				// A dropped connection is not the end: the outbox recovers
+				// from it, and so does this wait, until the timeout.
+				lastErr, settled = err, false
+				logger.Warn().Err(err).Str("outbox_ds", ds).Msg("stats failed, retrying")
+				continue
 			}
 			after[ds] = s
 			got, _ := notifier.snapshot(ds)
@@ -282,7 +287,7 @@ func run(ctx context.Context, o options) error {
 			break
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("events not settled after %s", o.timeout)
+			return errors.Join(fmt.Errorf("events not settled after %s", o.timeout), lastErr)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
