@@ -45,3 +45,8 @@ demo-multi: ## Run the fx sample with two data sources (two SQLite files; ORDERS
 demo-http: ## Run the fx REST sample on 127.0.0.1:8080 (ADDR=…; SQLite, DSN=… for a server); Ctrl-C stops it.
 	@mkdir -p $(CURDIR)/bin
 	cd samples/http-demo && $(GO) run . -addr '$(or $(ADDR),127.0.0.1:8080)' -dsn '$(or $(DSN),$(CURDIR)/bin/http-demo.db)' $(HTTP_DEMO_FLAGS)
+
+.PHONY: explain
+
+explain: ## EXPLAIN the claim at a 1M-row backlog on PostgreSQL and MySQL/MariaDB (OUTBOX_TEST_EXPLAIN_ROWS=… to change).
+	cd integration && OUTBOX_TEST_EXPLAIN=1 $(GO) test -count=1 -run '^TestExplainClaim$$' -v ./...

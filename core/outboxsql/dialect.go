@@ -49,6 +49,12 @@ type dialect struct {
 	// (DELETE … WHERE event_id IN (SELECT … LIMIT n)). It receives the
 	// table name and must bind the cutoff, then the limit.
 	purgeSQL func(table string) string
+	// idsFrom, when set, replaces "event_id IN (<sub>)", the condition by
+	// which the shared claim and purge find the rows their subquery sub
+	// selects.
+	idsFrom func(sub string) string
+	// missingTable reports whether err says that the table does not exist.
+	missingTable func(err error) bool
 	// maxBatch caps rows per multi-row INSERT and ids per IN list.
 	maxBatch int
 }
@@ -56,6 +62,14 @@ type dialect struct {
 func (d *dialect) Name() string   { return d.name }
 func (d *dialect) spec() *dialect { return d }
 func (d *dialect) String() string { return d.name }
+
+// inSubquery returns the condition "event_id is one of the ids sub selects".
+func (d *dialect) inSubquery(sub string) string {
+	if d.idsFrom != nil {
+		return d.idsFrom(sub)
+	}
+	return "event_id IN (" + sub + ")"
+}
 
 // dialects is every dialect compiled in, for DetectDialect.
 var dialects []*dialect

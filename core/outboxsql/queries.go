@@ -65,16 +65,16 @@ func buildQueries(d *dialect, t string) *queries {
 		oldest: "SELECT MIN(created_at) FROM " + t + " WHERE status IN (0, 2)",
 	}
 	claim := func(where string) string {
-		return d.rebind("UPDATE "+t+" SET locked_by = ?, locked_at = ? WHERE event_id IN (SELECT event_id FROM "+t+
-			" WHERE "+where+") ORDER BY available_at, event_id LIMIT ?"+d.claimLock+") RETURNING "+columns, 1)
+		return d.rebind("UPDATE "+t+" SET locked_by = ?, locked_at = ? WHERE "+d.inSubquery("SELECT event_id FROM "+t+
+			" WHERE "+where+") ORDER BY available_at, event_id LIMIT ?"+d.claimLock)+" RETURNING "+columns, 1)
 	}
 	q.claim = claim(claimWhere)
 	q.claimOwn = claim(claimWhere + claimOwn)
 	if d.purgeSQL != nil {
 		q.purge = d.purgeSQL(t)
 	} else {
-		q.purge = d.rebind("DELETE FROM "+t+" WHERE event_id IN (SELECT event_id FROM "+t+
-			" WHERE status IN (1, 3) AND COALESCE(done_at, created_at) < ? LIMIT ?)", 1)
+		q.purge = d.rebind("DELETE FROM "+t+" WHERE "+d.inSubquery("SELECT event_id FROM "+t+
+			" WHERE status IN (1, 3) AND COALESCE(done_at, created_at) < ? LIMIT ?"), 1)
 	}
 	return q
 }

@@ -3,6 +3,7 @@ package outboxsql
 import (
 	"fmt"
 	"net/url"
+	"strings"
 	"time"
 )
 
@@ -19,7 +20,10 @@ var sqliteDialect = &dialect{
 	placeholder: questionMark,
 	timeArg:     func(t time.Time) any { return t.UnixMicro() },
 	scanTime:    scanUnixMicro,
-	maxBatch:    500,
+	missingTable: func(err error) bool {
+		return strings.Contains(err.Error(), "no such table")
+	},
+	maxBatch: 500,
 }
 
 func init() { register(sqliteDialect) }

@@ -128,7 +128,7 @@ func (s *Store) Insert(ctx context.Context, ex outbox.Executor, now time.Time, o
 				payload, payloadBytes, headers, s.t(e.OccurredAt()), s.t(available), nowArg, lockedBy, lockedAt)
 		}
 		if _, err := ex.ExecContext(ctx, s.q.insert.sql(len(chunk)), args...); err != nil {
-			return fmt.Errorf("outboxsql: insert %d events into %s: %w", len(chunk), s.table, err)
+			return fmt.Errorf("outboxsql: insert %d events into %s: %w", len(chunk), s.table, s.explain(err))
 		}
 	}
 	return nil
@@ -152,7 +152,7 @@ func (s *Store) Claim(ctx context.Context, ex outbox.Executor, req outbox.ClaimR
 		recs, err = s.claimReturning(ctx, ex, req)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("outboxsql: claim from %s: %w", s.table, err)
+		return nil, fmt.Errorf("outboxsql: claim from %s: %w", s.table, s.explain(err))
 	}
 	sortDue(recs)
 	return recs, nil
@@ -212,7 +212,7 @@ func (s *Store) execIDs(ctx context.Context, ex outbox.Executor, b *batchSQL, fi
 func (s *Store) MarkDone(ctx context.Context, ex outbox.Executor, owner string, ids []string, now time.Time) (int64, error) {
 	n, err := s.execIDs(ctx, ex, s.q.markDone, []any{s.t(now), owner}, ids)
 	if err != nil {
-		return n, fmt.Errorf("outboxsql: mark done in %s: %w", s.table, err)
+		return n, fmt.Errorf("outboxsql: mark done in %s: %w", s.table, s.explain(err))
 	}
 	return n, nil
 }
@@ -240,7 +240,7 @@ func execOne(ctx context.Context, ex outbox.Executor, query string, args ...any)
 func (s *Store) MarkRetry(ctx context.Context, ex outbox.Executor, owner, id string, next time.Time, lastErr string, countAttempt bool) (bool, error) {
 	ok, err := execOne(ctx, ex, s.q.markRetry, s.t(next), outbox.TruncateError(lastErr), countArg(countAttempt), id, owner)
 	if err != nil {
-		return false, fmt.Errorf("outboxsql: mark retry %s in %s: %w", id, s.table, err)
+		return false, fmt.Errorf("outboxsql: mark retry %s in %s: %w", id, s.table, s.explain(err))
 	}
 	return ok, nil
 }
@@ -251,7 +251,7 @@ func (s *Store) MarkRetry(ctx context.Context, ex outbox.Executor, owner, id str
 func (s *Store) MarkDead(ctx context.Context, ex outbox.Executor, owner, id string, now time.Time, lastErr string, countAttempt bool) (bool, error) {
 	ok, err := execOne(ctx, ex, s.q.markDead, s.t(now), outbox.TruncateError(lastErr), countArg(countAttempt), id, owner)
 	if err != nil {
-		return false, fmt.Errorf("outboxsql: mark dead %s in %s: %w", id, s.table, err)
+		return false, fmt.Errorf("outboxsql: mark dead %s in %s: %w", id, s.table, s.explain(err))
 	}
 	return ok, nil
 }
@@ -261,7 +261,7 @@ func (s *Store) MarkDead(ctx context.Context, ex outbox.Executor, owner, id stri
 func (s *Store) Release(ctx context.Context, ex outbox.Executor, owner string, ids []string) (int64, error) {
 	n, err := s.execIDs(ctx, ex, s.q.release, []any{owner}, ids)
 	if err != nil {
-		return n, fmt.Errorf("outboxsql: release in %s: %w", s.table, err)
+		return n, fmt.Errorf("outboxsql: release in %s: %w", s.table, s.explain(err))
 	}
 	return n, nil
 }
@@ -272,7 +272,7 @@ func (s *Store) Release(ctx context.Context, ex outbox.Executor, owner string, i
 func (s *Store) Replay(ctx context.Context, ex outbox.Executor, ids []string, now time.Time) (int64, error) {
 	n, err := s.execIDs(ctx, ex, s.q.replay, []any{s.t(now)}, ids)
 	if err != nil {
-		return n, fmt.Errorf("outboxsql: replay in %s: %w", s.table, err)
+		return n, fmt.Errorf("outboxsql: replay in %s: %w", s.table, s.explain(err))
 	}
 	return n, nil
 }
@@ -309,7 +309,7 @@ func (s *Store) List(ctx context.Context, ex outbox.Executor, q outbox.Query) ([
 	}
 	recs, err := s.queryRecords(ctx, ex, s.q.list, append(queryArgs(q), limit)...)
 	if err != nil {
-		return nil, fmt.Errorf("outboxsql: list %s: %w", s.table, err)
+		return nil, fmt.Errorf("outboxsql: list %s: %w", s.table, s.explain(err))
 	}
 	return recs, nil
 }
@@ -318,7 +318,7 @@ func (s *Store) List(ctx context.Context, ex outbox.Executor, q outbox.Query) ([
 func (s *Store) Count(ctx context.Context, ex outbox.Executor, q outbox.Query) (int64, error) {
 	var n int64
 	if err := ex.QueryRowContext(ctx, s.q.count, queryArgs(q)...).Scan(&n); err != nil {
-		return 0, fmt.Errorf("outboxsql: count %s: %w", s.table, err)
+		return 0, fmt.Errorf("outboxsql: count %s: %w", s.table, s.explain(err))
 	}
 	return n, nil
 }
@@ -329,7 +329,7 @@ func (s *Store) Stats(ctx context.Context, ex outbox.Executor) (outbox.Stats, er
 	st := outbox.Stats{ByStatus: make(map[outbox.Status]int64, 4)}
 	rows, err := ex.QueryContext(ctx, s.q.stats)
 	if err != nil {
-		return st, fmt.Errorf("outboxsql: stats of %s: %w", s.table, err)
+		return st, fmt.Errorf("outboxsql: stats of %s: %w", s.table, s.explain(err))
 	}
 	defer rows.Close()
 	for rows.Next() {
@@ -361,7 +361,7 @@ func (s *Store) Purge(ctx context.Context, ex outbox.Executor, before time.Time,
 	}
 	res, err := ex.ExecContext(ctx, s.q.purge, s.t(before), limit)
 	if err != nil {
-		return 0, fmt.Errorf("outboxsql: purge %s: %w", s.table, err)
+		return 0, fmt.Errorf("outboxsql: purge %s: %w", s.table, s.explain(err))
 	}
 	n, err := res.RowsAffected()
 	if err != nil {

@@ -14,9 +14,11 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -51,11 +53,17 @@ type Backend struct {
 	defaultDSN string
 	// fileDSN returns the DSN of an embedded database file at path.
 	fileDSN func(path string) string
+	// zoneDSN returns a server's DSN with the session time zone set to
+	// SessionZone; nil for a database without session time zones.
+	zoneDSN func(dsn string) string
 }
 
 // backends is every backend the suites run on.
 var backends = []Backend{
 	{Name: "sqlite", Dialect: outboxsql.SQLite, DriverName: "sqlite", fileDSN: outboxsql.SQLiteDSN},
+	{Name: "postgres-pq", Dialect: outboxsql.PostgreSQL, DriverName: "postgres", EnvDSN: EnvPostgresDSN, defaultDSN: DefaultPostgresDSN, zoneDSN: postgresZoneDSN},
+	{Name: "postgres-pgx", Dialect: outboxsql.PostgreSQL, DriverName: "pgx", EnvDSN: EnvPostgresDSN, defaultDSN: DefaultPostgresDSN, zoneDSN: postgresZoneDSN},
+	{Name: "mysql", Dialect: outboxsql.MySQL, DriverName: "mysql", EnvDSN: EnvMySQLDSN, defaultDSN: DefaultMySQLDSN, zoneDSN: mysqlZoneDSN},
 }
 
 // Backends returns every backend, for tests that run on each.
@@ -160,4 +168,42 @@ func TableName(prefix string) string {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	return prefix + "_" + hex.EncodeToString(b)
+}
+
+// SessionZone is the session time zone of ZonedDSN: Asia/Tokyo, nine hours
+// east of UTC without daylight saving time. A store that compared wall
+// clocks in it would deliver events nine hours late.
+const SessionZone = "Asia/Tokyo"
+
+// ZonedDSN returns the server's DSN (see DSN) with the database session's
+// time zone set to SessionZone, and false for an embedded database, which
+// has no session time zone.
+func (b Backend) ZonedDSN(t *testing.T) (string, bool) {
+	t.Helper()
+	if b.zoneDSN == nil {
+		return "", false
+	}
+	return b.zoneDSN(b.DSN(t)), true
+}
+
+// postgresZoneDSN sets the TimeZone run-time parameter, which lib/pq and
+// pgx both pass to the server at connection start.
+func postgresZoneDSN(dsn string) string {
+	if u, err := url.Parse(dsn); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
+		q := u.Query()
+		q.Set("timezone", SessionZone)
+		u.RawQuery = q.Encode()
+		return u.String()
+	}
+	return dsn + " timezone=" + SessionZone // key=value form
+}
+
+// mysqlZoneDSN sets the session variable time_zone (as an offset: named
+// zones need the server's time zone tables). The driver's loc stays UTC.
+func mysqlZoneDSN(dsn string) string {
+	sep := "?"
+	if strings.Contains(dsn, "?") {
+		sep = "&"
+	}
+	return dsn + sep + "time_zone=" + url.QueryEscape("'+09:00'")
 }

@@ -1,0 +1,48 @@
+package outboxsql
+
+import (
+	"fmt"
+	"time"
+)
+
+// PostgreSQL is the dialect of PostgreSQL 9.5 or later, through
+// github.com/lib/pq or github.com/jackc/pgx (v5 or v4) stdlib. Timestamps
+// are TIMESTAMPTZ; the claim is one UPDATE … RETURNING whose subquery takes
+// due rows FOR UPDATE SKIP LOCKED from a partial index of pending rows.
+var PostgreSQL Dialect = postgresDialect
+
+var postgresDialect = &dialect{
+	name: "postgres",
+	drivers: []string{
+		"github.com/lib/pq.Driver",
+		"github.com/jackc/pgx/v5/stdlib.Driver",
+		"github.com/jackc/pgx/v4/stdlib.Driver",
+	},
+	schemaFile:  "schema/postgres.sql",
+	placeholder: dollar,
+	// An instant: TIMESTAMPTZ compares instants, whatever the session's
+	// TimeZone. Microseconds are what the column keeps.
+	timeArg:   func(t time.Time) any { return t.Truncate(time.Microsecond) },
+	scanTime:  scanTimeValue,
+	claimLock: " FOR UPDATE SKIP LOCKED",
+	// "= ANY(ARRAY(sub))" rather than "IN (sub)": the subquery becomes an
+	// InitPlan and the rows are then fetched by primary key. With IN, a
+	// generic plan (pgx caches prepared statements, and PostgreSQL switches
+	// them to a generic plan after five runs) does not know the LIMIT and
+	// picks a hash semi-join over a sequential scan of the whole table:
+	// ~250 ms per claim at a 1M-row backlog instead of ~2 ms.
+	idsFrom:      func(sub string) string { return "event_id = ANY(ARRAY(" + sub + "))" },
+	missingTable: func(err error) bool { return sqlState(err) == "42P01" }, // undefined_table
+	maxBatch:     500,
+}
+
+func init() { register(postgresDialect) }
+
+// scanTimeValue accepts the time.Time that drivers return for timestamp
+// columns.
+func scanTimeValue(src any) (time.Time, error) {
+	if t, ok := src.(time.Time); ok {
+		return t, nil
+	}
+	return time.Time{}, fmt.Errorf("outboxsql: timestamp column holds %T %v, want a time", src, src)
+}

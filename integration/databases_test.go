@@ -1,0 +1,352 @@
+package integration
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+	_ "time/tzdata" // Asia/Tokyo on hosts without a zoneinfo database
+
+	outbox "github.com/go-outbox/outbox/core"
+	"github.com/go-outbox/outbox/core/outboxsql"
+	"github.com/go-outbox/outbox/core/outboxsql/outboxsqltest"
+	"github.com/go-outbox/outbox/core/outboxtest"
+)
+
+// The whole test binary runs with a non-UTC local time zone, so that code
+// reading wall clocks or time.Local instead of UTC instants fails the suites.
+func init() {
+	tokyo, err := time.LoadLocation(outboxsqltest.SessionZone)
+	if err != nil {
+		panic(err)
+	}
+	time.Local = tokyo
+}
+
+// openDSN opens a pool of its own on dsn, closed at cleanup; a server that
+// cannot be reached skips the test (fails under OUTBOX_TEST_REQUIRE_DBS=1).
+func openDSN(t *testing.T, b outboxsqltest.Backend, dsn string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open(b.DriverName, dsn)
+	if err == nil {
+		err = db.PingContext(context.Background())
+	}
+	if err != nil {
+		if db != nil {
+			_ = db.Close()
+		}
+		outboxsqltest.Unavailable(t, b.Name+" ("+b.DriverName+")", err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
+// fixtureOn is newFixture on a given pool.
+func fixtureOn(t *testing.T, b outboxsqltest.Backend, db *sql.DB) outboxtest.Fixture {
+	t.Helper()
+	store := b.NewStore(t, db)
+	txm := outboxsql.NewTxManager(db, outboxsql.WithTxLogger(quietLogger))
+	return outboxtest.Fixture{Store: store, Purger: store, DB: db, TxContext: txm, InTx: txm.InTx, Table: store.Table()}
+}
+
+func pingEvent(t testing.TB, opts ...outbox.EnvelopeOption) outbox.Envelope {
+	t.Helper()
+	e, err := outbox.NewEnvelope(outbox.EventName("Ping"), append([]outbox.EnvelopeOption{outbox.WithJSON([]byte(`{"n":1}`))}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func TestDetectDialectPerBackend(t *testing.T) {
+	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
+		db := b.Open(t)
+		d, err := outboxsql.DetectDialect(db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d != b.Dialect {
+			t.Fatalf("detected %s for driver %q, want %s", d.Name(), b.DriverName, b.Dialect.Name())
+		}
+		store, err := outboxsql.Open(db)
+		if err != nil || store.Dialect() != b.Dialect {
+			t.Fatalf("Open = %v, %v; want a %s store", store, err, b.Dialect.Name())
+		}
+	})
+}
+
+// TestMissingTable: a store whose table was never created fails with an
+// error that names the table and says how to create it.
+func TestMissingTable(t *testing.T) {
+	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
+		ctx := context.Background()
+		db := b.Open(t)
+		table := outboxsqltest.TableName("outbox_missing")
+		store, err := outboxsql.New(b.Dialect, outboxsql.WithTable(table))
+		if err != nil {
+			t.Fatal(err)
+		}
+		check := func(op string, err error) {
+			t.Helper()
+			if !errors.Is(err, outboxsql.ErrNoTable) {
+				t.Errorf("%s on a missing table: %v, want an error wrapping ErrNoTable", op, err)
+				return
+			}
+			if msg := err.Error(); !strings.Contains(msg, table) || !strings.Contains(msg, "Migrate") {
+				t.Errorf("%s: %q does not name the table and Migrate", op, msg)
+			}
+			t.Logf("%s: %v", op, err)
+		}
+		check("Insert", store.Insert(ctx, db, time.Now(), "", []outbox.Envelope{pingEvent(t)}))
+		_, err = store.Claim(ctx, db, outbox.ClaimRequest{Owner: "o", Now: time.Now(), Lease: time.Minute, Limit: 10})
+		check("Claim", err)
+		_, err = store.MarkDone(ctx, db, "o", []string{"x"}, time.Now())
+		check("MarkDone", err)
+		_, err = store.Purge(ctx, db, time.Now(), 10)
+		check("Purge", err)
+	})
+}
+
+// TestSessionTimeZone runs the store suite and a real-clock delayed delivery
+// on pools whose database session is in Asia/Tokyo (UTC+9): due events are
+// claimed when due, neither nine hours early nor nine hours late.
+func TestSessionTimeZone(t *testing.T) {
+	if _, off := time.Now().Zone(); off == 0 {
+		t.Fatalf("time.Local is %v: the test binary must run in a non-UTC zone", time.Local)
+	}
+	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
+		dsn, ok := b.ZonedDSN(t)
+		if !ok {
+			t.Skipf("%s has no session time zone", b.Name)
+		}
+		db := openDSN(t, b, dsn)
+		var zone string
+		query := "SHOW TimeZone"
+		if b.Dialect == outboxsql.MySQL {
+			query = "SELECT @@session.time_zone"
+		}
+		if err := db.QueryRowContext(context.Background(), query).Scan(&zone); err != nil {
+			t.Fatal(err)
+		}
+		if zone != outboxsqltest.SessionZone && zone != "+09:00" {
+			t.Fatalf("session time zone is %q, want %s", zone, outboxsqltest.SessionZone)
+		}
+		t.Logf("session time zone %s, time.Local %s", zone, time.Local)
+		t.Run("StoreSuite", func(t *testing.T) {
+			outboxtest.RunStoreSuite(t, func(t *testing.T) outboxtest.Fixture { return fixtureOn(t, b, db) })
+		})
+		t.Run("DelayedDeliveredOnTime", func(t *testing.T) { delayedOnTime(t, b, fixtureOn(t, b, db)) })
+	})
+}
+
+// delayedOnTime writes an event due in a moment through the real clock and
+// checks that the poller delivers it once due, and stores UTC.
+func delayedOnTime(t *testing.T, b outboxsqltest.Backend, f outboxtest.Fixture) {
+	ctx := context.Background()
+	var deliveredAt atomic.Int64
+	reg := outbox.NewRegistry()
+	if err := reg.Register(outbox.GlobalAggregate, outbox.EventName("Ping"), outbox.ListenerFunc(func(context.Context, outbox.Envelope) error {
+		deliveredAt.CompareAndSwap(0, time.Now().UnixNano())
+		return nil
+	})); err != nil {
+		t.Fatal(err)
+	}
+	d, p, w := startNode(t, f, reg, true, func(c *outbox.PollerConfig) { c.Interval = 20 * time.Millisecond })
+	defer stopNode(t, d, p)
+	due := time.Now().Add(700 * time.Millisecond)
+	e := pingEvent(t, outbox.WithAvailableAt(due))
+	if err := f.InTx(ctx, func(ctx context.Context) error { _, err := w.Write(ctx, e); return err }); err != nil {
+		t.Fatal(err)
+	}
+	// The stored value is the due instant in UTC, whatever the session zone.
+	var stored string
+	query := "SELECT to_char(available_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US') FROM " + f.Table + " WHERE event_id = $1"
+	if b.Dialect == outboxsql.MySQL {
+		query = "SELECT CAST(available_at AS CHAR) FROM " + f.Table + " WHERE event_id = ?"
+	}
+	if err := f.DB.QueryRowContext(ctx, query, e.ID()).Scan(&stored); err != nil {
+		t.Fatal(err)
+	}
+	if want := due.UTC().Truncate(time.Microsecond).Format("2006-01-02 15:04:05.000000"); stored != want {
+		t.Fatalf("available_at stored as %s, want UTC %s", stored, want)
+	}
+	outboxtest.Eventually(t, 20*time.Second, "the delayed event delivered", func() bool { return deliveredAt.Load() != 0 })
+	at := time.Unix(0, deliveredAt.Load())
+	t.Logf("due %s, delivered %s (%+v after due)", due.Format(time.RFC3339Nano), at.Format(time.RFC3339Nano), at.Sub(due))
+	if at.Before(due) {
+		t.Fatalf("delivered %v before it was due", due.Sub(at))
+	}
+	if late := at.Sub(due); late > 10*time.Second {
+		t.Fatalf("delivered %v late", late)
+	}
+}
+
+// startNode starts a dispatcher and poller on f (and returns a Writer,
+// with the hot path when hot is set).
+func startNode(t *testing.T, f outboxtest.Fixture, reg *outbox.Registry, hot bool, poller func(*outbox.PollerConfig)) (*outbox.Dispatcher, *outbox.Poller, *outbox.Writer) {
+	t.Helper()
+	ctx := context.Background()
+	d, err := outbox.NewDispatcher(outbox.DispatcherConfig{Store: f.Store, DB: f.DB, Registry: reg, Logger: quietLogger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	pcfg := outbox.PollerConfig{Store: f.Store, DB: f.DB, Dispatcher: d, Logger: quietLogger}
+	if poller != nil {
+		poller(&pcfg)
+	}
+	p, err := outbox.NewPoller(pcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wcfg := outbox.WriterConfig{TxContext: f.TxContext, Store: f.Store, Logger: quietLogger}
+	if hot {
+		wcfg.Hook = d.Hook()
+	}
+	w, err := outbox.NewWriter(wcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, p, w
+}
+
+func stopNode(t *testing.T, d *outbox.Dispatcher, p *outbox.Poller) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := p.Close(ctx); err != nil {
+		t.Errorf("poller close: %v", err)
+	}
+	if err := d.Close(ctx); err != nil {
+		t.Errorf("dispatcher close: %v", err)
+	}
+}
+
+// TestConcurrentPollers: four nodes (dispatcher + poller each) share a
+// backlog of 10,000 events; every event is delivered exactly once.
+func TestConcurrentPollers(t *testing.T) {
+	const events, nodes = 10_000, 4
+	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
+		if !b.IsServer() {
+			t.Skip("several nodes share a database server; an embedded database serves one process")
+		}
+		ctx := context.Background()
+		f := fixtureOn(t, b, b.Open(t))
+		start := time.Now()
+		for i := 0; i < events; i += 1000 {
+			batch := make([]outbox.Envelope, 1000)
+			for j := range batch {
+				batch[j] = pingEvent(t)
+			}
+			if err := f.Store.Insert(ctx, f.DB, time.Now(), "", batch); err != nil {
+				t.Fatal(err)
+			}
+		}
+		t.Logf("wrote %d events in %v", events, time.Since(start).Round(time.Millisecond))
+		l := outboxtest.NewLedger()
+		perNode := make([]atomic.Int64, nodes)
+		start = time.Now()
+		for i := range nodes {
+			reg := outbox.NewRegistry()
+			if err := reg.Register(outbox.GlobalAggregate, outbox.EventName("Ping"), outbox.ListenerFunc(func(_ context.Context, e outbox.Envelope) error {
+				perNode[i].Add(1)
+				l.Record(e.ID())
+				return nil
+			})); err != nil {
+				t.Fatal(err)
+			}
+			d, p, _ := startNode(t, f, reg, false, func(c *outbox.PollerConfig) {
+				c.Interval, c.BatchSize = 10*time.Millisecond, 100
+			})
+			defer stopNode(t, d, p)
+		}
+		outboxtest.Eventually(t, 90*time.Second, "every event DONE", func() bool {
+			n, err := f.Store.Count(ctx, f.DB, outbox.Query{Statuses: []outbox.Status{outbox.StatusDone}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n == events
+		})
+		elapsed := time.Since(start)
+		total, distinct, dups := l.Summary()
+		t.Logf("pollers=%d written=%d delivered=%d distinct=%d duplicates=%d per-node=[%d %d %d %d] in %v (%.0f events/s)",
+			nodes, events, total, distinct, dups, perNode[0].Load(), perNode[1].Load(), perNode[2].Load(), perNode[3].Load(),
+			elapsed.Round(time.Millisecond), float64(events)/elapsed.Seconds())
+		if distinct != events || dups != 0 {
+			t.Fatalf("delivered %d distinct events with %d duplicates, want %d exactly once", distinct, dups, events)
+		}
+	})
+}
+
+// TestMySQLDSNOptions: a pool without parseTime=true, or with a loc other
+// than UTC, fails the claim with an error that names the option, and claims
+// nothing; writes through such a pool still store UTC.
+func TestMySQLDSNOptions(t *testing.T) {
+	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
+		if b.Dialect != outboxsql.MySQL {
+			t.Skip("MySQL DSN options")
+		}
+		ctx := context.Background()
+		good := b.Open(t)
+		store := b.NewStore(t, good)
+		dsn := b.DSN(t)
+		for _, tc := range []struct {
+			name, dsn, want string
+		}{
+			{"WithoutParseTime", withoutDSNParam(dsn, "parseTime"), "parseTime=true"},
+			{"LocNotUTC", withoutDSNParam(dsn, "loc") + "&loc=Asia%2FTokyo", "loc"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				bad := openDSN(t, b, tc.dsn)
+				now := time.Now().UTC().Truncate(time.Microsecond)
+				e := pingEvent(t)
+				if err := store.Insert(ctx, bad, now, "", []outbox.Envelope{e}); err != nil {
+					t.Fatalf("insert through %s: %v", tc.name, err)
+				}
+				_, err := store.Claim(ctx, bad, outbox.ClaimRequest{Owner: "o", Now: now.Add(time.Second), Lease: time.Minute, Limit: 10})
+				if err == nil || !errors.Is(err, outbox.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("claim through a pool %s: %v; want an ErrInvalidConfig naming %s", tc.name, err, tc.want)
+				}
+				t.Logf("claim: %v", err)
+				if _, err := store.Stats(ctx, bad); err == nil || !strings.Contains(err.Error(), tc.want) {
+					t.Errorf("stats: %v; want an error naming %s", err, tc.want)
+				}
+				recs, err := store.List(ctx, good, outbox.Query{AfterID: "", Limit: 1000})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, r := range recs {
+					if r.ID != e.ID() {
+						continue
+					}
+					if r.Status != outbox.StatusNew || r.LockedBy != "" {
+						t.Errorf("the failed claim changed the row: %v locked by %q", r.Status, r.LockedBy)
+					}
+					if !r.CreatedAt.Equal(now) {
+						t.Errorf("created_at written through %s reads %v, want %v", tc.name, r.CreatedAt, now)
+					}
+				}
+			})
+		}
+	})
+}
+
+// withoutDSNParam removes a parameter from a go-sql-driver/mysql DSN.
+func withoutDSNParam(dsn, name string) string {
+	base, query, _ := strings.Cut(dsn, "?")
+	var keep []string
+	for _, kv := range strings.Split(query, "&") {
+		if k, _, _ := strings.Cut(kv, "="); kv != "" && !strings.EqualFold(k, name) {
+			keep = append(keep, kv)
+		}
+	}
+	return base + "?" + strings.Join(append(keep, "timeout=10s"), "&")
+}
