@@ -5,8 +5,10 @@ GO      ?= go
 MODULES := $(shell awk '/^[[:space:]]*\.\//{sub("^\\./", "", $$1); print $$1}' go.work)
 RACE    ?= -race
 TESTFLAGS ?=
+TORTURE_EVENTS ?= 20000
+TORTURE_SQLITE_EVENTS ?= 5000
 
-.PHONY: help demo test lint check-core-deps bench tidy
+.PHONY: help demo test lint check-core-deps bench tidy torture
 
 help: ## Show this help.
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk -F':.*?## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -50,3 +52,9 @@ demo-http: ## Run the fx REST sample on 127.0.0.1:8080 (ADDR=…; SQLite, DSN=�
 
 explain: ## EXPLAIN the claim at a 1M-row backlog on PostgreSQL and MySQL/MariaDB (OUTBOX_TEST_EXPLAIN_ROWS=… to change).
 	cd integration && OUTBOX_TEST_EXPLAIN=1 $(GO) test -count=1 -run '^TestExplainClaim$$' -v ./...
+
+torture: ## Fault harness: SIGKILLs, connection cuts, failing listeners on SQLite, PostgreSQL and MariaDB; fails if an event is lost.
+	cd cmd/outbox-torture && $(GO) build -o $(CURDIR)/bin/outbox-torture .
+	$(CURDIR)/bin/outbox-torture -db sqlite -dsn $(CURDIR)/bin/torture.db -events $(TORTURE_SQLITE_EVENTS)
+	$(CURDIR)/bin/outbox-torture -db postgres -events $(TORTURE_EVENTS)
+	$(CURDIR)/bin/outbox-torture -db mysql -events $(TORTURE_EVENTS)

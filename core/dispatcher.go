@@ -81,7 +81,8 @@ type Dispatcher struct {
 
 	hot, cold chan queued
 	turn      atomic.Uint32
-	finished  recentSet // ids whose outcome was just stored
+	finished  recentSet    // ids whose outcome was just stored
+	lease     atomic.Int64 // claim lease in ns: the attached poller's, else DefaultLease
 	acks      chan string
 	dropped   chan struct{}
 
@@ -100,6 +101,7 @@ type Dispatcher struct {
 type queued struct {
 	env      Envelope
 	attempts int
+	claimed  time.Time // when this process's claim on the row began (about)
 }
 
 // NewOwnerID returns an owner id unique to this process start: host, pid and
@@ -154,6 +156,7 @@ func NewDispatcher(cfg DispatcherConfig) (*Dispatcher, error) {
 		acks: make(chan string, cfg.AckBatchSize), dropped: make(chan struct{}, 1),
 		stopping: make(chan struct{}), ackDone: make(chan struct{}),
 	}
+	d.lease.Store(int64(DefaultLease))
 	return d, nil
 }
 
@@ -194,7 +197,7 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 // closed, or the event is already held in this process; the event then
 // stays in the table for the poller.
 func (d *Dispatcher) EnqueueHot(e Envelope) bool {
-	ok := d.enqueue(d.hot, queued{env: e})
+	ok := d.enqueue(d.hot, queued{env: e, claimed: utcNow(d.clock)})
 	if ok {
 		d.metrics.HotEnqueued()
 	}
@@ -208,7 +211,7 @@ func (d *Dispatcher) EnqueueCold(e Envelope, attempts int) bool {
 	if !d.acquire(e.ID()) {
 		return true // being delivered here already, or just finished (a stale re-claim)
 	}
-	if !d.send(d.cold, queued{env: e, attempts: attempts}) {
+	if !d.send(d.cold, queued{env: e, attempts: attempts, claimed: utcNow(d.clock)}) {
 		d.inflight.Release(e.ID())
 		return false
 	}
@@ -371,6 +374,14 @@ func (d *Dispatcher) work() {
 		if !ok {
 			return
 		}
+		if age := utcNow(d.clock).Sub(q.claimed); age >= time.Duration(d.lease.Load()) {
+			// Queued longer than the lease: another instance may have claimed
+			// and delivered it by now. Leave it to whoever claims it next
+			// (possibly this process's own poller) instead of delivering twice.
+			d.inflight.Release(q.env.ID())
+			d.log.Info("outbox: claim expired while queued, leaving the event to a new claim", "event_id", q.env.ID(), "queued_for", age)
+			continue
+		}
 		d.deliver(d.runCtx, q)
 	}
 }
@@ -422,12 +433,15 @@ func (d *Dispatcher) deliver(ctx context.Context, q queued) {
 	}
 }
 
-// record writes a RETRY or DEAD outcome. It runs even while stopping hard,
-// so an outcome already decided is not thrown away.
+// record writes a RETRY, DEAD or release outcome, retrying database errors.
+// It runs even while stopping hard, so an outcome already decided is not
+// thrown away.
 func (d *Dispatcher) record(ctx context.Context, e Envelope, what string, update func(context.Context) (bool, error)) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeoutOnStop)
-	defer cancel()
-	changed, err := update(ctx)
+	var changed bool
+	err := storeRetry(ctx, func(ctx context.Context) (err error) {
+		changed, err = update(ctx)
+		return err
+	})
 	switch {
 	case err != nil:
 		d.log.Error("outbox: could not record delivery outcome; the event will be delivered again", "event_id", e.ID(), "outcome", what, "error", err)
@@ -435,6 +449,35 @@ func (d *Dispatcher) record(ctx context.Context, e Envelope, what string, update
 		d.metrics.StaleUpdates(1)
 		d.log.Warn("outbox: claim was taken over, outcome not recorded", "event_id", e.ID(), "outcome", what)
 	}
+}
+
+// Outcome writes ride out short database outages (a failover, a cut
+// connection): a few attempts with growing pauses, about 1.5s in all.
+const (
+	storeAttempts   = 5
+	storeFirstPause = 50 * time.Millisecond
+)
+
+// storeRetry runs op until it succeeds, storeAttempts times at most, each
+// attempt bounded by releaseTimeoutOnStop. It keeps going after ctx is
+// cancelled: an outcome already decided should be stored.
+func storeRetry(ctx context.Context, op func(context.Context) error) error {
+	ctx = context.WithoutCancel(ctx)
+	var err error
+	pause := storeFirstPause
+	for attempt := range storeAttempts {
+		if attempt > 0 {
+			time.Sleep(pause)
+			pause *= 2
+		}
+		actx, cancel := context.WithTimeout(ctx, releaseTimeoutOnStop)
+		err = op(actx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+	}
+	return err
 }
 
 // dispatch runs interceptors and the listener, turning panics into errors.
@@ -509,27 +552,22 @@ func (d *Dispatcher) ackLoop() {
 	}
 }
 
-// flushAcks writes one batch, retrying a database error a few times. If it
+// flushAcks writes one batch, retrying database errors (storeRetry). If it
 // still fails the rows stay claimed by this owner and are delivered again.
 func (d *Dispatcher) flushAcks(ids []string) {
-	var err error
-	for attempt := range 3 {
-		if attempt > 0 {
-			time.Sleep(time.Duration(attempt) * 50 * time.Millisecond)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), releaseTimeoutOnStop)
-		var n int64
+	var n int64
+	err := storeRetry(context.Background(), func(ctx context.Context) (err error) {
 		n, err = d.cfg.Store.MarkDone(ctx, d.cfg.DB, d.owner, ids, utcNow(d.clock))
-		cancel()
-		if err == nil {
-			if stale := len(ids) - int(n); stale > 0 {
-				d.metrics.StaleUpdates(stale)
-				d.log.Warn("outbox: some DONE updates found their claim taken over", "stale", stale, "batch", len(ids))
-			}
-			return
-		}
+		return err
+	})
+	if err != nil {
+		d.log.Error("outbox: could not mark events DONE; they will be delivered again", "count", len(ids), "error", err)
+		return
 	}
-	d.log.Error("outbox: could not mark events DONE; they will be delivered again", "count", len(ids), "error", err)
+	if stale := len(ids) - int(n); stale > 0 {
+		d.metrics.StaleUpdates(stale)
+		d.log.Warn("outbox: some DONE updates found their claim taken over", "stale", stale, "batch", len(ids))
+	}
 }
 
 // Close stops accepting events, lets the workers deliver what is queued for

@@ -32,7 +32,9 @@ type PollerConfig struct {
 	// SkipRecent leaves events younger than this to the hot path (default 0).
 	SkipRecent time.Duration
 	// Lease is how long a claim protects a row from other instances
-	// (default 5m). It must exceed the longest listener run.
+	// (default 5m). It must exceed the longest listener run; the dispatcher
+	// does not start an event whose claim is older than Lease (it was
+	// queued too long and may have been claimed elsewhere).
 	Lease time.Duration
 	// OwnReclaimAfter is how soon this poller takes back rows its own
 	// dispatcher claimed but does not hold, such as hot-path events the full
@@ -80,6 +82,7 @@ func NewPoller(cfg PollerConfig) (*Poller, error) {
 	setDefault(&cfg.OwnReclaimAfter, min(DefaultOwnReclaimAfter, cfg.Interval))
 	setDefault(&cfg.MaxBackoff, DefaultMaxPollBackoff)
 	cfg.Dispatcher.finished.enable()
+	cfg.Dispatcher.lease.Store(int64(cfg.Lease))
 	return &Poller{
 		cfg: cfg, d: cfg.Dispatcher, log: loggerOr(cfg.Logger).With("outbox_owner", cfg.Dispatcher.Owner()),
 		metrics: metricsOr(cfg.Metrics), clock: clockOr(cfg.Clock),

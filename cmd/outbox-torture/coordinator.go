@@ -1,0 +1,269 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+)
+
+type workerProc struct {
+	id      int
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	logPath string
+}
+
+type coordinator struct {
+	c       config
+	db      *sql.DB
+	mu      sync.Mutex
+	procs   []*workerProc
+	kills   int
+	cuts    int
+	crashes int
+}
+
+func runCoordinator(c config) error {
+	ctx := context.Background()
+	start := time.Now()
+	if c.db == "sqlite" {
+		for _, s := range []string{"", "-wal", "-shm"} {
+			_ = os.Remove(c.dsn + s)
+		}
+	}
+	db, err := open(c)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if err := createTables(ctx, c, db); err != nil {
+		return err
+	}
+	co := &coordinator{c: c, db: db}
+	for i := range c.workers {
+		quota := c.events / c.workers
+		if i < c.events%c.workers {
+			quota++
+		}
+		if err := co.spawn(i, quota); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(os.Stderr, "torture: db=%s workers=%d events=%d, worker logs in %s\n", c.db, c.workers, c.events, filepath.Dir(co.procs[0].logPath))
+
+	// Fault schedule while the writers write.
+	kill := ticker(c.killEvery)
+	cut := ticker(c.cutEvery)
+	if c.db == "sqlite" {
+		cut = nil
+	}
+	check := time.NewTicker(250 * time.Millisecond)
+	defer check.Stop()
+	for written := 0; written < c.events; {
+		select {
+		case <-kill:
+			co.killOne()
+		case <-cut:
+			co.cutConnections(ctx)
+		case <-check.C:
+			co.restartCrashed()
+			if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+ordersTable).Scan(&written); err != nil {
+				fmt.Fprintln(os.Stderr, "torture: count orders:", err)
+			}
+		}
+	}
+	// Drain: wait until nothing is pending, restarting crashed workers.
+	deadline := time.Now().Add(c.drainTimeout)
+	for {
+		var pending int
+		err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+outboxTable+" WHERE status IN (0, 2)").Scan(&pending)
+		if err == nil && pending == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			fmt.Fprintf(os.Stderr, "torture: %d events still pending after %s\n", pending, c.drainTimeout)
+			break
+		}
+		co.restartCrashed()
+		time.Sleep(200 * time.Millisecond)
+	}
+	co.stopAll()
+	return co.report(ctx, time.Since(start))
+}
+
+func ticker(d time.Duration) <-chan time.Time {
+	if d <= 0 {
+		return nil
+	}
+	return time.NewTicker(d).C
+}
+
+func (co *coordinator) spawn(id, quota int) error {
+	c := co.c
+	logPath := filepath.Join(os.TempDir(), fmt.Sprintf("outbox-torture-%s-worker-%d.log", c.db, id))
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(os.Args[0], "-role", "worker", "-worker-id", strconv.Itoa(id), "-quota", strconv.Itoa(quota),
+		"-db", c.db, "-dsn", c.dsn, "-writers", strconv.Itoa(c.writers), "-lease", c.lease.String(),
+		"-fail-pct", strconv.Itoa(c.failPct), "-panic-pct", strconv.Itoa(c.panicPct),
+		"-poison-permille", strconv.Itoa(c.poisonPermille), "-slow-permille", strconv.Itoa(c.slowPermille),
+		"-rollback-pct", strconv.Itoa(c.rollbackPct))
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("start worker %d: %w", id, err)
+	}
+	p := &workerProc{id: id, cmd: cmd, exited: make(chan struct{}), logPath: logPath}
+	go func() { _ = cmd.Wait(); logf.Close(); close(p.exited) }()
+	co.mu.Lock()
+	defer co.mu.Unlock()
+	if id < len(co.procs) {
+		co.procs[id] = p
+	} else {
+		co.procs = append(co.procs, p)
+	}
+	return nil
+}
+
+func (co *coordinator) quota(id int) int {
+	q := co.c.events / co.c.workers
+	if id < co.c.events%co.c.workers {
+		q++
+	}
+	return q
+}
+
+// killOne sends SIGKILL to a random worker and starts it again.
+func (co *coordinator) killOne() {
+	co.mu.Lock()
+	p := co.procs[rand.IntN(len(co.procs))]
+	co.kills++
+	co.mu.Unlock()
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.exited
+	if err := co.spawn(p.id, co.quota(p.id)); err != nil {
+		fmt.Fprintln(os.Stderr, "torture: restart:", err)
+	}
+}
+
+// restartCrashed starts again any worker that exited on its own.
+func (co *coordinator) restartCrashed() {
+	co.mu.Lock()
+	var dead []*workerProc
+	for _, p := range co.procs {
+		select {
+		case <-p.exited:
+			dead = append(dead, p)
+		default:
+		}
+	}
+	co.crashes += len(dead)
+	co.mu.Unlock()
+	for _, p := range dead {
+		fmt.Fprintf(os.Stderr, "torture: worker %d exited (%v), restarting; see %s\n", p.id, p.cmd.ProcessState, p.logPath)
+		if err := co.spawn(p.id, co.quota(p.id)); err != nil {
+			fmt.Fprintln(os.Stderr, "torture: restart:", err)
+		}
+	}
+}
+
+// cutConnections terminates every other session on the database server,
+// as a failover or network cut would.
+func (co *coordinator) cutConnections(ctx context.Context) {
+	var q string
+	switch co.c.db {
+	case "postgres":
+		q = "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+		if _, err := co.db.ExecContext(ctx, q); err != nil {
+			fmt.Fprintln(os.Stderr, "torture: cut connections:", err)
+			return
+		}
+	case "mysql":
+		rows, err := co.db.QueryContext(ctx, "SELECT id FROM information_schema.processlist WHERE db = DATABASE() AND id <> CONNECTION_ID()")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "torture: list connections:", err)
+			return
+		}
+		var ids []int64
+		for rows.Next() {
+			var id int64
+			if rows.Scan(&id) == nil {
+				ids = append(ids, id)
+			}
+		}
+		rows.Close()
+		for _, id := range ids {
+			_, _ = co.db.ExecContext(ctx, "KILL CONNECTION "+strconv.FormatInt(id, 10))
+		}
+	}
+	co.mu.Lock()
+	co.cuts++
+	co.mu.Unlock()
+}
+
+func (co *coordinator) stopAll() {
+	co.mu.Lock()
+	procs := append([]*workerProc(nil), co.procs...)
+	co.mu.Unlock()
+	for _, p := range procs {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	for _, p := range procs {
+		select {
+		case <-p.exited:
+		case <-time.After(20 * time.Second):
+			_ = p.cmd.Process.Kill()
+			<-p.exited
+		}
+	}
+}
+
+func (co *coordinator) report(ctx context.Context, took time.Duration) error {
+	one := func(q string) int {
+		var n sql.NullInt64
+		if err := co.db.QueryRowContext(ctx, q).Scan(&n); err != nil {
+			fmt.Fprintf(os.Stderr, "torture: %s: %v\n", q, err)
+			return -1
+		}
+		return int(n.Int64)
+	}
+	events := one("SELECT COUNT(*) FROM " + ordersTable)
+	delivered := one("SELECT COUNT(DISTINCT event_id) FROM " + ledgerTable)
+	deliveries := one("SELECT COUNT(*) FROM " + ledgerTable)
+	dead := one("SELECT COUNT(*) FROM " + outboxTable + " WHERE status = 3")
+	missing := one("SELECT COUNT(*) FROM " + ordersTable + " o WHERE NOT EXISTS (SELECT 1 FROM " + outboxTable + " x WHERE x.event_id = o.id)")
+	lost := one("SELECT COUNT(*) FROM " + ordersTable + " o WHERE NOT EXISTS (SELECT 1 FROM " + ledgerTable + " l WHERE l.event_id = o.id)" +
+		" AND NOT EXISTS (SELECT 1 FROM " + outboxTable + " x WHERE x.event_id = o.id AND x.status = 3)")
+	ghost := one("SELECT COUNT(DISTINCT l.event_id) FROM " + ledgerTable + " l WHERE NOT EXISTS (SELECT 1 FROM " + ordersTable + " o WHERE o.id = l.event_id)")
+	orphanRows := one("SELECT COUNT(*) FROM " + outboxTable + " x WHERE NOT EXISTS (SELECT 1 FROM " + ordersTable + " o WHERE o.id = x.event_id)")
+	maxPer := one("SELECT MAX(c) FROM (SELECT COUNT(*) AS c FROM " + ledgerTable + " GROUP BY event_id) t")
+	co.mu.Lock()
+	kills, cuts, crashes := co.kills, co.cuts, co.crashes
+	co.mu.Unlock()
+	fmt.Printf("TORTURE db=%s events=%d delivered=%d lost=%d duplicates=%d dead=%d max_dup_per_event=%d seconds=%.1f"+
+		" kills=%d cuts=%d crashes=%d rolled_back_delivered=%d rolled_back_rows=%d missing_rows=%d\n",
+		co.c.db, events, delivered, lost, deliveries-delivered, dead, max(maxPer-1, 0), took.Seconds(),
+		kills, cuts, crashes, ghost, orphanRows, missing)
+	var errs []error
+	if lost != 0 || missing != 0 {
+		errs = append(errs, fmt.Errorf("%d committed events lost (%d without an outbox row)", lost, missing))
+	}
+	if ghost != 0 || orphanRows != 0 {
+		errs = append(errs, fmt.Errorf("rolled-back events leaked: %d delivered, %d rows", ghost, orphanRows))
+	}
+	if events < co.c.events || events < 0 {
+		errs = append(errs, fmt.Errorf("only %d of %d events were written", events, co.c.events))
+	}
+	return errors.Join(errs...)
+}

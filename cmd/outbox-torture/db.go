@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-outbox/outbox/core/outboxsql"
+	_ "github.com/go-sql-driver/mysql"
+	_ "github.com/jackc/pgx/v5/stdlib"
+	_ "modernc.org/sqlite"
+)
+
+const (
+	outboxTable = "torture_outbox"
+	ordersTable = "torture_orders"
+	ledgerTable = "torture_ledger"
+)
+
+func defaultDSN(db string) string {
+	switch db {
+	case "postgres":
+		if v := os.Getenv("OUTBOX_TEST_POSTGRES_DSN"); v != "" {
+			return v
+		}
+		return "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	case "mysql":
+		if v := os.Getenv("OUTBOX_TEST_MYSQL_DSN"); v != "" {
+			return v
+		}
+		return "root@tcp(127.0.0.1:3306)/test?parseTime=true"
+	default:
+		return filepath.Join(os.TempDir(), "outbox-torture.db")
+	}
+}
+
+// open connects to the backend; for SQLite dsn is a file path.
+func open(c config) (*sql.DB, error) {
+	var db *sql.DB
+	var err error
+	switch c.db {
+	case "sqlite":
+		db, err = sql.Open("sqlite", outboxsql.SQLiteDSN(c.dsn))
+	case "postgres":
+		db, err = sql.Open("pgx", c.dsn)
+	case "mysql":
+		db, err = sql.Open("mysql", c.dsn)
+	default:
+		return nil, fmt.Errorf("unknown -db %q: use sqlite, postgres or mysql", c.db)
+	}
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(16)
+	for attempt := 0; ; attempt++ { // the coordinator may be cutting connections right now
+		err := db.PingContext(context.Background())
+		if err == nil {
+			return db, nil
+		}
+		if attempt == 50 {
+			db.Close()
+			return nil, fmt.Errorf("connect to %s: %w", c.db, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// bind rewrites ? placeholders to $n on PostgreSQL.
+func bind(db, q string) string {
+	if db != "postgres" {
+		return q
+	}
+	var b strings.Builder
+	n := 0
+	for _, r := range q {
+		if r == '?' {
+			n++
+			b.WriteString("$" + strconv.Itoa(n))
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// createTables drops and recreates the business, ledger and outbox tables.
+func createTables(ctx context.Context, c config, db *sql.DB) error {
+	autoID := map[string]string{
+		"sqlite":   "INTEGER PRIMARY KEY AUTOINCREMENT",
+		"postgres": "BIGSERIAL PRIMARY KEY",
+		"mysql":    "BIGINT AUTO_INCREMENT PRIMARY KEY",
+	}[c.db]
+	stmts := []string{
+		"DROP TABLE IF EXISTS " + ordersTable,
+		"DROP TABLE IF EXISTS " + ledgerTable,
+		"DROP TABLE IF EXISTS " + outboxTable,
+		"CREATE TABLE " + ordersTable + " (id VARCHAR(36) PRIMARY KEY, worker INT NOT NULL)",
+		"CREATE TABLE " + ledgerTable + " (seq " + autoID + ", event_id VARCHAR(36) NOT NULL, worker INT NOT NULL, pid INT NOT NULL, attempt INT NOT NULL)",
+		"CREATE INDEX " + ledgerTable + "_event ON " + ledgerTable + " (event_id)",
+	}
+	for _, s := range stmts {
+		if _, err := db.ExecContext(ctx, s); err != nil {
+			return fmt.Errorf("%s: %w", s, err)
+		}
+	}
+	store, err := outboxsql.Open(db, outboxsql.WithTable(outboxTable))
+	if err != nil {
+		return err
+	}
+	return store.Migrate(ctx, db)
+}

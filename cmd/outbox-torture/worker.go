@@ -1,0 +1,153 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"os"
+	"os/signal"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	outbox "github.com/go-outbox/outbox/core"
+	"github.com/go-outbox/outbox/core/outboxsql"
+)
+
+var (
+	orderPlaced = outbox.EventName("OrderPlaced")
+	orderAgg    = outbox.AggregateName("Order")
+	errRollback = errors.New("business rule: roll back")
+)
+
+// fate decides deterministically, from the event id, how the listener treats an event.
+func fate(id string) uint32 {
+	h := fnv.New32a()
+	h.Write([]byte(id))
+	return h.Sum32() % 1000
+}
+
+func runWorker(c config) error {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})).With("worker", c.workerID)
+	db, err := open(c)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	store, err := outboxsql.Open(db, outboxsql.WithTable(outboxTable))
+	if err != nil {
+		return err
+	}
+	tx := outboxsql.NewTxManager(db)
+	pid := os.Getpid()
+	var slowOnce sync.Map
+	ledgerInsert := bind(c.db, "INSERT INTO "+ledgerTable+" (event_id, worker, pid, attempt) VALUES (?, ?, ?, ?)")
+	listener := outbox.ListenerFunc(func(ctx context.Context, e outbox.Envelope) error {
+		f, attempt := fate(e.ID()), outbox.DeliveryAttempt(ctx)
+		poison := uint32(c.poisonPermille)
+		failTo := poison + uint32(c.failPct*10)
+		panicTo := failTo + uint32(c.panicPct*10)
+		switch {
+		case f < poison:
+			return errors.New("poison event: always fails")
+		case f < failTo && attempt == 1:
+			return errors.New("injected failure")
+		case f < panicTo && attempt == 1:
+			panic("injected panic")
+		case f >= 1000-uint32(c.slowPermille):
+			if _, seen := slowOnce.LoadOrStore(e.ID(), true); !seen {
+				time.Sleep(2 * c.lease) // outlive the lease: another worker takes the event over
+			}
+		}
+		_, err := db.ExecContext(ctx, ledgerInsert, e.ID(), c.workerID, pid, attempt)
+		return err
+	})
+	reg := outbox.NewRegistry()
+	if err := reg.Register(orderAgg, orderPlaced, listener); err != nil {
+		return err
+	}
+	d, err := outbox.NewDispatcher(outbox.DispatcherConfig{
+		Store: store, DB: db, Registry: reg, Logger: logger, Workers: 8, MaxAttempts: 5,
+		RetryPolicy:  &outbox.ExponentialBackoff{Base: 50 * time.Millisecond, Max: time.Second},
+		DrainTimeout: 2 * time.Second,
+	})
+	if err != nil {
+		return err
+	}
+	p, err := outbox.NewPoller(outbox.PollerConfig{Store: store, DB: db, Dispatcher: d, Logger: logger,
+		Interval: 200 * time.Millisecond, BatchSize: 100, Lease: c.lease, MaxBackoff: time.Second})
+	if err != nil {
+		return err
+	}
+	w, err := outbox.NewWriter(outbox.WriterConfig{TxContext: tx, Store: store, Hook: d.Hook(), Logger: logger})
+	if err != nil {
+		return err
+	}
+	if err := d.Start(ctx); err != nil {
+		return err
+	}
+	if err := p.Start(ctx); err != nil {
+		return err
+	}
+
+	var committed atomic.Int64
+	countSQL := bind(c.db, "SELECT COUNT(*) FROM "+ordersTable+" WHERE worker = ?")
+	var n int64
+	for attempt := 0; ; attempt++ { // the coordinator may be cutting connections right now
+		err := db.QueryRowContext(ctx, countSQL, c.workerID).Scan(&n)
+		if err == nil {
+			break
+		}
+		if attempt == 50 {
+			return fmt.Errorf("count own orders: %w", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	committed.Store(n)
+	insertOrder := bind(c.db, "INSERT INTO "+ordersTable+" (id, worker) VALUES (?, ?)")
+	var wg sync.WaitGroup
+	var seq atomic.Int64
+	for range c.writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil && committed.Load() < int64(c.quota) {
+				e := outbox.MustEnvelope(orderPlaced, outbox.WithAggregate(orderAgg, ""), outbox.WithJSON([]byte(`{"torture":true}`)))
+				rollback := int(seq.Add(1)%100) < c.rollbackPct
+				err := tx.InTx(ctx, func(ctx context.Context) error {
+					cur, err := tx.Current(ctx)
+					if err != nil {
+						return err
+					}
+					if _, err := cur.Executor().ExecContext(ctx, insertOrder, e.ID(), c.workerID); err != nil {
+						return err
+					}
+					if _, err := w.Write(ctx, e); err != nil {
+						return err
+					}
+					if rollback {
+						return errRollback
+					}
+					return nil
+				})
+				switch {
+				case err == nil:
+					committed.Add(1)
+				case errors.Is(err, errRollback):
+				default:
+					time.Sleep(20 * time.Millisecond) // database trouble: try again
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	<-ctx.Done()
+	closeCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return errors.Join(p.Close(closeCtx), d.Close(closeCtx))
+}
