@@ -31,13 +31,16 @@ func (s *Store) explain(err error) error {
 	return &noTableError{table: s.table, err: err}
 }
 
-// sqlState returns the SQLSTATE of a driver error, or "". Drivers are not
-// imported: lib/pq's and pgx's errors have a SQLState method; others are
-// read by reflection (see driverErrorField).
+// sqlState returns the SQLSTATE of a PostgreSQL driver error, or "".
+// Drivers are not imported: pgx's and lib/pq's errors have a SQLState
+// method; older lib/pq versions only a Code field, read by reflection.
 func sqlState(err error) string {
 	var st interface{ SQLState() string }
 	if errors.As(err, &st) {
 		return st.SQLState()
+	}
+	if f, ok := driverErrorField(err, "Code"); ok && f.Kind() == reflect.String {
+		return f.String()
 	}
 	return ""
 }
