@@ -8,7 +8,7 @@ TESTFLAGS ?=
 TORTURE_EVENTS ?= 20000
 TORTURE_SQLITE_EVENTS ?= 5000
 
-.PHONY: help demo test lint check-core-deps bench tidy torture
+.PHONY: help demo test lint check-core-deps bench tidy torture fuzz
 
 help: ## Show this help.
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk -F':.*?## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -58,3 +58,8 @@ torture: ## Fault harness: SIGKILLs, connection cuts, failing listeners on SQLit
 	$(CURDIR)/bin/outbox-torture -db sqlite -dsn $(CURDIR)/bin/torture.db -events $(TORTURE_SQLITE_EVENTS)
 	$(CURDIR)/bin/outbox-torture -db postgres -events $(TORTURE_EVENTS)
 	$(CURDIR)/bin/outbox-torture -db mysql -events $(TORTURE_EVENTS)
+
+FUZZTIME ?= 10s
+fuzz: ## Run the fuzz targets briefly (FUZZTIME=…): envelope construction and the header codec.
+	cd core && $(GO) test -run '^$$' -fuzz '^FuzzNewEnvelope$$' -fuzztime $(FUZZTIME) .
+	cd core && $(GO) test -run '^$$' -fuzz '^FuzzHeaderCodec$$' -fuzztime $(FUZZTIME) ./outboxsql

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // MaxPayloadSize is the largest payload an Envelope accepts: 1 MiB.
@@ -259,8 +261,11 @@ func WithBytes(p []byte) EnvelopeOption {
 }
 
 // NewEnvelope builds an Envelope of the given type. Exactly one payload
-// option (WithJSON, WithJSONValue or WithBytes) is required. Errors wrap
-// ErrInvalidEnvelope, or ErrPayloadTooLarge for payloads over MaxPayloadSize.
+// option (WithJSON, WithJSONValue or WithBytes) is required; a JSON payload
+// must be valid UTF-8 JSON. Text fields and headers must be valid UTF-8
+// without NUL characters, so every database stores them unchanged. Errors
+// wrap ErrInvalidEnvelope, or ErrPayloadTooLarge for payloads over
+// MaxPayloadSize.
 func NewEnvelope(t EventType, opts ...EnvelopeOption) (Envelope, error) {
 	if t == nil {
 		return Envelope{}, fmt.Errorf("%w: event type is nil", ErrInvalidEnvelope)
@@ -294,10 +299,21 @@ func NewEnvelope(t EventType, opts ...EnvelopeOption) (Envelope, error) {
 		}
 		e.payload = string(raw)
 	}
+	for _, f := range [...][2]string{{"event type", e.eventType}, {"aggregate type", e.aggregateType},
+		{"aggregate id", e.aggregateID}, {"tenant id", e.tenantID}, {"event id", e.id}} {
+		if !validText(f[1]) {
+			return Envelope{}, fmt.Errorf("%w: %s of %q is not valid UTF-8 text (or contains NUL)", ErrInvalidEnvelope, f[0], e.eventType)
+		}
+	}
+	for k, v := range e.headers {
+		if !validText(k) || !validText(v) {
+			return Envelope{}, fmt.Errorf("%w: header %q of %q is not valid UTF-8 text (or contains NUL)", ErrInvalidEnvelope, k, e.eventType)
+		}
+	}
 	if len(e.payload) > MaxPayloadSize {
 		return Envelope{}, fmt.Errorf("%w: event %q payload is %d bytes, the limit is %d", ErrPayloadTooLarge, e.eventType, len(e.payload), MaxPayloadSize)
 	}
-	if e.kind == PayloadJSON && !json.Valid([]byte(e.payload)) {
+	if e.kind == PayloadJSON && (!utf8.ValidString(e.payload) || !json.Valid([]byte(e.payload))) {
 		return Envelope{}, fmt.Errorf("%w: event %q payload is not valid JSON", ErrInvalidEnvelope, e.eventType)
 	}
 	if e.id == "" {
@@ -307,6 +323,12 @@ func NewEnvelope(t EventType, opts ...EnvelopeOption) (Envelope, error) {
 		e.occurredAt = time.Now().UTC()
 	}
 	return *e, nil
+}
+
+// validText reports whether s can be stored in any text column: valid UTF-8
+// without NUL characters (PostgreSQL rejects both).
+func validText(s string) bool {
+	return utf8.ValidString(s) && !strings.ContainsRune(s, 0)
 }
 
 // MustEnvelope is NewEnvelope that panics on error, for tests and constants.

@@ -96,6 +96,15 @@ func encodeHeaders(e outbox.Envelope) (any, error) {
 	return string(b), nil
 }
 
+// decodeHeaders reads what encodeHeaders wrote: a JSON object of strings.
+func decodeHeaders(s string) (map[string]string, error) {
+	var h map[string]string
+	if err := json.Unmarshal([]byte(s), &h); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
 // Insert adds events as NEW in multi-row INSERTs of at most the dialect's
 // batch size. With an owner, events that are not Delayed are inserted
 // claimed by it. Run it on the business transaction: on a plain pool, a
@@ -427,9 +436,11 @@ func (s *Store) scanRecord(rows *sql.Rows) (outbox.Record, error) {
 		f.Kind, f.Payload = outbox.PayloadBytes, payloadBytes.s
 	}
 	if headers.Valid {
-		if err := json.Unmarshal([]byte(headers.String), &f.Headers); err != nil {
+		h, err := decodeHeaders(headers.String)
+		if err != nil {
 			errs = append(errs, fmt.Errorf("headers: %w", err))
 		}
+		f.Headers = h
 	}
 	if err := errors.Join(errs...); err != nil {
 		r.Err = fmt.Errorf("%w: stored event %s cannot be decoded: %w", outbox.ErrInvalidEnvelope, f.ID, err)
