@@ -40,6 +40,10 @@ func runCoordinator(c config) error {
 			_ = os.Remove(c.dsn + s)
 		}
 	}
+	c, err := isolate(c)
+	if err != nil {
+		return fmt.Errorf("own database: %w", err)
+	}
 	db, err := open(c)
 	if err != nil {
 		return err
@@ -49,6 +53,7 @@ func runCoordinator(c config) error {
 		return err
 	}
 	co := &coordinator{c: c, db: db}
+	c.ownDB = "" // workers get the rewritten DSN
 	for i := range c.workers {
 		quota := c.events / c.workers
 		if i < c.events%c.workers {
@@ -115,7 +120,7 @@ func (co *coordinator) spawn(id, quota int) error {
 		return err
 	}
 	cmd := exec.Command(os.Args[0], "-role", "worker", "-worker-id", strconv.Itoa(id), "-quota", strconv.Itoa(quota),
-		"-db", c.db, "-dsn", c.dsn, "-writers", strconv.Itoa(c.writers), "-lease", c.lease.String(),
+		"-db", c.db, "-dsn", c.dsn, "-own-db", "", "-writers", strconv.Itoa(c.writers), "-lease", c.lease.String(),
 		"-fail-pct", strconv.Itoa(c.failPct), "-panic-pct", strconv.Itoa(c.panicPct),
 		"-poison-permille", strconv.Itoa(c.poisonPermille), "-slow-permille", strconv.Itoa(c.slowPermille),
 		"-rollback-pct", strconv.Itoa(c.rollbackPct))

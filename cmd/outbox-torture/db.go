@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -68,6 +69,54 @@ func open(c config) (*sql.DB, error) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// isolate creates the database named by c.ownDB on the server of c.dsn and
+// points c.dsn at it, so that cutting "every connection to the database"
+// never touches other users of the server's databases.
+func isolate(c config) (config, error) {
+	if c.ownDB == "" || c.db == "sqlite" {
+		return c, nil
+	}
+	db, err := open(c)
+	if err != nil {
+		return c, err
+	}
+	defer db.Close()
+	switch c.db {
+	case "postgres":
+		var exists bool
+		if err := db.QueryRow("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", c.ownDB).Scan(&exists); err != nil {
+			return c, err
+		}
+		if !exists {
+			if _, err := db.Exec("CREATE DATABASE " + c.ownDB); err != nil {
+				return c, err
+			}
+		}
+		u, err := url.Parse(c.dsn)
+		if err != nil || u.Scheme == "" {
+			return c, fmt.Errorf("-own-db needs a postgres:// URL DSN, got %q", c.dsn)
+		}
+		u.Path = "/" + c.ownDB
+		c.dsn = u.String()
+	case "mysql":
+		if _, err := db.Exec("CREATE DATABASE IF NOT EXISTS " + c.ownDB); err != nil {
+			return c, err
+		}
+		slash := strings.LastIndex(c.dsn, "/")
+		if slash < 0 {
+			return c, fmt.Errorf("-own-db: cannot find the database name in %q", c.dsn)
+		}
+		rest := c.dsn[slash+1:]
+		if q := strings.IndexByte(rest, '?'); q >= 0 {
+			rest = rest[q:]
+		} else {
+			rest = ""
+		}
+		c.dsn = c.dsn[:slash+1] + c.ownDB + rest
+	}
+	return c, nil
 }
 
 // bind rewrites ? placeholders to $n on PostgreSQL.

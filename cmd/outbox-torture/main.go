@@ -23,7 +23,7 @@ import (
 )
 
 type config struct {
-	db, dsn        string
+	db, dsn, ownDB string
 	workers        int
 	events         int
 	writers        int
@@ -45,6 +45,7 @@ func main() {
 	var c config
 	flag.StringVar(&c.db, "db", "sqlite", "backend: sqlite, postgres or mysql")
 	flag.StringVar(&c.dsn, "dsn", "", "data source name (default: a temp SQLite file, or OUTBOX_TEST_POSTGRES_DSN / OUTBOX_TEST_MYSQL_DSN, or the local servers)")
+	flag.StringVar(&c.ownDB, "own-db", "outbox_torture", "PostgreSQL/MariaDB: create and use this database on the DSN's server, so connection cuts hit only the harness (\"\" to use the DSN's own)")
 	flag.IntVar(&c.workers, "workers", 3, "worker processes")
 	flag.IntVar(&c.events, "events", 20000, "committed events to write in total")
 	flag.IntVar(&c.writers, "writers", 4, "writer goroutines per worker")
