@@ -52,6 +52,7 @@ func RunEndToEndSuite(t *testing.T, newBackend func(t *testing.T) Backend) {
 		{"ConcurrentPollersDeliverOnce", e2eConcurrentPollers},
 		{"LeaseExpiryRecoversAndFencesStaleAck", e2eLeaseExpiry},
 		{"CloseReleasesUndelivered", e2eCloseReleases},
+		{"PurgeInBatchesOnlyOldTerminal", e2ePurge},
 		{"NoGoroutineOutlivesClose", e2eNoLeak},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -652,4 +653,41 @@ func e2eNoLeak(t *testing.T, b Backend) {
 	}()
 	// Pool connections and the test runner may settle a little later.
 	Eventually(t, 5*time.Second, "goroutines back to the baseline", func() bool { return runtime.NumGoroutine() <= before })
+}
+
+func e2ePurge(t *testing.T, b Backend) {
+	clock := NewClock(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
+	l := NewLedger()
+	s := newStack(t, b, registry(t, evtPing, l.Listener()), stackOpts{clock: clock, noPoller: true})
+	for range 5 {
+		write(t, b, s.w, ping(t))
+	}
+	write(t, b, s.w, outbox.MustEnvelope(evtFail, outbox.WithJSON([]byte(`{}`)))) // no listener: DEAD
+	Eventually(t, 10*time.Second, "5 DONE and 1 DEAD", func() bool {
+		return count(t, b, outbox.StatusDone) == 5 && count(t, b, outbox.StatusDead) == 1
+	})
+	cdc, err := outbox.NewWriter(outbox.WriterConfig{TxContext: b.TxContext, Store: b.Store, Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, b, cdc, ping(t), ping(t)) // pending, and old by the time we purge
+	clock.Advance(8 * 24 * time.Hour)
+	recent := ping(t)
+	write(t, b, s.w, recent) // terminal but younger than the retention
+	Eventually(t, 10*time.Second, "recent event DONE", func() bool { return record(t, b, recent.ID()).Status == outbox.StatusDone })
+
+	ps, err := outbox.NewPurgeScheduler(outbox.PurgeConfig{Purger: b.Store.(outbox.Purger), DB: b.DB, BatchSize: 2, Clock: clock, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := ps.PurgeOnce(context.Background())
+	if err != nil || n != 6 {
+		t.Fatalf("PurgeOnce deleted %d, %v; want the 6 old terminal events (in batches of 2)", n, err)
+	}
+	if got := count(t, b, outbox.StatusNew); got != 2 {
+		t.Fatalf("%d pending rows left, want the 2 untouched", got)
+	}
+	if got := count(t, b, outbox.StatusDone); got != 1 {
+		t.Fatalf("%d DONE rows left, want the recent one", got)
+	}
 }
