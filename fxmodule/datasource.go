@@ -8,8 +8,6 @@ import (
 	"log/slog"
 	"reflect"
 	"regexp"
-	"strconv"
-	"strings"
 
 	outbox "github.com/go-outbox/outbox/core"
 	"github.com/go-outbox/outbox/core/outboxsql"
@@ -480,27 +478,8 @@ func (st *Stack) Dead() *outbox.DeadEvents { return st.dead }
 
 // Rebind rewrites the ? placeholders of a business query for the data
 // source's database; see Rebind.
-func (st *Stack) Rebind(query string) string { return Rebind(st.store.Dialect(), query) }
+func (st *Stack) Rebind(query string) string { return outboxsql.Rebind(st.store.Dialect(), query) }
 
-// Rebind rewrites the ? placeholders of a query for dialect d: $1, $2, … on
-// PostgreSQL, unchanged elsewhere. The query must not contain a literal
-// question mark.
-func Rebind(d outboxsql.Dialect, query string) string {
-	if d == nil || d.Name() != "postgres" {
-		return query
-	}
-	var b strings.Builder
-	n := 0
-	for _, r := range query {
-		if r == '?' {
-			n++
-			b.WriteString("$" + strconv.Itoa(n))
-			continue
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
 
 // Stats counts the data source's events by status and finds the oldest
 // pending one.

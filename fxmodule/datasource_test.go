@@ -561,7 +561,7 @@ func TestExternalTxContext(t *testing.T) {
 	if got := deps.Stack.Rebind("SELECT ? , ?"); got != "SELECT ? , ?" {
 		t.Fatalf("Rebind on SQLite changed the query: %q", got)
 	}
-	if got := outboxfx.Rebind(nil, "a = ?"); got != "a = ?" {
+	if got := outboxsql.Rebind(nil, "a = ?"); got != "a = ?" {
 		t.Fatalf("Rebind without a dialect: %q", got)
 	}
 }

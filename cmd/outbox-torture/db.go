@@ -7,7 +7,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -119,22 +118,12 @@ func isolate(c config) (config, error) {
 	return c, nil
 }
 
-// bind rewrites ? placeholders to $n on PostgreSQL.
+// bind rewrites ? placeholders for the backend's driver.
 func bind(db, q string) string {
-	if db != "postgres" {
-		return q
+	if db == "postgres" {
+		return outboxsql.Rebind(outboxsql.PostgreSQL, q)
 	}
-	var b strings.Builder
-	n := 0
-	for _, r := range q {
-		if r == '?' {
-			n++
-			b.WriteString("$" + strconv.Itoa(n))
-			continue
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
+	return q
 }
 
 // createTables drops and recreates the business, ledger and outbox tables.

@@ -82,6 +82,16 @@ func questionMark(int) string { return "?" }
 // dollar is the placeholder of PostgreSQL.
 func dollar(i int) string { return "$" + strconv.Itoa(i) }
 
+// Rebind rewrites the ? placeholders of query into d's style ($1, $2, …
+// on PostgreSQL; unchanged elsewhere), so application SQL can be written
+// once for every database. query must not contain a literal question mark.
+func Rebind(d Dialect, query string) string {
+	if d == nil {
+		return query
+	}
+	return d.spec().rebind(query, 1)
+}
+
 // rebind replaces every ? in query with d's placeholders numbered from
 // first. The shared SQL never contains a literal question mark.
 func (d *dialect) rebind(query string, first int) string {

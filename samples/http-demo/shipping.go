@@ -51,7 +51,7 @@ func (sh *Shipping) Handle(ctx context.Context, e outbox.Envelope) error {
 	if sh.failing.Load() {
 		return errShippingDown
 	}
-	_, err := sh.db.ExecContext(ctx, outboxfx.Rebind(sh.dialect,
+	_, err := sh.db.ExecContext(ctx, outboxsql.Rebind(sh.dialect,
 		`UPDATE http_demo_orders SET status = 'shipped', shipped_at = ? WHERE id = ? AND status = 'placed'`),
 		time.Now().UTC().Format(time.RFC3339Nano), e.AggregateID())
 	if err != nil {
