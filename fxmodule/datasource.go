@@ -480,7 +480,6 @@ func (st *Stack) Dead() *outbox.DeadEvents { return st.dead }
 // source's database; see Rebind.
 func (st *Stack) Rebind(query string) string { return outboxsql.Rebind(st.store.Dialect(), query) }
 
-
 // Stats counts the data source's events by status and finds the oldest
 // pending one.
 func (st *Stack) Stats(ctx context.Context) (outbox.Stats, error) {
