@@ -477,7 +477,7 @@ func (st *Stack) Purger() *outbox.PurgeScheduler { return st.purger }
 func (st *Stack) Dead() *outbox.DeadEvents { return st.dead }
 
 // Rebind rewrites the ? placeholders of a business query for the data
-// source's database; see Rebind.
+// source's database (see outboxsql.Rebind).
 func (st *Stack) Rebind(query string) string { return outboxsql.Rebind(st.store.Dialect(), query) }
 
 // Stats counts the data source's events by status and finds the oldest
