@@ -1,0 +1,124 @@
+package outboxbun_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	outbox "github.com/go-outbox/outbox/core"
+	"github.com/go-outbox/outbox/core/outboxsql/outboxsqltest"
+	"github.com/uptrace/bun"
+
+	outboxbun "github.com/go-outbox/outbox/adapters/bun"
+)
+
+// wantNoTx checks that Current fails with ErrNoTransaction and a message
+// containing hint.
+func wantNoTx(t *testing.T, tc outbox.TxContext, ctx context.Context, hint string) {
+	t.Helper()
+	_, err := tc.Current(ctx)
+	if !errors.Is(err, outbox.ErrNoTransaction) || !strings.Contains(err.Error(), hint) {
+		t.Errorf("Current = %v, want ErrNoTransaction mentioning %q", err, hint)
+	}
+}
+
+func TestCurrentErrors(t *testing.T) {
+	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
+		e := newEnv(t, b)
+		ctx := context.Background()
+		wantNoTx(t, e.tc, ctx, "outboxbun.WithTx")
+
+		// The caller's context, not the transaction's.
+		err := e.db.RunInTx(ctx, nil, func(_ context.Context, tx bun.Tx) error {
+			wantNoTx(t, e.tc, outboxbun.WithTx(ctx, tx), "db.WithQueryHook")
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		// A database without the hook.
+		bare := bun.NewDB(e.sqlDB, dialect(t, b))
+		err = bare.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+			wantNoTx(t, e.tc, outboxbun.WithTx(ctx, tx), "db.WithQueryHook")
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		// The context of one transaction carrying another (of another
+		// database: SQLite runs one write transaction at a time).
+		otherDB := newEnv(t, b).db
+		err = e.db.RunInTx(ctx, nil, func(ctx1 context.Context, tx1 bun.Tx) error {
+			if _, err := e.tc.Current(outboxbun.WithTx(ctx1, tx1)); err != nil {
+				return err
+			}
+			other, err := otherDB.BeginTx(ctx, nil)
+			if err != nil {
+				return err
+			}
+			defer other.Rollback()
+			wantNoTx(t, e.tc, outboxbun.WithTx(ctx1, other), "not the one its context began")
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		// A transaction that ended.
+		txCtx, tx, err := e.tc.BeginTx(ctx, e.db, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		wantNoTx(t, e.tc, txCtx, "already ended")
+	})
+}
+
+func TestBeginTxNeedsTheHook(t *testing.T) {
+	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
+		e := newEnv(t, b)
+		ctx := context.Background()
+		bare := bun.NewDB(e.sqlDB, dialect(t, b))
+		if _, _, err := e.tc.BeginTx(ctx, bare, nil); !errors.Is(err, outbox.ErrInvalidConfig) {
+			t.Errorf("BeginTx on a database without the hook = %v, want ErrInvalidConfig", err)
+		}
+		txCtx, tx, err := e.tc.BeginTx(ctx, e.db, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback()
+		if _, _, err := e.tc.BeginTx(txCtx, tx, nil); !errors.Is(err, outbox.ErrInvalidConfig) {
+			t.Errorf("BeginTx on a bun.Tx (a savepoint) = %v, want ErrInvalidConfig", err)
+		}
+	})
+}
+
+// TestConnRunInTx runs a transaction on a dedicated bun.Conn.
+func TestConnRunInTx(t *testing.T) {
+	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
+		e := newEnv(t, b)
+		ctx := context.Background()
+		conn, err := e.db.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		committed := 0
+		err = e.tc.RunInTx(ctx, conn, nil, func(ctx context.Context, _ bun.Tx) error {
+			cur, err := e.tc.Current(ctx)
+			if err != nil {
+				return err
+			}
+			cur.AfterCommit(func() { committed++ })
+			return nil
+		})
+		if err != nil || committed != 1 {
+			t.Fatalf("RunInTx on a bun.Conn = %v with %d after-commit calls, want nil and 1", err, committed)
+		}
+	})
+}

@@ -1,0 +1,145 @@
+package outboxgorm_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	outbox "github.com/go-outbox/outbox/core"
+	"github.com/go-outbox/outbox/core/outboxsql/outboxsqltest"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+
+	outboxgorm "github.com/go-outbox/outbox/adapters/gorm"
+)
+
+// wantNoTx checks that Current fails with ErrNoTransaction and a message
+// containing hint.
+func wantNoTx(t *testing.T, tc outbox.TxContext, ctx context.Context, hint string) {
+	t.Helper()
+	_, err := tc.Current(ctx)
+	if !errors.Is(err, outbox.ErrNoTransaction) || !strings.Contains(err.Error(), hint) {
+		t.Errorf("Current = %v, want ErrNoTransaction mentioning %q", err, hint)
+	}
+}
+
+func TestCurrentErrors(t *testing.T) {
+	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
+		e := newEnv(t, b, nil)
+		ctx := context.Background()
+		wantNoTx(t, e.tc, ctx, "outboxgorm.WithTx")
+		wantNoTx(t, e.tc, outboxgorm.WithTx(ctx, e.db), "not in a transaction")
+
+		// A *gorm.DB over the same pool without the plugin.
+		bare, err := gorm.Open(dialector(t, b, e.sqlDB), &gorm.Config{Logger: logger.Discard})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = bare.Transaction(func(tx *gorm.DB) error {
+			wantNoTx(t, e.tc, outboxgorm.WithTx(ctx, tx), "not begun through the outboxgorm plugin")
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		// A transaction of another TxContext's database.
+		other := newEnv(t, b, nil)
+		err = other.db.Transaction(func(tx *gorm.DB) error {
+			wantNoTx(t, e.tc, outboxgorm.WithTx(ctx, tx), "another TxContext")
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		// A transaction that ended.
+		tx := e.db.Begin()
+		if err := tx.Commit().Error; err != nil {
+			t.Fatal(err)
+		}
+		wantNoTx(t, e.tc, outboxgorm.WithTx(ctx, tx), "already ended")
+
+		// db.Connection pins a *sql.Conn that the plugin does not wrap.
+		err = e.db.Connection(func(conn *gorm.DB) error {
+			return conn.Transaction(func(tx *gorm.DB) error {
+				wantNoTx(t, e.tc, outboxgorm.WithTx(ctx, tx), "db.Connection")
+				return nil
+			})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func TestNew(t *testing.T) {
+	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
+		e := newEnv(t, b, nil)
+		again, err := outboxgorm.New(e.db)
+		if err != nil || again != e.tc {
+			t.Errorf("New on a database with the plugin = %p, %v; want the installed %p", again, err, e.tc)
+		}
+		if _, err := outboxgorm.New(nil); !errors.Is(err, outbox.ErrInvalidConfig) {
+			t.Errorf("New(nil) = %v, want ErrInvalidConfig", err)
+		}
+		sqlDB, err := e.db.DB()
+		if err != nil || sqlDB != e.sqlDB {
+			t.Errorf("db.DB() through the plugin = %p, %v; want %p", sqlDB, err, e.sqlDB)
+		}
+		err = e.db.Transaction(func(tx *gorm.DB) error {
+			inner, err := tx.DB()
+			if err != nil || inner != e.sqlDB {
+				t.Errorf("tx.DB() = %p, %v; want %p", inner, err, e.sqlDB)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.db.Exec("SELECT 1").Error; err != nil {
+			t.Errorf("a plain statement through the plugin: %v", err)
+		}
+	})
+}
+
+// clash is a plugin registered under the outbox plugin's name.
+type clash struct{}
+
+func (clash) Name() string              { return outboxgorm.PluginName }
+func (clash) Initialize(*gorm.DB) error { return nil }
+
+func TestNewNameClash(t *testing.T) {
+	b := outboxsqltest.Backends()[0]
+	db, err := gorm.Open(dialector(t, b, b.Open(t)), &gorm.Config{Logger: logger.Discard, Plugins: map[string]gorm.Plugin{outboxgorm.PluginName: clash{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := outboxgorm.New(db); !errors.Is(err, outbox.ErrInvalidConfig) {
+		t.Fatalf("New with another plugin of the same name = %v, want ErrInvalidConfig", err)
+	}
+}
+
+// TestPluginInConfig installs the TxContext through gorm.Config.Plugins.
+func TestPluginInConfig(t *testing.T) {
+	b := outboxsqltest.Backends()[0]
+	sqlDB := b.Open(t)
+	tc := &outboxgorm.TxContext{}
+	db, err := gorm.Open(dialector(t, b, sqlDB), &gorm.Config{Logger: logger.Discard, Plugins: map[string]gorm.Plugin{tc.Name(): tc}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	committed := false
+	err = db.Transaction(func(tx *gorm.DB) error {
+		cur, err := tc.Current(outboxgorm.WithTx(context.Background(), tx))
+		if err != nil {
+			return err
+		}
+		cur.AfterCommit(func() { committed = true })
+		return nil
+	})
+	if err != nil || !committed {
+		t.Fatalf("Transaction = %v, committed = %v; want nil, true", err, committed)
+	}
+}

@@ -1,0 +1,86 @@
+package outboxsqlx_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	outbox "github.com/go-outbox/outbox/core"
+	"github.com/go-outbox/outbox/core/outboxsql"
+	"github.com/jmoiron/sqlx"
+
+	outboxsqlx "github.com/go-outbox/outbox/adapters/sqlx"
+)
+
+// The business row and the event commit in one sqlx transaction, begun
+// with sqlx's own Beginx; the dispatcher delivers the event right after
+// tx.Commit.
+func Example() {
+	ctx := context.Background()
+	dir, _ := os.MkdirTemp("", "outboxsqlx")
+	defer os.RemoveAll(dir)
+
+	db, _ := outboxsqlx.Open("sqlite", outboxsql.SQLiteDSN(filepath.Join(dir, "app.db")))
+	defer db.Close()
+	_, _ = db.Exec(`CREATE TABLE orders (id TEXT PRIMARY KEY, total INTEGER NOT NULL)`)
+	store, _ := outboxsql.Open(db.DB)
+	_ = store.Migrate(ctx, db)
+	tc := outboxsqlx.New()
+
+	delivered := make(chan string, 1)
+	reg := outbox.NewRegistry()
+	_ = reg.Handle(outbox.EventName("OrderPlaced"), func(_ context.Context, e outbox.Envelope) error {
+		delivered <- e.PayloadString()
+		return nil
+	})
+	d, _ := outbox.NewDispatcher(outbox.DispatcherConfig{Store: store, DB: db, Registry: reg})
+	_ = d.Start(ctx)
+	defer d.Close(ctx)
+	w, _ := outbox.NewWriter(outbox.WriterConfig{TxContext: tc, Store: store, Hook: d.Hook()})
+
+	tx := db.MustBegin()
+	tx.MustExec(`INSERT INTO orders (id, total) VALUES (?, ?)`, "o-1", 42)
+	ev := outbox.MustEnvelope(outbox.EventName("OrderPlaced"), outbox.WithJSON([]byte(`{"id":"o-1"}`)))
+	if _, err := w.Write(outboxsqlx.WithTx(ctx, tx), ev); err != nil {
+		_ = tx.Rollback()
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("commit error:", tx.Commit())
+	fmt.Println("delivered:", <-delivered)
+	// Output:
+	// commit error: <nil>
+	// delivered: {"id":"o-1"}
+}
+
+// InTx runs a function in a transaction; nested, it runs in a savepoint.
+func ExampleTxContext_InTx() {
+	dir, _ := os.MkdirTemp("", "outboxsqlx")
+	defer os.RemoveAll(dir)
+	db, _ := outboxsqlx.Open("sqlite", outboxsql.SQLiteDSN(filepath.Join(dir, "app.db")))
+	defer db.Close()
+	tc := outboxsqlx.New()
+
+	err := tc.InTx(context.Background(), db, nil, func(ctx context.Context, tx *sqlx.Tx) error {
+		cur, err := tc.Current(ctx)
+		if err != nil {
+			return err
+		}
+		cur.AfterCommit(func() { fmt.Println("committed") })
+		nested := tc.InTx(ctx, db, nil, func(ctx context.Context, _ *sqlx.Tx) error {
+			cur, _ := tc.Current(ctx)
+			cur.AfterRollback(func() { fmt.Println("savepoint rolled back") })
+			return errors.New("nested step fails")
+		})
+		fmt.Println("nested:", nested)
+		return nil // the outer transaction still commits
+	})
+	fmt.Println("error:", err)
+	// Output:
+	// savepoint rolled back
+	// nested: nested step fails
+	// committed
+	// error: <nil>
+}

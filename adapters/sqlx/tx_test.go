@@ -1,0 +1,123 @@
+package outboxsqlx_test
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+	"strings"
+	"testing"
+
+	outbox "github.com/go-outbox/outbox/core"
+	"github.com/go-outbox/outbox/core/outboxsql"
+	"github.com/go-outbox/outbox/core/outboxsql/outboxsqltest"
+
+	outboxsqlx "github.com/go-outbox/outbox/adapters/sqlx"
+)
+
+// wantNoTx checks that Current fails with ErrNoTransaction and a message
+// containing hint.
+func wantNoTx(t *testing.T, tc outbox.TxContext, ctx context.Context, hint string) {
+	t.Helper()
+	_, err := tc.Current(ctx)
+	if !errors.Is(err, outbox.ErrNoTransaction) || !strings.Contains(err.Error(), hint) {
+		t.Errorf("Current = %v, want ErrNoTransaction mentioning %q", err, hint)
+	}
+}
+
+func TestCurrentErrors(t *testing.T) {
+	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
+		e := newEnv(t, b)
+		ctx := context.Background()
+		wantNoTx(t, e.tc, ctx, "outboxsqlx.WithTx")
+
+		// A transaction of a database not opened through outboxsqlx.
+		tx := e.plain.MustBegin()
+		wantNoTx(t, e.tc, outboxsqlx.WithTx(ctx, tx), "does not report its commit")
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+
+		// A transaction that ended.
+		tx = e.db.MustBegin()
+		txCtx := outboxsqlx.WithTx(ctx, tx)
+		if _, err := e.tc.Current(txCtx); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Rollback(); err != nil {
+			t.Fatal(err)
+		}
+		wantNoTx(t, e.tc, txCtx, "already ended")
+	})
+}
+
+// TestBeginxCommitRunsCallbacks uses sqlx's Beginx and database/sql's own
+// BeginTx, then Commit and Rollback, with no helper.
+func TestBeginxCommitRunsCallbacks(t *testing.T) {
+	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
+		e := newEnv(t, b)
+		ctx := context.Background()
+		var got []string
+		tx, err := e.db.Beginx()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cur, err := e.tc.Current(outboxsqlx.WithTx(ctx, tx))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cur.AfterCommit(func() { got = append(got, "commit") })
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		sqlTx, err := e.db.DB.BeginTx(ctx, nil) // database/sql's own
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = sqlTx.Rollback()
+		tx = e.db.MustBeginTx(ctx, nil)
+		cur, err = e.tc.Current(outboxsqlx.WithTx(ctx, tx))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cur.AfterRollback(func() { got = append(got, "rollback") })
+		if err := tx.Rollback(); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Join(got, ",") != "commit,rollback" {
+			t.Fatalf("callbacks ran %v, want commit then rollback", got)
+		}
+	})
+}
+
+func TestOpen(t *testing.T) {
+	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
+		db := openTracked(t, b)
+		if _, err := outboxsql.Open(db.DB); err != nil {
+			t.Errorf("outboxsql.Open on a database opened through outboxsqlx: %v", err)
+		}
+		conn, err := db.Conn(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		err = conn.Raw(func(dc any) error {
+			u, ok := dc.(interface{ Unwrap() driver.Conn })
+			if !ok || u.Unwrap() == nil {
+				t.Errorf("the raw connection %T does not unwrap to the driver's", dc)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := db.PingContext(context.Background()); err != nil {
+			t.Errorf("ping: %v", err)
+		}
+	})
+	if _, err := outboxsqlx.Open("no-such-driver", ""); err == nil {
+		t.Error("Open with an unknown driver succeeded")
+	}
+	if _, err := outboxsqlx.Connect(context.Background(), "mysql", "root@tcp(127.0.0.1:1)/none"); err == nil {
+		t.Error("Connect to a closed port succeeded")
+	}
+}
