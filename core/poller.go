@@ -14,6 +14,9 @@ const (
 	DefaultPollBatchSize   = 50
 	DefaultOwnReclaimAfter = time.Second
 	DefaultMaxPollBackoff  = time.Minute
+	// pollBusyWait is how soon the loop polls again when the cold queue has
+	// no room for a full batch: its workers free room within an ack window.
+	pollBusyWait = 5 * time.Millisecond
 )
 
 // PollerConfig configures a Poller. Zero values take the documented defaults.
@@ -137,7 +140,7 @@ func (p *Poller) loop(ctx context.Context) {
 		case <-timer.C:
 		}
 		started := time.Now()
-		_, more, err := p.PollOnce(ctx)
+		_, more, busy, err := p.poll(ctx)
 		wait := p.cfg.Interval
 		switch {
 		case err != nil && ctx.Err() != nil:
@@ -148,6 +151,8 @@ func (p *Poller) loop(ctx context.Context) {
 			p.log.Error("outbox: poll failed, backing off", "error", err, "retry_in", wait)
 		case more:
 			backoff, wait = 0, 0
+		case busy:
+			backoff, wait = 0, min(wait, pollBusyWait)
 		default:
 			backoff = 0
 		}
@@ -159,14 +164,29 @@ func (p *Poller) loop(ctx context.Context) {
 	}
 }
 
-// PollOnce claims one batch (no larger than the cold queue's free space)
-// and queues it. It returns how many events were queued and whether another
-// poll should follow at once because the batch was full.
+// PollOnce claims one batch and queues it. It claims nothing while the
+// cold queue has no room for a full batch (BatchSize, or the queue's size if
+// smaller). It returns how many events were queued and whether another poll
+// should follow at once because the batch was full.
 func (p *Poller) PollOnce(ctx context.Context) (queued int, more bool, err error) {
-	p.metrics.QueueDepths(p.d.QueueDepths())
-	limit := min(p.cfg.BatchSize, p.d.ColdCapacity())
-	if limit <= 0 {
-		return 0, false, nil // the dispatcher is busy: leave the rows in the table
+	queued, more, _, err = p.poll(ctx)
+	return queued, more, err
+}
+
+// poll is PollOnce; busy reports that it claimed nothing because the
+// running dispatcher's cold queue had no room for a full batch, so the loop
+// polls again soon rather than after Interval. Waiting for room keeps claims
+// full-sized: a poller that claimed whatever little room there was would
+// run many small claims, each competing with the dispatcher's acks for the
+// database (on SQLite, for its single write lock).
+func (p *Poller) poll(ctx context.Context) (queued int, more, busy bool, err error) {
+	hot, cold := p.d.QueueDepths()
+	p.metrics.QueueDepths(hot, cold)
+	limit := min(p.cfg.BatchSize, cap(p.d.cold))
+	if p.d.ColdCapacity() < limit { // always so while the dispatcher is not running
+		// Leave the rows in the table. While the queue holds events, the
+		// workers are about to free room.
+		return 0, false, cold > 0, nil
 	}
 	now := utcNow(p.clock)
 	p.d.finished.rotate()
@@ -175,10 +195,10 @@ func (p *Poller) PollOnce(ctx context.Context) (queued int, more bool, err error
 		SkipRecent: p.cfg.SkipRecent, Limit: limit,
 	})
 	if err != nil {
-		return 0, false, fmt.Errorf("outbox: claim: %w", err)
+		return 0, false, false, fmt.Errorf("outbox: claim: %w", err)
 	}
 	if len(recs) == 0 {
-		return 0, false, nil
+		return 0, false, false, nil
 	}
 	oldest := recs[0].CreatedAt
 	for i, r := range recs {
@@ -197,12 +217,12 @@ func (p *Poller) PollOnce(ctx context.Context) (queued int, more bool, err error
 			// Full or closing: the rest stay claimed by us and are taken back
 			// after OwnReclaimAfter, or by others when the lease expires.
 			p.log.Debug("outbox: cold queue full, leaving the rest of the batch", "left", len(recs)-i)
-			return queued, false, nil
+			return queued, false, false, nil
 		}
 		queued++
 	}
 	p.metrics.OldestLag(now.Sub(oldest))
-	return queued, len(recs) == limit && queued > 0, nil
+	return queued, len(recs) == limit && queued > 0, false, nil
 }
 
 // Close stops the polling loop and waits for it to exit (or for ctx to end).

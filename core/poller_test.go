@@ -106,3 +106,31 @@ func TestPollerLoop(t *testing.T) {
 		t.Errorf("Start after Close: err = %v, want ErrClosed", err)
 	}
 }
+
+func TestPollWaitsForRoomForAFullBatch(t *testing.T) {
+	release := make(chan struct{})
+	h := newHarness(t, func(c *DispatcherConfig) { c.Workers, c.ColdQueueSize = 1, 4 })
+	_ = h.reg.Handle(EventName("E"), func(context.Context, Envelope) error { <-release; return nil })
+	h.start(t)
+	defer close(release)
+	p := newTestPoller(t, h, func(c *PollerConfig) { c.BatchSize = 3 })
+	for range 10 {
+		e := evt("E")
+		h.st.put(Record{ID: e.ID(), Envelope: e, Status: StatusNew, CreatedAt: h.clk.Now(), AvailableAt: h.clk.Now()})
+	}
+	if n, _, busy, err := p.poll(context.Background()); n != 3 || busy || err != nil {
+		t.Fatalf("first poll = %d, busy %v, %v; want 3 queued", n, busy, err)
+	}
+	// One event is with the blocked worker, two wait in the queue: room
+	// for two, not for a batch of three. The poller claims nothing and asks
+	// to be called again soon.
+	deadline := time.Now().Add(5 * time.Second)
+	for h.d.ColdCapacity() != 2 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	claims := h.st.callCount("Claim")
+	if n, more, busy, err := p.poll(context.Background()); n != 0 || more || !busy || err != nil || h.st.callCount("Claim") != claims {
+		t.Errorf("poll with room for 2 of 3 = %d, %v, busy %v, %v (claims %d -> %d); want nothing claimed, busy",
+			n, more, busy, err, claims, h.st.callCount("Claim"))
+	}
+}
