@@ -59,4 +59,12 @@
 //     come from a transaction the hook saw begin.
 //   - Using the context of one transaction with another transaction: Current
 //     reports the mismatch.
+//
+// # Schema
+//
+// SQLiteEvent, PostgresEvent and MySQLEvent model the outbox table for
+// applications that create their tables with bun; Model picks the one of a
+// database's dialect. Each creates exactly the table of outboxsql's DDL
+// (checked against the database's catalog in this package's tests), under
+// the default table name.
 package outboxbun

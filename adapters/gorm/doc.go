@@ -57,4 +57,12 @@
 //   - Savepoint statements sent as raw SQL through a prepared-statement
 //     session (tx.Session(&gorm.Session{PrepareStmt: true}).Exec("SAVEPOINT
 //     …")) are not seen; GORM's own SavePoint and RollbackTo are.
+//
+// # Schema
+//
+// SQLiteEvent, PostgresEvent and MySQLEvent model the outbox table for
+// applications that migrate with AutoMigrate; Model picks the one of a
+// database's dialect. Each creates exactly the table of outboxsql's DDL
+// (checked against the database's catalog in this package's tests), under
+// the default table name.
 package outboxgorm

@@ -37,7 +37,7 @@ func dialector(t testing.TB, b outboxsqltest.Backend, db *sql.DB) gorm.Dialector
 	case "sqlite":
 		return sqlite.Dialector{DriverName: b.DriverName, Conn: db}
 	case "postgres":
-		return postgres.New(postgres.Config{Conn: db})
+		return postgres.New(postgres.Config{DriverName: b.DriverName, Conn: db})
 	case "mysql":
 		return mysql.New(mysql.Config{Conn: db})
 	}

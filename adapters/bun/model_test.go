@@ -1,0 +1,83 @@
+package outboxbun_test
+
+import (
+	"context"
+	"database/sql"
+	"testing"
+	"time"
+
+	outbox "github.com/go-outbox/outbox/core"
+	"github.com/go-outbox/outbox/core/outboxsql"
+	"github.com/go-outbox/outbox/core/outboxsql/outboxsqltest"
+	"github.com/go-outbox/outbox/core/outboxtest"
+	"github.com/uptrace/bun"
+
+	outboxbun "github.com/go-outbox/outbox/adapters/bun"
+)
+
+// createModel creates the outbox table in sqlDB with bun's CREATE TABLE.
+func createModel(t *testing.T, b outboxsqltest.Backend, sqlDB *sql.DB) *bun.DB {
+	t.Helper()
+	db := bun.NewDB(sqlDB, dialect(t, b))
+	model, err := outboxbun.Model(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.NewCreateTable().Model(model).IfNotExists().Exec(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+// TestModelMatchesDDL compares the table bun creates with the one
+// outboxsql's DDL creates, in the database's catalog.
+func TestModelMatchesDDL(t *testing.T) {
+	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
+		ctx := context.Background()
+		sqlDB := b.OpenIsolated(t)
+		db := createModel(t, b, sqlDB)
+		b.CompareWithDDL(t, sqlDB, outboxsql.DefaultTable)
+
+		// The model reads what the store writes.
+		store, err := outboxsql.New(b.Dialect)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := outbox.MustEnvelope(outbox.EventName("Read"), outbox.WithJSON([]byte(`{"a":1}`)))
+		if err := store.Insert(ctx, sqlDB, time.Now(), "", []outbox.Envelope{e}); err != nil {
+			t.Fatal(err)
+		}
+		model, _ := outboxbun.Model(db)
+		if err := db.NewSelect().Model(model).Limit(1).Scan(ctx); err != nil {
+			t.Errorf("select into %T: %v", model, err)
+		}
+		var id, payload string
+		if err := db.NewSelect().Model(model).Column("event_id", "payload").Limit(1).Scan(ctx, &id, &payload); err != nil ||
+			id != e.ID() || payload != `{"a":1}` {
+			t.Errorf("read back %q %q (%v), want %q %q", id, payload, err, e.ID(), `{"a":1}`)
+		}
+	})
+}
+
+// TestStoreSuiteOnModelTable runs the store conformance suite on tables
+// that bun created.
+func TestStoreSuiteOnModelTable(t *testing.T) {
+	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
+		outboxtest.RunStoreSuite(t, func(t *testing.T) outboxtest.Fixture {
+			sqlDB := b.OpenIsolated(t)
+			createModel(t, b, sqlDB)
+			store, err := outboxsql.New(b.Dialect)
+			if err != nil {
+				t.Fatal(err)
+			}
+			txm := outboxsql.NewTxManager(sqlDB, outboxsql.WithTxLogger(quietLogger))
+			return outboxtest.Fixture{Store: store, Purger: store, DB: sqlDB, TxContext: txm, InTx: txm.InTx, Table: store.Table()}
+		})
+	})
+}
+
+func TestModelUnknownDialect(t *testing.T) {
+	if _, err := outboxbun.Model(nil); err == nil {
+		t.Error("Model(nil) succeeded")
+	}
+}

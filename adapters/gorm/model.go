@@ -1,0 +1,126 @@
+package outboxgorm
+
+import (
+	"fmt"
+	"time"
+
+	outbox "github.com/go-outbox/outbox/core"
+	"github.com/go-outbox/outbox/core/outboxsql"
+	"gorm.io/gorm"
+)
+
+// The outbox table as GORM models, one per database family, for
+// applications that create their tables with db.AutoMigrate. Each produces
+// exactly the table outboxsql's DDL creates (Store.Migrate): the same
+// columns, types, defaults, constraints and indexes, under the default
+// table name outboxsql.DefaultTable. outboxsql's Store reads and writes the
+// rows; the models can read them too. Timestamps are UTC (SQLite: Unix
+// microseconds).
+//
+// The models only know the default table name (index names are fixed in
+// their tags). For another name, create the table with outboxsql's
+// Store.Migrate, or run its Store.Schema statements in a migration.
+
+// SQLiteEvent is the outbox table on SQLite.
+type SQLiteEvent struct {
+	EventID       string  `gorm:"column:event_id;type:VARCHAR(36);primaryKey;not null;index:outbox_event_claim_idx,priority:2"`
+	EventType     string  `gorm:"column:event_type;type:VARCHAR(128);not null"`
+	AggregateType string  `gorm:"column:aggregate_type;type:VARCHAR(64);not null"`
+	AggregateID   string  `gorm:"column:aggregate_id;type:VARCHAR(128);not null;default:''"`
+	TenantID      string  `gorm:"column:tenant_id;type:VARCHAR(64);not null;default:''"`
+	Payload       *string `gorm:"column:payload;type:TEXT;check:(payload IS NULL) <> (payload_bytes IS NULL)"`
+	PayloadBytes  []byte  `gorm:"column:payload_bytes;type:BLOB"`
+	Headers       *string `gorm:"column:headers;type:TEXT"`
+	Status        int16   `gorm:"column:status;type:SMALLINT;not null;default:0"`
+	Attempts      int32   `gorm:"column:attempts;type:INTEGER;not null;default:0"`
+	OccurredAt    int64   `gorm:"column:occurred_at;type:INTEGER;not null"`
+	AvailableAt   int64   `gorm:"column:available_at;type:INTEGER;not null;index:outbox_event_claim_idx,priority:1,where:status IN (0\\, 2)"`
+	CreatedAt     int64   `gorm:"column:created_at;type:INTEGER;not null;autoCreateTime:false"`
+	DoneAt        *int64  `gorm:"column:done_at;type:INTEGER;index:outbox_event_purge_idx,expression:COALESCE(done_at\\, created_at),where:status IN (1\\, 3)"`
+	LastError     *string `gorm:"column:last_error;type:TEXT"`
+	LockedBy      *string `gorm:"column:locked_by;type:VARCHAR(64)"`
+	LockedAt      *int64  `gorm:"column:locked_at;type:INTEGER"`
+}
+
+// PostgresEvent is the outbox table on PostgreSQL.
+type PostgresEvent struct {
+	EventID       string     `gorm:"column:event_id;type:VARCHAR(36) COLLATE \"C\";primaryKey;not null;index:outbox_event_claim_idx,priority:2"`
+	EventType     string     `gorm:"column:event_type;type:VARCHAR(128);not null"`
+	AggregateType string     `gorm:"column:aggregate_type;type:VARCHAR(64);not null"`
+	AggregateID   string     `gorm:"column:aggregate_id;type:VARCHAR(128);not null;default:''"`
+	TenantID      string     `gorm:"column:tenant_id;type:VARCHAR(64);not null;default:''"`
+	Payload       *string    `gorm:"column:payload;type:JSON;check:(payload IS NULL) <> (payload_bytes IS NULL)"`
+	PayloadBytes  []byte     `gorm:"column:payload_bytes;type:BYTEA"`
+	Headers       *string    `gorm:"column:headers;type:TEXT"`
+	Status        int16      `gorm:"column:status;type:SMALLINT;not null;default:0"`
+	Attempts      int32      `gorm:"column:attempts;type:INTEGER;not null;default:0"`
+	OccurredAt    time.Time  `gorm:"column:occurred_at;type:TIMESTAMPTZ;not null"`
+	AvailableAt   time.Time  `gorm:"column:available_at;type:TIMESTAMPTZ;not null;index:outbox_event_claim_idx,priority:1,where:status IN (0\\, 2)"`
+	CreatedAt     time.Time  `gorm:"column:created_at;type:TIMESTAMPTZ;not null;autoCreateTime:false"`
+	DoneAt        *time.Time `gorm:"column:done_at;type:TIMESTAMPTZ;index:outbox_event_purge_idx,expression:(COALESCE(done_at\\, created_at)),where:status IN (1\\, 3)"`
+	LastError     *string    `gorm:"column:last_error;type:TEXT"`
+	LockedBy      *string    `gorm:"column:locked_by;type:VARCHAR(128)"`
+	LockedAt      *time.Time `gorm:"column:locked_at;type:TIMESTAMPTZ"`
+}
+
+// MySQLEvent is the outbox table on MySQL and MariaDB. Its string columns
+// carry utf8mb4_bin themselves (outboxsql's DDL sets it as the table's
+// default), so ids and names compare byte-wise as in Go. ClaimAt and
+// PurgeAt are the generated columns the claim and the purge are indexed
+// by; they are read-only.
+type MySQLEvent struct {
+	EventID       string     `gorm:"column:event_id;type:VARCHAR(36) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;primaryKey;not null;index:outbox_claim_idx,priority:2"`
+	EventType     string     `gorm:"column:event_type;type:VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;not null"`
+	AggregateType string     `gorm:"column:aggregate_type;type:VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;not null"`
+	AggregateID   string     `gorm:"column:aggregate_id;type:VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;not null;default:''"`
+	TenantID      string     `gorm:"column:tenant_id;type:VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;not null;default:''"`
+	Payload       *string    `gorm:"column:payload;type:LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;check:(payload IS NULL) <> (payload_bytes IS NULL)"`
+	PayloadBytes  []byte     `gorm:"column:payload_bytes;type:LONGBLOB"`
+	Headers       *string    `gorm:"column:headers;type:LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"`
+	Status        int8       `gorm:"column:status;type:TINYINT;not null;default:0"`
+	Attempts      int32      `gorm:"column:attempts;type:INT;not null;default:0"`
+	OccurredAt    time.Time  `gorm:"column:occurred_at;type:DATETIME(6);not null"`
+	AvailableAt   time.Time  `gorm:"column:available_at;type:DATETIME(6);not null"`
+	CreatedAt     time.Time  `gorm:"column:created_at;type:DATETIME(6);not null;autoCreateTime:false"`
+	DoneAt        *time.Time `gorm:"column:done_at;type:DATETIME(6)"`
+	LastError     *string    `gorm:"column:last_error;type:TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"`
+	LockedBy      *string    `gorm:"column:locked_by;type:VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"`
+	LockedAt      *time.Time `gorm:"column:locked_at;type:DATETIME(6)"`
+	ClaimAt       *time.Time `gorm:"column:claim_at;->;precision:6;type:DATETIME(6) GENERATED ALWAYS AS (CASE WHEN status IN (0, 2) THEN available_at END) VIRTUAL;index:outbox_claim_idx,priority:1"`
+	PurgeAt       *time.Time `gorm:"column:purge_at;->;precision:6;type:DATETIME(6) GENERATED ALWAYS AS (CASE WHEN status IN (1, 3) THEN COALESCE(done_at, created_at) END) VIRTUAL;index:outbox_purge_idx"`
+}
+
+// TableName returns outboxsql.DefaultTable.
+func (SQLiteEvent) TableName() string { return outboxsql.DefaultTable }
+
+// TableName returns outboxsql.DefaultTable.
+func (PostgresEvent) TableName() string { return outboxsql.DefaultTable }
+
+// TableName returns outboxsql.DefaultTable.
+func (MySQLEvent) TableName() string { return outboxsql.DefaultTable }
+
+// Model returns a new outbox table model for db's dialect (SQLiteEvent,
+// PostgresEvent or MySQLEvent), for db.AutoMigrate:
+//
+//	model, err := outboxgorm.Model(db)
+//	if err == nil {
+//		err = db.AutoMigrate(&Order{}, model)
+//	}
+//
+// It fails with an error wrapping outbox.ErrInvalidConfig for another
+// dialect.
+func Model(db *gorm.DB) (any, error) {
+	if db == nil || db.Dialector == nil {
+		return nil, fmt.Errorf("%w: outboxgorm: nil *gorm.DB", outbox.ErrInvalidConfig)
+	}
+	switch name := db.Dialector.Name(); name {
+	case "sqlite":
+		return &SQLiteEvent{}, nil
+	case "postgres":
+		return &PostgresEvent{}, nil
+	case "mysql":
+		return &MySQLEvent{}, nil
+	default:
+		return nil, fmt.Errorf("%w: outboxgorm: no outbox model for the %s dialect; create the table with outboxsql's Store.Migrate", outbox.ErrInvalidConfig, name)
+	}
+}
