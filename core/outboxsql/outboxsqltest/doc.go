@@ -1,0 +1,16 @@
+// Package outboxsqltest lists the databases that tests of outboxsql-based
+// code run on — the integration suites and every ORM adapter — so that a
+// new database or driver is one entry here, not one per test module.
+//
+// The package imports no driver: a test binary registers the drivers of the
+// backends it runs by importing them (for example _ "modernc.org/sqlite").
+// Server backends read their DSN from an environment variable (with a local
+// default); a server that cannot be reached skips the test loudly, or fails
+// it when OUTBOX_TEST_REQUIRE_DBS=1, as CI sets it.
+//
+// Beyond the list, it holds what those tests share: a fresh outbox table per
+// test (NewStore), a database of its own for tables with fixed names
+// (OpenIsolated), a statement that makes a commit fail (CommitFailure), and
+// a comparison of a table with the one outboxsql's DDL creates, through the
+// database's catalog (Shape, CompareWithDDL), for ORM models of the table.
+package outboxsqltest
