@@ -32,8 +32,17 @@ check-core-deps: ## Fail if core (tests included) imports anything outside the s
 	if grep -q '^require' core/go.mod; then echo "core/go.mod must have no require"; exit 1; fi; \
 	echo "core: standard library only"
 
-bench: ## Run the Benchmark* functions of every module.
-	@set -e; for m in $(MODULES); do (cd $$m && $(GO) test -run '^$$' -bench . -benchmem ./...); done
+# Sizes of `make bench`; see docs/benchmarks.md. BENCH_FLAGS adds or overrides flags.
+BENCH_ARGS ?= -db all -duration 2s -rounds 2 -drain-rows 1000000 -drain-rows-mysql 200000
+
+bench: ## Benchmark the framework against raw SQL on every database and write docs/benchmarks.md.
+	cd core && $(GO) test -run '^$$' -bench . -benchmem ./...
+	cd bench && $(GO) test -run '^$$' -bench . -benchmem ./...
+	cd bench && $(GO) run ./cmd/outbox-bench $(BENCH_ARGS) $(BENCH_FLAGS) -md $(CURDIR)/docs/benchmarks.md
+
+.PHONY: bench-short
+bench-short: ## The benchmark program with CI sizes (-short): proves it runs, no thresholds.
+	cd bench && $(GO) run ./cmd/outbox-bench -short $(BENCH_FLAGS)
 
 tidy: ## go mod tidy in every module.
 	@set -e; for m in $(MODULES); do (cd $$m && $(GO) mod tidy); done

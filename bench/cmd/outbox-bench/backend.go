@@ -1,0 +1,300 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	outbox "github.com/go-outbox/outbox/core"
+	"github.com/go-outbox/outbox/core/outboxsql"
+	_ "github.com/go-sql-driver/mysql"
+	_ "github.com/jackc/pgx/v5/stdlib"
+	_ "github.com/lib/pq"
+	_ "modernc.org/sqlite"
+)
+
+// Table names: the framework writes fwTable through outboxsql.Store, the
+// baselines write rawTable with hand-written SQL. Both are created by the
+// same Migrate, so they have the same columns and indexes.
+const (
+	fwTable  = "bench_outbox"
+	rawTable = "bench_raw"
+)
+
+// backend is one database reached through one driver.
+type backend struct {
+	key    string // as selected by -db: sqlite, pgx, pq, mysql
+	name   string // as printed: sqlite, postgres/pgx, postgres/pq, mariadb
+	family string // sqlite, postgres or mysql
+	driver string // database/sql driver name
+	dsn    string // for SQLite, the file path
+}
+
+// backends returns the backends selected by list (comma-separated names:
+// sqlite, postgres (= pgx and pq), pgx, pq, mysql or mariadb, all).
+func backends(list, pgDSN, myDSN, sqlitePath string) ([]backend, error) {
+	all := map[string]backend{
+		"sqlite": {key: "sqlite", name: "sqlite", family: "sqlite", driver: "sqlite", dsn: sqlitePath},
+		"pgx":    {key: "pgx", name: "postgres/pgx", family: "postgres", driver: "pgx", dsn: pgDSN},
+		"pq":     {key: "pq", name: "postgres/pq", family: "postgres", driver: "postgres", dsn: pgDSN},
+		"mysql":  {key: "mysql", name: "mariadb", family: "mysql", driver: "mysql", dsn: myDSN},
+	}
+	var out []backend
+	seen := map[string]bool{}
+	add := func(keys ...string) {
+		for _, k := range keys {
+			if !seen[k] {
+				seen[k] = true
+				out = append(out, all[k])
+			}
+		}
+	}
+	for _, name := range strings.Split(list, ",") {
+		switch strings.TrimSpace(name) {
+		case "all":
+			add("sqlite", "pgx", "pq", "mysql")
+		case "sqlite":
+			add("sqlite")
+		case "postgres", "pg":
+			add("pgx", "pq")
+		case "pgx":
+			add("pgx")
+		case "pq":
+			add("pq")
+		case "mysql", "mariadb":
+			add("mysql")
+		case "":
+		default:
+			return nil, fmt.Errorf("unknown -db %q: use sqlite, postgres, pgx, pq, mysql or all", name)
+		}
+	}
+	return out, nil
+}
+
+// open connects with a pool of at most conns connections.
+func (b backend) open(ctx context.Context, conns int) (*sql.DB, error) {
+	dsn := b.dsn
+	if b.family == "sqlite" {
+		dsn = outboxsql.SQLiteDSN(b.dsn)
+	}
+	db, err := sql.Open(b.driver, dsn)
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(conns)
+	db.SetMaxIdleConns(conns)
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("connect to %s: %w", b.name, err)
+	}
+	return db, nil
+}
+
+// resetSQLite removes the SQLite database file and its WAL.
+func (b backend) resetSQLite() error {
+	if b.family != "sqlite" {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(b.dsn), 0o755); err != nil {
+		return err
+	}
+	for _, s := range []string{"", "-wal", "-shm"} {
+		if err := os.Remove(b.dsn + s); err != nil && !os.IsNotExist(err) {
+			return err
+		}
+	}
+	return nil
+}
+
+// version returns the server's version string.
+func (b backend) version(ctx context.Context, db *sql.DB) string {
+	q := "SELECT version()"
+	if b.family == "sqlite" {
+		q = "SELECT 'SQLite ' || sqlite_version()"
+	}
+	var v string
+	if err := db.QueryRowContext(ctx, q).Scan(&v); err != nil {
+		return "unknown (" + err.Error() + ")"
+	}
+	if i := strings.Index(v, " on "); i > 0 && b.family == "postgres" {
+		v = v[:i]
+	}
+	if b.family == "mysql" {
+		v = "MariaDB/MySQL " + v
+	}
+	return v
+}
+
+// stores returns the framework's store and a store on the raw table (used
+// only for Migrate, so that both tables are identical).
+func (b backend) setup(ctx context.Context, db *sql.DB) (*outboxsql.Store, error) {
+	var fw *outboxsql.Store
+	for _, t := range []string{fwTable, rawTable} {
+		if _, err := db.ExecContext(ctx, "DROP TABLE IF EXISTS "+t); err != nil {
+			return nil, err
+		}
+		s, err := outboxsql.Open(db, outboxsql.WithTable(t))
+		if err != nil {
+			return nil, err
+		}
+		if err := s.Migrate(ctx, db); err != nil {
+			return nil, err
+		}
+		if t == fwTable {
+			fw = s
+		}
+	}
+	return fw, nil
+}
+
+// truncate empties a table between runs so every run starts from the same
+// state.
+func (b backend) truncate(ctx context.Context, db *sql.DB, table string) error {
+	q := "TRUNCATE TABLE " + table
+	if b.family == "sqlite" {
+		q = "DELETE FROM " + table
+	}
+	_, err := db.ExecContext(ctx, q)
+	return err
+}
+
+// analyze refreshes the planner's statistics (and, on PostgreSQL, the
+// visibility map) after a bulk load.
+func (b backend) analyze(ctx context.Context, db *sql.DB, table string) error {
+	q := map[string]string{"sqlite": "ANALYZE", "postgres": "VACUUM ANALYZE " + table, "mysql": "ANALYZE TABLE " + table}[b.family]
+	rows, err := db.QueryContext(ctx, q) // MySQL's ANALYZE TABLE returns a result set
+	if err != nil {
+		return err
+	}
+	return rows.Close()
+}
+
+// rebind turns ? placeholders into $n on PostgreSQL.
+func (b backend) rebind(q string) string {
+	if b.family != "postgres" {
+		return q
+	}
+	var sb strings.Builder
+	n := 0
+	for _, r := range q {
+		if r == '?' {
+			n++
+			sb.WriteString("$" + strconv.Itoa(n))
+			continue
+		}
+		sb.WriteRune(r)
+	}
+	return sb.String()
+}
+
+// timeArg binds a timestamp the way the outboxsql dialect does, so the
+// baseline writes the same column values.
+func (b backend) timeArg(t time.Time) any {
+	t = t.UTC()
+	switch b.family {
+	case "sqlite":
+		return t.UnixMicro()
+	case "mysql":
+		return t.Format("2006-01-02 15:04:05.000000")
+	}
+	return t.Truncate(time.Microsecond)
+}
+
+// rawInsertColumns are the columns a hand-written INSERT of an outbox row
+// names; the others take their defaults (status 0, attempts 0, NULLs), which
+// is what the framework writes for an unclaimed row.
+const rawInsertColumns = "event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, occurred_at, available_at, created_at"
+
+// rawInsertSQL returns a multi-row INSERT of n rows into the raw table.
+func (b backend) rawInsertSQL(n int) string {
+	var sb strings.Builder
+	sb.WriteString("INSERT INTO " + rawTable + " (" + rawInsertColumns + ") VALUES ")
+	for i := range n {
+		if i > 0 {
+			sb.WriteString(", ")
+		}
+		sb.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+	}
+	return b.rebind(sb.String())
+}
+
+// The event every scenario writes: the same type, aggregate, header and
+// payload on both sides.
+const (
+	eventType     = "OrderPlaced"
+	aggregateType = "Order"
+	headerKey     = "trace-id"
+	headerValue   = "4bf92f3577b34da6a3ce929d0e0e4736"
+	headersJSON   = `{"trace-id":"4bf92f3577b34da6a3ce929d0e0e4736"}`
+	payloadJSON   = `{"order":"o-1","amount":1200,"currency":"EUR","lines":[{"sku":"A-1","qty":2}]}`
+)
+
+var payloadBytes = []byte(payloadJSON)
+
+// newEvent builds the framework's envelope for one order.
+func newEvent(orderID string) (outbox.Envelope, error) {
+	return outbox.NewEnvelope(outbox.EventName(eventType),
+		outbox.WithAggregate(outbox.AggregateName(aggregateType), orderID),
+		outbox.WithHeader(headerKey, headerValue), outbox.WithJSON(payloadBytes))
+}
+
+// appendRawRow appends the baseline's arguments for one row: what the
+// framework stores for the same event.
+func (b backend) appendRawRow(args []any, orderID string, now time.Time) []any {
+	ts := b.timeArg(now)
+	return append(args, outbox.NewULID(), eventType, aggregateType, orderID, "", payloadJSON, headersJSON, ts, ts, ts)
+}
+
+// bulkLoad inserts n pending rows into table with one server-side
+// statement: generate_series on PostgreSQL, the SEQUENCE engine's
+// seq_1_to_N on MariaDB, a recursive CTE on SQLite. Ids sort in creation
+// order, like ULIDs; all rows are due.
+func (b backend) bulkLoad(ctx context.Context, db *sql.DB, table string, n int) error {
+	base := time.Now().Add(-time.Hour).UTC()
+	cols := rawInsertColumns
+	var q string
+	switch b.family {
+	case "postgres":
+		q = fmt.Sprintf(`INSERT INTO %s (%s)
+SELECT '01BENCH' || lpad(g::text, 19, '0'), '%s', '%s', 'o-' || g, '', '%s'::json, '%s',
+       $1::timestamptz + g * interval '1 microsecond', $1::timestamptz + g * interval '1 microsecond', $1::timestamptz + g * interval '1 microsecond'
+FROM generate_series(1, %d) AS g`, table, cols, eventType, aggregateType, payloadJSON, headersJSON, n)
+		_, err := db.ExecContext(ctx, q, base)
+		return err
+	case "mysql":
+		// Chunks keep the transaction (and the undo log) moderate.
+		const chunk = 200_000
+		for from := 1; from <= n; from += chunk {
+			to := min(from+chunk-1, n)
+			q = fmt.Sprintf(`INSERT INTO %s (%s)
+SELECT CONCAT('01BENCH', LPAD(seq, 19, '0')), '%s', '%s', CONCAT('o-', seq), '', '%s', '%s',
+       ? + INTERVAL seq MICROSECOND, ? + INTERVAL seq MICROSECOND, ? + INTERVAL seq MICROSECOND
+FROM seq_%d_to_%d`, table, cols, eventType, aggregateType, payloadJSON, headersJSON, from, to)
+			ts := b.timeArg(base)
+			if _, err := db.ExecContext(ctx, q, ts, ts, ts); err != nil {
+				return err
+			}
+		}
+		return nil
+	default:
+		q = fmt.Sprintf(`INSERT INTO %s (%s)
+WITH RECURSIVE g(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM g WHERE x < %d)
+SELECT '01BENCH' || printf('%%019d', x), '%s', '%s', 'o-' || x, '', '%s', '%s', ? + x, ? + x, ? + x FROM g`,
+			table, cols, n, eventType, aggregateType, payloadJSON, headersJSON)
+		ts := base.UnixMicro()
+		_, err := db.ExecContext(ctx, q, ts, ts, ts)
+		return err
+	}
+}
+
+// countStatus returns how many rows of table have the given status.
+func countStatus(ctx context.Context, db *sql.DB, table string, status int) (int64, error) {
+	var n int64
+	err := db.QueryRowContext(ctx, fmt.Sprintf("SELECT COUNT(*) FROM %s WHERE status = %d", table, status)).Scan(&n)
+	return n, err
+}

@@ -1,0 +1,379 @@
+// Command outbox-bench measures the outbox framework against raw SQL on the
+// same database, driver, table shape, indexes, transaction boundaries and
+// connection count, in one run, and prints one line per scenario:
+//
+//	BENCH db=… scenario=… n=… rate=…/s baseline=…/s ratio=… p50=… p99=… rss_mb=…
+//
+// Scenarios (each on SQLite, PostgreSQL through pgx and lib/pq, MariaDB):
+//
+//   - write-cN: N writers, one transaction per event: the outbox Writer
+//     against a plain INSERT of the same row into an identical table.
+//   - write-batch-cN: the same with -batch events per transaction against a
+//     raw multi-row INSERT.
+//   - e2e-hot: -e2e-writers writers through the hot path (dispatcher hook,
+//     listener, batched DONE): the rate of rows that reach DONE against the
+//     raw INSERT loop, and the commit → listener latency.
+//   - drain: -drain-rows pending rows drained by the poller and dispatcher
+//     with a no-op listener against a raw claim+mark-DONE loop with the same
+//     number of connections. Each side runs in a fresh child process of this
+//     binary, so rss_mb is that side's own peak (VmHWM).
+//
+// For the other scenarios rss_mb is the peak RSS of the main process so far
+// (VmHWM cannot be reset). Every timed side of write, write-batch and e2e-hot
+// runs -rounds times, alternating which side goes first; the best round of
+// each side is reported (other load only ever slows a round down).
+//
+//	go run ./cmd/outbox-bench -db all -duration 3s -md ../docs/benchmarks.md
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"time"
+
+	outbox "github.com/go-outbox/outbox/core"
+	"github.com/go-outbox/outbox/core/outboxsql"
+)
+
+type options struct {
+	dbs, scenarios           string
+	duration                 time.Duration
+	rounds                   int
+	writers                  []int
+	batch, e2eWriters, pool  int
+	drainRows, drainConns    int
+	drainBatch               int
+	drainInterval            time.Duration
+	drainRowsMySQL           int
+	ackBatch, workers        int
+	ackInterval              time.Duration
+	short                    bool
+	pgDSN, myDSN, sqlitePath string
+	md                       string
+	cpuProfile, memProfile   string
+	child                    string
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+func main() {
+	var o options
+	var writers string
+	flag.StringVar(&o.dbs, "db", "all", "backends: comma-separated sqlite, postgres (pgx and pq), pgx, pq, mysql, all")
+	flag.StringVar(&o.scenarios, "scenario", "write,write-batch,e2e-hot,drain", "scenarios to run, comma-separated")
+	flag.DurationVar(&o.duration, "duration", 3*time.Second, "length of each timed write, write-batch and e2e-hot run")
+	flag.IntVar(&o.rounds, "rounds", 2, "timed runs per side of write, write-batch and e2e-hot (best reported)")
+	flag.StringVar(&writers, "writers", "1,16", "concurrent writers of the write and write-batch scenarios")
+	flag.IntVar(&o.batch, "batch", 100, "events per transaction in write-batch")
+	flag.IntVar(&o.e2eWriters, "e2e-writers", 16, "concurrent writers of e2e-hot")
+	flag.IntVar(&o.pool, "pool", 20, "connection pool size of write, write-batch and e2e-hot (both sides)")
+	flag.IntVar(&o.drainRows, "drain-rows", 1_000_000, "pending rows of the drain scenario")
+	flag.IntVar(&o.drainRowsMySQL, "drain-rows-mysql", 0, "pending rows of the drain scenario on MySQL/MariaDB (0: -drain-rows)")
+	flag.IntVar(&o.drainConns, "drain-conns", 2, "connections of the drain scenario (both sides)")
+	flag.IntVar(&o.drainBatch, "drain-batch", 100, "rows per claim in the drain scenario (both sides)")
+	flag.DurationVar(&o.drainInterval, "drain-poll-interval", time.Second, "the framework's poll interval in the drain scenario (idle wait)")
+	flag.IntVar(&o.workers, "dispatch-workers", 0, "the framework's dispatcher workers (0: the default)")
+	flag.IntVar(&o.ackBatch, "ack-batch", 0, "the framework's AckBatchSize (0: the default)")
+	flag.DurationVar(&o.ackInterval, "ack-interval", 0, "the framework's AckInterval (0: the default)")
+	flag.BoolVar(&o.short, "short", false, "CI sizes: -duration 300ms -rounds 1 -drain-rows 100000 unless set")
+	flag.StringVar(&o.pgDSN, "postgres-dsn", envOr("OUTBOX_TEST_POSTGRES_DSN", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"), "PostgreSQL DSN")
+	flag.StringVar(&o.myDSN, "mysql-dsn", envOr("OUTBOX_TEST_MYSQL_DSN", "root@tcp(127.0.0.1:3306)/test?parseTime=true"), "MySQL/MariaDB DSN")
+	flag.StringVar(&o.sqlitePath, "sqlite-path", filepath.Join(os.TempDir(), "outbox-bench", "bench.db"), "SQLite database file (recreated)")
+	flag.StringVar(&o.md, "md", "", "write the results into this Markdown file (between its result markers)")
+	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the run here (drain children add .drain-<side>)")
+	flag.StringVar(&o.memProfile, "memprofile", "", "write an allocation profile at the end of the run here")
+	flag.StringVar(&o.child, "child", "", "internal: run one side of the drain scenario (framework or raw)")
+	flag.Parse()
+	set := map[string]bool{}
+	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if o.short {
+		if !set["duration"] {
+			o.duration = 300 * time.Millisecond
+		}
+		if !set["rounds"] {
+			o.rounds = 1
+		}
+		if !set["drain-rows"] {
+			o.drainRows = 100_000
+		}
+	}
+	for _, s := range strings.Split(writers, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			fatalf("bad -writers %q", writers)
+		}
+		o.writers = append(o.writers, n)
+	}
+	if err := runAll(context.Background(), o); err != nil {
+		fatalf("%v", err)
+	}
+}
+
+func fatalf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "outbox-bench: "+format+"\n", args...)
+	os.Exit(1)
+}
+
+func runAll(ctx context.Context, o options) error {
+	stop, err := startProfiles(o)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	bs, err := backends(o.dbs, o.pgDSN, o.myDSN, o.sqlitePath)
+	if err != nil {
+		return err
+	}
+	if o.child != "" {
+		if len(bs) != 1 {
+			return fmt.Errorf("-child needs exactly one -db")
+		}
+		return drainChild(ctx, bs[0], o, o.child)
+	}
+	rep := &report{opts: o, started: time.Now(), loadStart: loadAvg(), args: os.Args[1:]}
+	want := map[string]bool{}
+	for _, s := range strings.Split(o.scenarios, ",") {
+		want[strings.TrimSpace(s)] = true
+	}
+	for _, b := range bs {
+		if err := runBackend(ctx, o, b, want, rep); err != nil {
+			return fmt.Errorf("%s: %w", b.name, err)
+		}
+	}
+	rep.elapsed = time.Since(rep.started)
+	rep.loadEnd = loadAvg()
+	if o.md != "" {
+		if err := rep.writeMarkdown(o.md); err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "outbox-bench: wrote %s\n", o.md)
+	}
+	return nil
+}
+
+// runBackend runs the selected scenarios on one backend.
+func runBackend(ctx context.Context, o options, b backend, want map[string]bool, rep *report) error {
+	if err := b.resetSQLite(); err != nil {
+		return err
+	}
+	db, err := b.open(ctx, o.pool)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	rep.versions = append(rep.versions, b.name+": "+b.version(ctx, db))
+	store, err := b.setup(ctx, db)
+	if err != nil {
+		return err
+	}
+	e := &env{b: b, disp: o.dispatcherConfig(), db: db, store: store, txm: outboxsql.NewTxManager(db), log: discardLogger(os.Stderr)}
+	// best runs both sides -rounds times, alternating which goes first, and
+	// records the best round of each.
+	best := func(name string, conc int, side func(side string) (run, error)) error {
+		var bf, br run
+		for r := range max(o.rounds, 1) {
+			order := []string{"raw", "framework"}
+			if r%2 == 1 {
+				order = []string{"framework", "raw"}
+			}
+			for _, s := range order {
+				res, err := side(s)
+				if err != nil {
+					return fmt.Errorf("%s (%s): %w", name, s, err)
+				}
+				if s == "raw" && res.rate() > br.rate() {
+					br = res
+				}
+				if s == "framework" && res.rate() > bf.rate() {
+					bf = res
+				}
+			}
+		}
+		rep.add(result{db: b.name, scenario: name, conc: conc, fw: bf, raw: br, rssKB: peakRSSKB()})
+		return nil
+	}
+	if want["write"] {
+		for _, w := range o.writers {
+			if err := best(fmt.Sprintf("write-c%d", w), w, func(side string) (run, error) {
+				return e.writeSide(ctx, side, w, 1, o.duration)
+			}); err != nil {
+				return err
+			}
+		}
+	}
+	if want["write-batch"] {
+		for _, w := range o.writers {
+			if err := best(fmt.Sprintf("write-batch-c%d", w), w, func(side string) (run, error) {
+				return e.writeSide(ctx, side, w, o.batch, o.duration)
+			}); err != nil {
+				return err
+			}
+		}
+	}
+	if want["e2e-hot"] {
+		if err := best(fmt.Sprintf("e2e-hot-c%d", o.e2eWriters), o.e2eWriters, func(side string) (run, error) {
+			if side == "raw" {
+				return e.writeSide(ctx, side, o.e2eWriters, 1, o.duration)
+			}
+			return e.e2eFramework(ctx, o.e2eWriters, o.duration)
+		}); err != nil {
+			return err
+		}
+	}
+	if want["drain"] {
+		if b.family == "mysql" && o.drainRowsMySQL > 0 {
+			o.drainRows = o.drainRowsMySQL
+		}
+		var sides [2]run
+		for i, side := range []string{"raw", "framework"} {
+			table := rawTable
+			if side == "framework" {
+				table = fwTable
+			}
+			for _, t := range []string{rawTable, fwTable} {
+				if err := b.truncate(ctx, db, t); err != nil {
+					return err
+				}
+			}
+			if err := b.bulkLoad(ctx, db, table, o.drainRows); err != nil {
+				return fmt.Errorf("drain: bulk load: %w", err)
+			}
+			if err := b.analyze(ctx, db, table); err != nil {
+				return fmt.Errorf("drain: analyze: %w", err)
+			}
+			r, err := spawnDrain(ctx, o, b, side)
+			if err != nil {
+				return fmt.Errorf("drain (%s): %w", side, err)
+			}
+			if r.n != int64(o.drainRows) {
+				r.note = fmt.Sprintf("done=%d/%d", r.n, o.drainRows)
+			}
+			sides[i] = r
+		}
+		rep.add(result{db: b.name, scenario: "drain", conc: o.drainConns, fw: sides[1], raw: sides[0], rssKB: sides[1].rssKB, rawRSSKB: sides[0].rssKB})
+	}
+	// Leave the tables empty: the servers are shared.
+	for _, t := range []string{rawTable, fwTable} {
+		_ = b.truncate(ctx, db, t)
+	}
+	return nil
+}
+
+// spawnDrain runs one drain side in a fresh child process and parses its
+// DRAIN line.
+func spawnDrain(ctx context.Context, o options, b backend, side string) (run, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return run{}, err
+	}
+	args := []string{"-child", side, "-db", b.key, "-postgres-dsn", o.pgDSN, "-mysql-dsn", o.myDSN, "-sqlite-path", o.sqlitePath,
+		"-drain-rows", strconv.Itoa(o.drainRows), "-drain-conns", strconv.Itoa(o.drainConns), "-drain-batch", strconv.Itoa(o.drainBatch), "-drain-poll-interval", o.drainInterval.String(),
+		"-dispatch-workers", strconv.Itoa(o.workers), "-ack-batch", strconv.Itoa(o.ackBatch), "-ack-interval", o.ackInterval.String()}
+	if o.cpuProfile != "" {
+		args = append(args, "-cpuprofile", o.cpuProfile+".drain-"+side+"."+b.key)
+	}
+	cmd := exec.CommandContext(ctx, self, args...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return run{}, err
+	}
+	sc := bufio.NewScanner(strings.NewReader(string(out)))
+	for sc.Scan() {
+		var n, ns, rss int64
+		if _, err := fmt.Sscanf(sc.Text(), "DRAIN n=%d ns=%d rss_kb=%d", &n, &ns, &rss); err == nil {
+			return run{n: n, elapsed: time.Duration(ns), rssKB: rss}, nil
+		}
+	}
+	return run{}, fmt.Errorf("no DRAIN line in the child's output: %q", out)
+}
+
+// startProfiles starts the CPU profile and returns what writes both
+// profiles at the end.
+func startProfiles(o options) (func(), error) {
+	var cpu *os.File
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err != nil {
+			return nil, err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return nil, err
+		}
+		cpu = f
+	}
+	return func() {
+		if cpu != nil {
+			pprof.StopCPUProfile()
+			cpu.Close()
+		}
+		if o.memProfile != "" && o.child == "" {
+			f, err := os.Create(o.memProfile)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "outbox-bench: memprofile:", err)
+				return
+			}
+			runtime.GC()
+			if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+				fmt.Fprintln(os.Stderr, "outbox-bench: memprofile:", err)
+			}
+			f.Close()
+		}
+	}, nil
+}
+
+// peakRSSKB returns VmHWM (peak resident set size) of this process in KiB.
+func peakRSSKB() int64 {
+	return procField("/proc/self/status", "VmHWM:")
+}
+
+// procField returns the first number after prefix in a /proc file, or 0.
+func procField(path, prefix string) int64 {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, prefix); ok {
+			f := strings.Fields(rest)
+			if len(f) > 0 {
+				n, _ := strconv.ParseInt(f[0], 10, 64)
+				return n
+			}
+		}
+	}
+	return 0
+}
+
+// loadAvg returns the 1, 5 and 15 minute load averages.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+// dispatcherConfig returns the tuning the framework's dispatchers run with.
+func (o options) dispatcherConfig() outbox.DispatcherConfig {
+	return outbox.DispatcherConfig{Workers: o.workers, AckBatchSize: o.ackBatch, AckInterval: o.ackInterval}
+}

@@ -1,0 +1,43 @@
+package outboxsql
+
+import (
+	"encoding/json"
+	"strconv"
+	"testing"
+
+	outbox "github.com/go-outbox/outbox/core"
+)
+
+// BenchmarkHeaderCodec measures the stored form of headers: encodeHeaders
+// as Insert calls it, and the decoding scanRecord does.
+func BenchmarkHeaderCodec(b *testing.B) {
+	for _, n := range []int{1, 8} {
+		opts := []outbox.EnvelopeOption{outbox.WithJSON([]byte(`{}`))}
+		for i := range n {
+			opts = append(opts, outbox.WithHeader("header-"+strconv.Itoa(i), "4bf92f3577b34da6a3ce929d0e0e4736"))
+		}
+		e := outbox.MustEnvelope(outbox.EventName("OrderPlaced"), opts...)
+		enc, err := encodeHeaders(e)
+		if err != nil {
+			b.Fatal(err)
+		}
+		stored := enc.(string)
+		b.Run("encode/headers="+strconv.Itoa(n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := encodeHeaders(e); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run("decode/headers="+strconv.Itoa(n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				var h map[string]string
+				if err := json.Unmarshal([]byte(stored), &h); err != nil || len(h) != n {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
