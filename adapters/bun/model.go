@@ -12,30 +12,6 @@ import (
 	"github.com/uptrace/bun/dialect"
 )
 
-// The outbox table as bun models, one per database family, for
-// applications that create their tables with bun:
-//
-//	model, err := outboxbun.Model(db)
-//	if err == nil {
-//		_, err = db.NewCreateTable().Model(model).IfNotExists().Exec(ctx)
-//	}
-//
-// Each produces exactly the table outboxsql's DDL creates (Store.Migrate):
-// the same columns, types, defaults, constraints and indexes, under the
-// default table name outboxsql.DefaultTable. What bun's struct tags cannot
-// say is added by the models' BeforeCreateTable and AfterCreateTable
-// hooks: the CHECK constraint and MySQL's generated columns and their
-// indexes as extra column definitions, then the partial indexes (the very
-// statements of outboxsql's schema) and PostgreSQL's "C" collation of
-// event_id, run on the *bun.DB after the table exists — so create the
-// table outside a transaction. outboxsql's Store reads and writes the rows;
-// the models can read them too. Timestamps are UTC (SQLite: Unix
-// microseconds).
-//
-// The models only know the default table name. For another name, create
-// the table with outboxsql's Store.Migrate, or run its Store.Schema
-// statements in a migration.
-
 // SQLiteEvent is the outbox table on SQLite.
 type SQLiteEvent struct {
 	bun.BaseModel `bun:"table:outbox_event"`
@@ -176,8 +152,31 @@ func createIndexes(ctx context.Context, q *bun.CreateTableQuery, d outboxsql.Dia
 }
 
 // Model returns a new outbox table model for db's dialect (SQLiteEvent,
-// PostgresEvent or MySQLEvent), for db.NewCreateTable. It fails with an
-// error wrapping outbox.ErrInvalidConfig for another dialect.
+// PostgresEvent or MySQLEvent), for applications that create their tables
+// with bun:
+//
+//	model, err := outboxbun.Model(db)
+//	if err == nil {
+//		_, err = db.NewCreateTable().Model(model).IfNotExists().Exec(ctx)
+//	}
+//
+// Each model produces exactly the table outboxsql's DDL creates
+// (Store.Migrate): the same columns, types, defaults, constraints and
+// indexes. What bun's struct tags cannot say is added by the models'
+// BeforeCreateTable and AfterCreateTable hooks: the CHECK constraint and
+// MySQL's generated columns and their indexes as extra column definitions,
+// then the partial indexes (the very statements of outboxsql's schema) and
+// PostgreSQL's "C" collation of event_id, run on the *bun.DB after the
+// table exists — so create the table outside a transaction. outboxsql's
+// Store reads and writes the rows; the models can read them too. Timestamps
+// are UTC (SQLite: Unix microseconds).
+//
+// The models know the default table name outboxsql.DefaultTable only. For
+// another name, create the table with outboxsql's Store.Migrate, or run its
+// Store.Schema statements in a migration.
+//
+// Model fails with an error wrapping outbox.ErrInvalidConfig for another
+// dialect.
 func Model(db bun.IDB) (any, error) {
 	if db == nil {
 		return nil, fmt.Errorf("%w: outboxbun: nil database", outbox.ErrInvalidConfig)

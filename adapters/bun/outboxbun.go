@@ -20,7 +20,8 @@ import (
 //
 // The hook attaches the transaction's bookkeeping to the context bun keeps
 // for the transaction — the context that db.RunInTx passes to its function.
-// The outbox Writer then needs the bun.Tx itself, which WithTx adds.
+// The outbox Writer then needs the bun.Tx itself, which WithTx adds. The
+// zero value is ready to use; callback panics then go to slog.Default().
 type TxContext struct {
 	logger *slog.Logger
 }

@@ -9,18 +9,6 @@ import (
 	"gorm.io/gorm"
 )
 
-// The outbox table as GORM models, one per database family, for
-// applications that create their tables with db.AutoMigrate. Each produces
-// exactly the table outboxsql's DDL creates (Store.Migrate): the same
-// columns, types, defaults, constraints and indexes, under the default
-// table name outboxsql.DefaultTable. outboxsql's Store reads and writes the
-// rows; the models can read them too. Timestamps are UTC (SQLite: Unix
-// microseconds).
-//
-// The models only know the default table name (index names are fixed in
-// their tags). For another name, create the table with outboxsql's
-// Store.Migrate, or run its Store.Schema statements in a migration.
-
 // SQLiteEvent is the outbox table on SQLite.
 type SQLiteEvent struct {
 	EventID       string  `gorm:"column:event_id;type:VARCHAR(36);primaryKey;not null;index:outbox_event_claim_idx,priority:2"`
@@ -100,7 +88,16 @@ func (PostgresEvent) TableName() string { return outboxsql.DefaultTable }
 func (MySQLEvent) TableName() string { return outboxsql.DefaultTable }
 
 // Model returns a new outbox table model for db's dialect (SQLiteEvent,
-// PostgresEvent or MySQLEvent), for db.AutoMigrate:
+// PostgresEvent or MySQLEvent), for applications that create their tables
+// with db.AutoMigrate. Each model produces exactly the table outboxsql's
+// DDL creates (Store.Migrate): the same columns, types, defaults,
+// constraints and indexes. outboxsql's Store reads and writes the rows; the
+// models can read them too. Timestamps are UTC (SQLite: Unix microseconds).
+//
+// The models know the default table name outboxsql.DefaultTable only (index
+// names are fixed in their tags). For another name, create the table with
+// outboxsql's Store.Migrate, or run its Store.Schema statements in a
+// migration.
 //
 //	model, err := outboxgorm.Model(db)
 //	if err == nil {

@@ -21,7 +21,9 @@ const PluginName = "outboxgorm"
 //
 // It is also a gorm.Plugin: installing it (New does) wraps the *gorm.DB's
 // connection pool, so every transaction GORM begins from then on reports its
-// commit, rollback and savepoints, whichever GORM API begins it.
+// commit, rollback and savepoints, whichever GORM API begins it. The zero
+// value is ready to use, for example in gorm.Config.Plugins; callback panics
+// then go to slog.Default().
 type TxContext struct {
 	logger *slog.Logger
 }

@@ -83,7 +83,8 @@ func NewDb(c driver.Connector, driverName string, opts ...Option) *sqlx.DB {
 // TxContext implements outbox.TxContext for sqlx: it finds the *sqlx.Tx a
 // context carries (WithTx, or InTx) and the outbox bookkeeping of that
 // transaction. The outbox row is written through the transaction's
-// embedded *sql.Tx. The zero value is not usable; call New.
+// embedded *sql.Tx. The zero value is ready to use, with slog.Default()
+// receiving the panics of callbacks of transactions InTx tracks itself.
 type TxContext struct {
 	logger *slog.Logger
 }
