@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 )
 
@@ -64,11 +63,7 @@ type Poller struct {
 	metrics Metrics
 	clock   Clock
 
-	mu      sync.Mutex
-	started bool
-	closed  bool
-	stop    chan struct{}
-	done    chan struct{}
+	bg background
 }
 
 // NewPoller validates cfg and returns a Poller; call Start to run it.
@@ -89,37 +84,14 @@ func NewPoller(cfg PollerConfig) (*Poller, error) {
 	return &Poller{
 		cfg: cfg, d: cfg.Dispatcher, log: loggerOr(cfg.Logger).With("outbox_owner", cfg.Dispatcher.Owner()),
 		metrics: metricsOr(cfg.Metrics), clock: clockOr(cfg.Clock),
-		stop: make(chan struct{}), done: make(chan struct{}),
 	}, nil
 }
 
 // Start runs the polling loop in a goroutine until Close. The first poll
 // happens at once.
-func (p *Poller) Start(ctx context.Context) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return ErrClosed
-	}
-	if p.started {
-		return fmt.Errorf("%w: poller already started", ErrInvalidConfig)
-	}
-	p.started = true
-	go p.loop(context.WithoutCancel(ctx))
-	return nil
-}
+func (p *Poller) Start(ctx context.Context) error { return p.bg.start(ctx, "poller", p.loop) }
 
 func (p *Poller) loop(ctx context.Context) {
-	defer close(p.done)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() {
-		select {
-		case <-p.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	next := time.Now()    // when the timer fires
@@ -127,7 +99,7 @@ func (p *Poller) loop(ctx context.Context) {
 	backoff := time.Duration(0)
 	for {
 		select {
-		case <-p.stop:
+		case <-ctx.Done():
 			return
 		case <-p.d.HotDropped():
 			// Refused hot-path rows become claimable after OwnReclaimAfter.
@@ -228,23 +200,4 @@ func (p *Poller) poll(ctx context.Context) (queued int, more, busy bool, err err
 // Close stops the polling loop and waits for it to exit (or for ctx to end).
 // Events already queued are the dispatcher's to finish; close the poller
 // before the dispatcher.
-func (p *Poller) Close(ctx context.Context) error {
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		return nil
-	}
-	p.closed = true
-	started := p.started
-	close(p.stop)
-	p.mu.Unlock()
-	if !started {
-		return nil
-	}
-	select {
-	case <-p.done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("outbox: poller close: %w", ctx.Err())
-	}
-}
+func (p *Poller) Close(ctx context.Context) error { return p.bg.close(ctx, "poller") }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 )
 
@@ -39,11 +38,7 @@ type PurgeScheduler struct {
 	log   *slog.Logger
 	clock Clock
 
-	mu      sync.Mutex
-	started bool
-	closed  bool
-	stop    chan struct{}
-	done    chan struct{}
+	bg background
 }
 
 // NewPurgeScheduler validates cfg and returns a PurgeScheduler.
@@ -57,8 +52,7 @@ func NewPurgeScheduler(cfg PurgeConfig) (*PurgeScheduler, error) {
 	setDefault(&cfg.Retention, DefaultRetention)
 	setDefault(&cfg.BatchSize, DefaultPurgeBatch)
 	setDefault(&cfg.Interval, DefaultPurgeInterval)
-	return &PurgeScheduler{cfg: cfg, log: loggerOr(cfg.Logger), clock: clockOr(cfg.Clock),
-		stop: make(chan struct{}), done: make(chan struct{})}, nil
+	return &PurgeScheduler{cfg: cfg, log: loggerOr(cfg.Logger), clock: clockOr(cfg.Clock)}, nil
 }
 
 // PurgeOnce deletes batch after batch until fewer than BatchSize rows are
@@ -80,64 +74,27 @@ func (s *PurgeScheduler) PurgeOnce(ctx context.Context) (int64, error) {
 
 // Start runs PurgeOnce now and then every Interval until Close.
 func (s *PurgeScheduler) Start(ctx context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return ErrClosed
-	}
-	if s.started {
-		return fmt.Errorf("%w: purge scheduler already started", ErrInvalidConfig)
-	}
-	s.started = true
-	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	go func() {
-		defer close(s.done)
-		defer cancel()
-		go func() {
-			select {
-			case <-s.stop:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
-		ticker := time.NewTicker(s.cfg.Interval)
-		defer ticker.Stop()
-		for {
-			n, err := s.PurgeOnce(ctx)
-			switch {
-			case err != nil && ctx.Err() == nil:
-				s.log.Error("outbox: purge failed", "error", err)
-			case n > 0:
-				s.log.Info("outbox: purged terminal events", "deleted", n)
-			}
-			select {
-			case <-s.stop:
-				return
-			case <-ticker.C:
-			}
+	return s.bg.start(ctx, "purge scheduler", s.loop)
+}
+
+func (s *PurgeScheduler) loop(ctx context.Context) {
+	ticker := time.NewTicker(s.cfg.Interval)
+	defer ticker.Stop()
+	for {
+		n, err := s.PurgeOnce(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			s.log.Error("outbox: purge failed", "error", err)
+		case n > 0:
+			s.log.Info("outbox: purged terminal events", "deleted", n)
 		}
-	}()
-	return nil
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+	}
 }
 
 // Close stops the scheduler and waits for a running purge to end (or ctx).
-func (s *PurgeScheduler) Close(ctx context.Context) error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil
-	}
-	s.closed = true
-	started := s.started
-	close(s.stop)
-	s.mu.Unlock()
-	if !started {
-		return nil
-	}
-	select {
-	case <-s.done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("outbox: purge scheduler close: %w", ctx.Err())
-	}
-}
+func (s *PurgeScheduler) Close(ctx context.Context) error { return s.bg.close(ctx, "purge scheduler") }
