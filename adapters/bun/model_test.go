@@ -9,7 +9,6 @@ import (
 	outbox "github.com/go-outbox/outbox/core"
 	"github.com/go-outbox/outbox/core/outboxsql"
 	"github.com/go-outbox/outbox/core/outboxsql/outboxsqltest"
-	"github.com/go-outbox/outbox/core/outboxtest"
 	"github.com/uptrace/bun"
 
 	outboxbun "github.com/go-outbox/outbox/adapters/bun"
@@ -29,16 +28,18 @@ func createModel(t *testing.T, b outboxsqltest.Backend, sqlDB *sql.DB) *bun.DB {
 	return db
 }
 
-// TestModelMatchesDDL compares the table bun creates with the one
-// outboxsql's DDL creates, in the database's catalog.
-func TestModelMatchesDDL(t *testing.T) {
+// TestModel checks the table bun creates against outboxsql's DDL, in the
+// database's catalog, and runs the store suite on it.
+func TestModel(t *testing.T) {
+	outboxsqltest.RunModelSuites(t, func(t *testing.T, b outboxsqltest.Backend, db *sql.DB) { createModel(t, b, db) })
+}
+
+// TestModelReadsRows reads through the model what the store wrote.
+func TestModelReadsRows(t *testing.T) {
 	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
 		ctx := context.Background()
 		sqlDB := b.OpenIsolated(t)
 		db := createModel(t, b, sqlDB)
-		b.CompareWithDDL(t, sqlDB, outboxsql.DefaultTable)
-
-		// The model reads what the store writes.
 		store, err := outboxsql.New(b.Dialect)
 		if err != nil {
 			t.Fatal(err)
@@ -56,23 +57,6 @@ func TestModelMatchesDDL(t *testing.T) {
 			id != e.ID() || payload != `{"a":1}` {
 			t.Errorf("read back %q %q (%v), want %q %q", id, payload, err, e.ID(), `{"a":1}`)
 		}
-	})
-}
-
-// TestStoreSuiteOnModelTable runs the store conformance suite on tables
-// that bun created.
-func TestStoreSuiteOnModelTable(t *testing.T) {
-	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
-		outboxtest.RunStoreSuite(t, func(t *testing.T) outboxtest.Fixture {
-			sqlDB := b.OpenIsolated(t)
-			createModel(t, b, sqlDB)
-			store, err := outboxsql.New(b.Dialect)
-			if err != nil {
-				t.Fatal(err)
-			}
-			txm := outboxsql.NewTxManager(sqlDB, outboxsql.WithTxLogger(quietLogger))
-			return outboxtest.Fixture{Store: store, Purger: store, DB: sqlDB, TxContext: txm, InTx: txm.InTx, Table: store.Table()}
-		})
 	})
 }
 

@@ -3,35 +3,25 @@ package outboxbun_test
 import (
 	"context"
 	"errors"
-	"strings"
 	"testing"
 
 	outbox "github.com/go-outbox/outbox/core"
 	"github.com/go-outbox/outbox/core/outboxsql/outboxsqltest"
+	"github.com/go-outbox/outbox/core/outboxtest"
 	"github.com/uptrace/bun"
 
 	outboxbun "github.com/go-outbox/outbox/adapters/bun"
 )
 
-// wantNoTx checks that Current fails with ErrNoTransaction and a message
-// containing hint.
-func wantNoTx(t *testing.T, tc outbox.TxContext, ctx context.Context, hint string) {
-	t.Helper()
-	_, err := tc.Current(ctx)
-	if !errors.Is(err, outbox.ErrNoTransaction) || !strings.Contains(err.Error(), hint) {
-		t.Errorf("Current = %v, want ErrNoTransaction mentioning %q", err, hint)
-	}
-}
-
 func TestCurrentErrors(t *testing.T) {
 	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
 		e := newEnv(t, b)
 		ctx := context.Background()
-		wantNoTx(t, e.tc, ctx, "outboxbun.WithTx")
+		outboxtest.WantNoTransaction(t, ctx, e.tc, "outboxbun.WithTx")
 
 		// The caller's context, not the transaction's.
 		err := e.db.RunInTx(ctx, nil, func(_ context.Context, tx bun.Tx) error {
-			wantNoTx(t, e.tc, outboxbun.WithTx(ctx, tx), "db.WithQueryHook")
+			outboxtest.WantNoTransaction(t, outboxbun.WithTx(ctx, tx), e.tc, "db.WithQueryHook")
 			return nil
 		})
 		if err != nil {
@@ -41,7 +31,7 @@ func TestCurrentErrors(t *testing.T) {
 		// A database without the hook.
 		bare := bun.NewDB(e.sqlDB, dialect(t, b))
 		err = bare.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-			wantNoTx(t, e.tc, outboxbun.WithTx(ctx, tx), "db.WithQueryHook")
+			outboxtest.WantNoTransaction(t, outboxbun.WithTx(ctx, tx), e.tc, "db.WithQueryHook")
 			return nil
 		})
 		if err != nil {
@@ -60,7 +50,7 @@ func TestCurrentErrors(t *testing.T) {
 				return err
 			}
 			defer other.Rollback()
-			wantNoTx(t, e.tc, outboxbun.WithTx(ctx1, other), "not the one its context began")
+			outboxtest.WantNoTransaction(t, outboxbun.WithTx(ctx1, other), e.tc, "not the one its context began")
 			return nil
 		})
 		if err != nil {
@@ -75,7 +65,7 @@ func TestCurrentErrors(t *testing.T) {
 		if err := tx.Commit(); err != nil {
 			t.Fatal(err)
 		}
-		wantNoTx(t, e.tc, txCtx, "already ended")
+		outboxtest.WantNoTransaction(t, txCtx, e.tc, "already ended")
 	})
 }
 

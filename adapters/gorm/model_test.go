@@ -11,7 +11,6 @@ import (
 	outbox "github.com/go-outbox/outbox/core"
 	"github.com/go-outbox/outbox/core/outboxsql"
 	"github.com/go-outbox/outbox/core/outboxsql/outboxsqltest"
-	"github.com/go-outbox/outbox/core/outboxtest"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
@@ -59,50 +58,35 @@ func (r *ddlRecorder) Trace(_ context.Context, _ time.Time, fc func() (string, i
 	}
 }
 
-// TestModelMatchesDDL compares the table AutoMigrate creates with the one
-// outboxsql's DDL creates, in the database's catalog.
-func TestModelMatchesDDL(t *testing.T) {
+// TestModel checks the table AutoMigrate creates against outboxsql's DDL,
+// in the database's catalog, and runs the store suite on it.
+func TestModel(t *testing.T) {
+	outboxsqltest.RunModelSuites(t, func(t *testing.T, b outboxsqltest.Backend, db *sql.DB) { migrateModel(t, b, db) })
+}
+
+// TestModelReadsRows reads through the model what the store wrote.
+func TestModelReadsRows(t *testing.T) {
 	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
 		ctx := context.Background()
-		got := b.OpenIsolated(t)
-		db := migrateModel(t, b, got)
-		b.CompareWithDDL(t, got, outboxsql.DefaultTable)
-
-		// The model reads what the store writes.
-		e := outbox.MustEnvelope(outbox.EventName("Read"), outbox.WithJSON([]byte(`{"a":1}`)))
+		sqlDB := b.OpenIsolated(t)
+		db := migrateModel(t, b, sqlDB)
 		store, err := outboxsql.New(b.Dialect)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := store.Insert(ctx, got, time.Now(), "", []outbox.Envelope{e}); err != nil {
+		e := outbox.MustEnvelope(outbox.EventName("Read"), outbox.WithJSON([]byte(`{"a":1}`)))
+		if err := store.Insert(ctx, sqlDB, time.Now(), "", []outbox.Envelope{e}); err != nil {
 			t.Fatal(err)
-		}
-		var id, payload string
-		row := db.Table(outboxsql.DefaultTable).Select("event_id", "payload").Row()
-		if err := row.Scan(&id, &payload); err != nil || id != e.ID() || payload != `{"a":1}` {
-			t.Errorf("read back %q %q (%v), want %q %q", id, payload, err, e.ID(), `{"a":1}`)
 		}
 		model, _ := outboxgorm.Model(db)
 		if err := db.First(model).Error; err != nil {
 			t.Errorf("First(%T): %v", model, err)
 		}
-	})
-}
-
-// TestStoreSuiteOnModelTable runs the store conformance suite on tables
-// that GORM's AutoMigrate created.
-func TestStoreSuiteOnModelTable(t *testing.T) {
-	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
-		outboxtest.RunStoreSuite(t, func(t *testing.T) outboxtest.Fixture {
-			sqlDB := b.OpenIsolated(t)
-			migrateModel(t, b, sqlDB)
-			store, err := outboxsql.New(b.Dialect)
-			if err != nil {
-				t.Fatal(err)
-			}
-			txm := outboxsql.NewTxManager(sqlDB, outboxsql.WithTxLogger(quietLogger))
-			return outboxtest.Fixture{Store: store, Purger: store, DB: sqlDB, TxContext: txm, InTx: txm.InTx, Table: store.Table()}
-		})
+		var id, payload string
+		row := db.Model(model).Select("event_id", "payload").Row()
+		if err := row.Scan(&id, &payload); err != nil || id != e.ID() || payload != `{"a":1}` {
+			t.Errorf("read back %q %q (%v), want %q %q", id, payload, err, e.ID(), `{"a":1}`)
+		}
 	})
 }
 

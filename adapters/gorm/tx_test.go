@@ -3,33 +3,23 @@ package outboxgorm_test
 import (
 	"context"
 	"errors"
-	"strings"
 	"testing"
 
 	outbox "github.com/go-outbox/outbox/core"
 	"github.com/go-outbox/outbox/core/outboxsql/outboxsqltest"
+	"github.com/go-outbox/outbox/core/outboxtest"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
 	outboxgorm "github.com/go-outbox/outbox/adapters/gorm"
 )
 
-// wantNoTx checks that Current fails with ErrNoTransaction and a message
-// containing hint.
-func wantNoTx(t *testing.T, tc outbox.TxContext, ctx context.Context, hint string) {
-	t.Helper()
-	_, err := tc.Current(ctx)
-	if !errors.Is(err, outbox.ErrNoTransaction) || !strings.Contains(err.Error(), hint) {
-		t.Errorf("Current = %v, want ErrNoTransaction mentioning %q", err, hint)
-	}
-}
-
 func TestCurrentErrors(t *testing.T) {
 	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
 		e := newEnv(t, b, nil)
 		ctx := context.Background()
-		wantNoTx(t, e.tc, ctx, "outboxgorm.WithTx")
-		wantNoTx(t, e.tc, outboxgorm.WithTx(ctx, e.db), "not in a transaction")
+		outboxtest.WantNoTransaction(t, ctx, e.tc, "outboxgorm.WithTx")
+		outboxtest.WantNoTransaction(t, outboxgorm.WithTx(ctx, e.db), e.tc, "not in a transaction")
 
 		// A *gorm.DB over the same pool without the plugin.
 		bare, err := gorm.Open(dialector(t, b, e.sqlDB), &gorm.Config{Logger: logger.Discard})
@@ -37,7 +27,7 @@ func TestCurrentErrors(t *testing.T) {
 			t.Fatal(err)
 		}
 		err = bare.Transaction(func(tx *gorm.DB) error {
-			wantNoTx(t, e.tc, outboxgorm.WithTx(ctx, tx), "not begun through the outboxgorm plugin")
+			outboxtest.WantNoTransaction(t, outboxgorm.WithTx(ctx, tx), e.tc, "not begun through the outboxgorm plugin")
 			return nil
 		})
 		if err != nil {
@@ -47,7 +37,7 @@ func TestCurrentErrors(t *testing.T) {
 		// A transaction of another TxContext's database.
 		other := newEnv(t, b, nil)
 		err = other.db.Transaction(func(tx *gorm.DB) error {
-			wantNoTx(t, e.tc, outboxgorm.WithTx(ctx, tx), "another TxContext")
+			outboxtest.WantNoTransaction(t, outboxgorm.WithTx(ctx, tx), e.tc, "another TxContext")
 			return nil
 		})
 		if err != nil {
@@ -59,12 +49,12 @@ func TestCurrentErrors(t *testing.T) {
 		if err := tx.Commit().Error; err != nil {
 			t.Fatal(err)
 		}
-		wantNoTx(t, e.tc, outboxgorm.WithTx(ctx, tx), "already ended")
+		outboxtest.WantNoTransaction(t, outboxgorm.WithTx(ctx, tx), e.tc, "already ended")
 
 		// db.Connection pins a *sql.Conn that the plugin does not wrap.
 		err = e.db.Connection(func(conn *gorm.DB) error {
 			return conn.Transaction(func(tx *gorm.DB) error {
-				wantNoTx(t, e.tc, outboxgorm.WithTx(ctx, tx), "db.Connection")
+				outboxtest.WantNoTransaction(t, outboxgorm.WithTx(ctx, tx), e.tc, "db.Connection")
 				return nil
 			})
 		})

@@ -193,30 +193,12 @@ func (e *env) fixture(s style) outboxtest.AdapterFixture {
 	}
 }
 
-func forEach(t *testing.T, run func(t *testing.T, newFixture func(t *testing.T) outboxtest.AdapterFixture)) {
-	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
-		for _, s := range styles {
-			t.Run(s.name, func(t *testing.T) {
-				run(t, func(t *testing.T) outboxtest.AdapterFixture { return newEnv(t, b).fixture(s) })
-			})
-		}
-	})
-}
-
-func TestTxContextSuite(t *testing.T) {
-	forEach(t, func(t *testing.T, nf func(t *testing.T) outboxtest.AdapterFixture) {
-		outboxtest.RunTxContextSuite(t, func(t *testing.T) outboxtest.Fixture { return nf(t).Fixture })
-	})
-}
-
-func TestAdapterSuite(t *testing.T) {
-	forEach(t, outboxtest.RunAdapterSuite)
-}
-
-func TestEndToEndSuite(t *testing.T) {
-	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
-		outboxtest.RunEndToEndSuite(t, func(t *testing.T) outboxtest.Backend {
-			return newEnv(t, b).fixture(styles[0]).Backend()
-		})
+func TestSuites(t *testing.T) {
+	names := make([]string, len(styles))
+	for i, s := range styles {
+		names[i] = s.name
+	}
+	outboxsqltest.RunAdapterSuites(t, names, func(t *testing.T, b outboxsqltest.Backend, i int) outboxtest.AdapterFixture {
+		return newEnv(t, b).fixture(styles[i])
 	})
 }

@@ -3,36 +3,25 @@ package outboxsqlx_test
 import (
 	"context"
 	"database/sql/driver"
-	"errors"
 	"strings"
 	"testing"
 
-	outbox "github.com/go-outbox/outbox/core"
 	"github.com/go-outbox/outbox/core/outboxsql"
 	"github.com/go-outbox/outbox/core/outboxsql/outboxsqltest"
+	"github.com/go-outbox/outbox/core/outboxtest"
 
 	outboxsqlx "github.com/go-outbox/outbox/adapters/sqlx"
 )
-
-// wantNoTx checks that Current fails with ErrNoTransaction and a message
-// containing hint.
-func wantNoTx(t *testing.T, tc outbox.TxContext, ctx context.Context, hint string) {
-	t.Helper()
-	_, err := tc.Current(ctx)
-	if !errors.Is(err, outbox.ErrNoTransaction) || !strings.Contains(err.Error(), hint) {
-		t.Errorf("Current = %v, want ErrNoTransaction mentioning %q", err, hint)
-	}
-}
 
 func TestCurrentErrors(t *testing.T) {
 	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
 		e := newEnv(t, b)
 		ctx := context.Background()
-		wantNoTx(t, e.tc, ctx, "outboxsqlx.WithTx")
+		outboxtest.WantNoTransaction(t, ctx, e.tc, "outboxsqlx.WithTx")
 
 		// A transaction of a database not opened through outboxsqlx.
 		tx := e.plain.MustBegin()
-		wantNoTx(t, e.tc, outboxsqlx.WithTx(ctx, tx), "does not report its commit")
+		outboxtest.WantNoTransaction(t, outboxsqlx.WithTx(ctx, tx), e.tc, "does not report its commit")
 		if err := tx.Commit(); err != nil {
 			t.Fatal(err)
 		}
@@ -46,7 +35,7 @@ func TestCurrentErrors(t *testing.T) {
 		if err := tx.Rollback(); err != nil {
 			t.Fatal(err)
 		}
-		wantNoTx(t, e.tc, txCtx, "already ended")
+		outboxtest.WantNoTransaction(t, txCtx, e.tc, "already ended")
 	})
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -56,6 +57,17 @@ func RunAdapterSuite(t *testing.T, newFixture func(t *testing.T) AdapterFixture)
 			t.Parallel()
 			tc.fn(t, newFixture(t))
 		})
+	}
+}
+
+// WantNoTransaction fails t unless tc.Current(ctx) fails with an error
+// wrapping outbox.ErrNoTransaction whose message mentions hint: adapters
+// say why a context carries no usable transaction.
+func WantNoTransaction(t testing.TB, ctx context.Context, tc outbox.TxContext, hint string) {
+	t.Helper()
+	_, err := tc.Current(ctx)
+	if !errors.Is(err, outbox.ErrNoTransaction) || !strings.Contains(err.Error(), hint) {
+		t.Errorf("Current = %v, want ErrNoTransaction mentioning %q", err, hint)
 	}
 }
 

@@ -1,0 +1,66 @@
+package outboxsqltest
+
+import (
+	"database/sql"
+	"testing"
+
+	"github.com/go-outbox/outbox/core/outboxsql"
+	"github.com/go-outbox/outbox/core/outboxtest"
+)
+
+// RunAdapterSuites runs the suites every ORM adapter passes, on every
+// backend: the TxContext suite and the adapter suite once per transaction
+// style of the adapter (the ways its users begin, nest, commit and roll
+// back), and the end-to-end suite with the first style. styles names them;
+// newFixture returns a fixture of backend b in styles[style].
+func RunAdapterSuites(t *testing.T, styles []string, newFixture func(t *testing.T, b Backend, style int) outboxtest.AdapterFixture) {
+	t.Helper()
+	perStyle := func(t *testing.T, run func(t *testing.T, nf func(t *testing.T) outboxtest.AdapterFixture)) {
+		Run(t, func(t *testing.T, b Backend) {
+			for i, name := range styles {
+				t.Run(name, func(t *testing.T) {
+					run(t, func(t *testing.T) outboxtest.AdapterFixture { return newFixture(t, b, i) })
+				})
+			}
+		})
+	}
+	t.Run("TxContextSuite", func(t *testing.T) {
+		perStyle(t, func(t *testing.T, nf func(t *testing.T) outboxtest.AdapterFixture) {
+			outboxtest.RunTxContextSuite(t, func(t *testing.T) outboxtest.Fixture { return nf(t).Fixture })
+		})
+	})
+	t.Run("AdapterSuite", func(t *testing.T) { perStyle(t, outboxtest.RunAdapterSuite) })
+	t.Run("EndToEndSuite", func(t *testing.T) {
+		Run(t, func(t *testing.T, b Backend) {
+			outboxtest.RunEndToEndSuite(t, func(t *testing.T) outboxtest.Backend { return newFixture(t, b, 0).Backend() })
+		})
+	})
+}
+
+// RunModelSuites checks an ORM model of the outbox table on every backend:
+// create must create the table (outboxsql.DefaultTable) in db, a database of
+// its own (see OpenIsolated), the way the ORM's users do. The table must
+// have the shape of outboxsql's DDL (CompareWithDDL), and outboxsql's Store
+// must pass the store suite on it.
+func RunModelSuites(t *testing.T, create func(t *testing.T, b Backend, db *sql.DB)) {
+	t.Helper()
+	Run(t, func(t *testing.T, b Backend) {
+		t.Run("MatchesDDL", func(t *testing.T) {
+			db := b.OpenIsolated(t)
+			create(t, b, db)
+			b.CompareWithDDL(t, db, outboxsql.DefaultTable)
+		})
+		t.Run("StoreSuite", func(t *testing.T) {
+			outboxtest.RunStoreSuite(t, func(t *testing.T) outboxtest.Fixture {
+				db := b.OpenIsolated(t)
+				create(t, b, db)
+				store, err := outboxsql.New(b.Dialect)
+				if err != nil {
+					t.Fatal(err)
+				}
+				txm := outboxsql.NewTxManager(db)
+				return outboxtest.Fixture{Store: store, Purger: store, DB: db, TxContext: txm, InTx: txm.InTx, Table: store.Table()}
+			})
+		})
+	})
+}
