@@ -151,12 +151,10 @@ func (e *env) fixture(s style) outboxtest.AdapterFixture {
 	}
 }
 
+func (s style) String() string { return s.name }
+
 func TestSuites(t *testing.T) {
-	names := make([]string, len(styles))
-	for i, s := range styles {
-		names[i] = s.name
-	}
-	outboxsqltest.RunAdapterSuites(t, names, func(t *testing.T, b outboxsqltest.Backend, i int) outboxtest.AdapterFixture {
-		return newEnv(t, b).fixture(styles[i])
+	outboxsqltest.RunAdapterSuites(t, styles, func(t *testing.T, b outboxsqltest.Backend, s style) outboxtest.AdapterFixture {
+		return newEnv(t, b).fixture(s)
 	})
 }

@@ -2,6 +2,7 @@ package outboxsqltest
 
 import (
 	"database/sql"
+	"fmt"
 	"testing"
 
 	"github.com/go-outbox/outbox/core/outboxsql"
@@ -11,15 +12,15 @@ import (
 // RunAdapterSuites runs the suites every ORM adapter passes, on every
 // backend: the TxContext suite and the adapter suite once per transaction
 // style of the adapter (the ways its users begin, nest, commit and roll
-// back), and the end-to-end suite with the first style. styles names them;
-// newFixture returns a fixture of backend b in styles[style].
-func RunAdapterSuites(t *testing.T, styles []string, newFixture func(t *testing.T, b Backend, style int) outboxtest.AdapterFixture) {
+// back), and the end-to-end suite with the first style. A style's String
+// names its subtests; newFixture returns a fixture of backend b in style s.
+func RunAdapterSuites[S fmt.Stringer](t *testing.T, styles []S, newFixture func(t *testing.T, b Backend, s S) outboxtest.AdapterFixture) {
 	t.Helper()
 	perStyle := func(t *testing.T, run func(t *testing.T, nf func(t *testing.T) outboxtest.AdapterFixture)) {
 		Run(t, func(t *testing.T, b Backend) {
-			for i, name := range styles {
-				t.Run(name, func(t *testing.T) {
-					run(t, func(t *testing.T) outboxtest.AdapterFixture { return newFixture(t, b, i) })
+			for _, s := range styles {
+				t.Run(s.String(), func(t *testing.T) {
+					run(t, func(t *testing.T) outboxtest.AdapterFixture { return newFixture(t, b, s) })
 				})
 			}
 		})
@@ -32,7 +33,7 @@ func RunAdapterSuites(t *testing.T, styles []string, newFixture func(t *testing.
 	t.Run("AdapterSuite", func(t *testing.T) { perStyle(t, outboxtest.RunAdapterSuite) })
 	t.Run("EndToEndSuite", func(t *testing.T) {
 		Run(t, func(t *testing.T, b Backend) {
-			outboxtest.RunEndToEndSuite(t, func(t *testing.T) outboxtest.Backend { return newFixture(t, b, 0).Backend() })
+			outboxtest.RunEndToEndSuite(t, func(t *testing.T) outboxtest.Backend { return newFixture(t, b, styles[0]).Backend() })
 		})
 	})
 }
