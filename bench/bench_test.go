@@ -49,18 +49,16 @@ func event(b *testing.B, i int, headers int) outbox.Envelope {
 	return e
 }
 
-// BenchmarkHotHandoff measures the dispatcher's hot path in process:
-// EnqueueHot → worker → listener, one event at a time, with the DONE acks
-// batched into a real SQLite store. The rows exist, claimed by the
-// dispatcher, as the Writer would have inserted them; inserting them is not
-// timed.
-func BenchmarkHotHandoff(b *testing.B) {
+// hotSetup starts a dispatcher on a SQLite store whose listener signals
+// delivered, with b.N events inserted claimed by it, as the Writer would
+// have inserted them (not timed).
+func hotSetup(b *testing.B, delivered chan<- struct{}) (*outbox.Dispatcher, []outbox.Envelope) {
+	b.Helper()
 	db, store := openSQLite(b)
 	ctx := context.Background()
-	got := make(chan struct{}, 1)
 	reg := outbox.NewRegistry()
 	if err := reg.Register(outbox.AggregateName("Order"), outbox.EventName("OrderPlaced"),
-		outbox.ListenerFunc(func(context.Context, outbox.Envelope) error { got <- struct{}{}; return nil })); err != nil {
+		outbox.ListenerFunc(func(context.Context, outbox.Envelope) error { delivered <- struct{}{}; return nil })); err != nil {
 		b.Fatal(err)
 	}
 	d, err := outbox.NewDispatcher(outbox.DispatcherConfig{Store: store, DB: db, Registry: reg, Logger: quiet})
@@ -79,6 +77,16 @@ func BenchmarkHotHandoff(b *testing.B) {
 	if err := d.Start(ctx); err != nil {
 		b.Fatal(err)
 	}
+	return d, events
+}
+
+// BenchmarkHotHandoff measures the dispatcher's hot path in process:
+// EnqueueHot → worker → listener, one event at a time, with the DONE acks
+// batched into a real SQLite store.
+func BenchmarkHotHandoff(b *testing.B) {
+	ctx := context.Background()
+	got := make(chan struct{}, 1)
+	d, events := hotSetup(b, got)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
@@ -96,30 +104,9 @@ func BenchmarkHotHandoff(b *testing.B) {
 // BenchmarkHotHandoffParallel is BenchmarkHotHandoff with the queue kept
 // full: every goroutine enqueues and the listener only counts.
 func BenchmarkHotHandoffParallel(b *testing.B) {
-	db, store := openSQLite(b)
 	ctx := context.Background()
 	done := make(chan struct{}, 1024)
-	reg := outbox.NewRegistry()
-	if err := reg.Register(outbox.AggregateName("Order"), outbox.EventName("OrderPlaced"),
-		outbox.ListenerFunc(func(context.Context, outbox.Envelope) error { done <- struct{}{}; return nil })); err != nil {
-		b.Fatal(err)
-	}
-	d, err := outbox.NewDispatcher(outbox.DispatcherConfig{Store: store, DB: db, Registry: reg, Logger: quiet})
-	if err != nil {
-		b.Fatal(err)
-	}
-	events := make([]outbox.Envelope, b.N)
-	for i := range events {
-		events[i] = event(b, i, 1)
-	}
-	for chunk := range slices.Chunk(events, 500) {
-		if err := store.Insert(ctx, db, time.Now(), d.Owner(), chunk); err != nil {
-			b.Fatal(err)
-		}
-	}
-	if err := d.Start(ctx); err != nil {
-		b.Fatal(err)
-	}
+	d, events := hotSetup(b, done)
 	b.ReportAllocs()
 	b.ResetTimer()
 	go func() {
