@@ -108,8 +108,8 @@ func TestRebindNumbersPlaceholders(t *testing.T) {
 	if got := ins.sql(2); got != "INSERT INTO t (a, b, c) VALUES ($1, 0, $2), ($3, 0, $4)" {
 		t.Errorf("insert = %q", got)
 	}
-	if ins.sql(2) != ins.sql(2) || strings.Count(ins.sql(500), "$") != 1000 {
-		t.Error("cached statement differs")
+	if n := strings.Count(ins.sql(500), "$"); n != 1000 {
+		t.Errorf("a 500-row insert has %d placeholders, want 1000", n)
 	}
 	s, err := New(SQLite)
 	if err != nil {
