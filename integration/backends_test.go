@@ -14,9 +14,6 @@ import (
 	_ "modernc.org/sqlite"
 )
 
-// backends is every backend the suites run on (see outboxsqltest).
-var backends = outboxsqltest.Backends()
-
 // quietLogger drops the logs of callbacks that panic on purpose.
 var quietLogger = slog.New(slog.DiscardHandler)
 
