@@ -167,7 +167,7 @@ func run(ctx context.Context, o options) error {
 	if o.verbose {
 		level = zerolog.DebugLevel
 	}
-	logger := zerolog.New(zerolog.ConsoleWriter{Out: o.logOut, NoColor: !o.color, TimeFormat: "15:04:05"}).
+	logger := zerolog.New(zerolog.ConsoleWriter{Out: zerolog.SyncWriter(o.logOut), NoColor: !o.color, TimeFormat: "15:04:05"}).
 		Level(level).With().Timestamp().Logger()
 	notifier := newNotifier(o.out)
 	metrics := map[string]*paths{"orders": {}, "billing": {}}
