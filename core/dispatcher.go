@@ -197,7 +197,7 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 // closed, or the event is already held in this process; the event then
 // stays in the table for the poller.
 func (d *Dispatcher) EnqueueHot(e Envelope) bool {
-	ok := d.enqueue(d.hot, queued{env: e, claimed: utcNow(d.clock)})
+	ok, _ := d.enqueue(d.hot, queued{env: e, claimed: utcNow(d.clock)})
 	if ok {
 		d.metrics.HotEnqueued()
 	}
@@ -208,26 +208,27 @@ func (d *Dispatcher) EnqueueHot(e Envelope) bool {
 // cold queue is full or the dispatcher is closed. An event already held in
 // this process is not queued twice but reported as accepted.
 func (d *Dispatcher) EnqueueCold(e Envelope, attempts int) bool {
-	if !d.acquire(e.ID()) {
+	ok, held := d.enqueue(d.cold, queued{env: e, attempts: attempts, claimed: utcNow(d.clock)})
+	if held {
 		return true // being delivered here already, or just finished (a stale re-claim)
 	}
-	if !d.send(d.cold, queued{env: e, attempts: attempts, claimed: utcNow(d.clock)}) {
-		d.inflight.Release(e.ID())
-		return false
+	if ok {
+		d.metrics.ColdEnqueued()
 	}
-	d.metrics.ColdEnqueued()
-	return true
+	return ok
 }
 
-func (d *Dispatcher) enqueue(q chan queued, item queued) bool {
+// enqueue holds item's id and queues it without blocking. held reports that
+// the id was already held (see acquire), in which case nothing is queued.
+func (d *Dispatcher) enqueue(q chan queued, item queued) (ok, held bool) {
 	if !d.acquire(item.env.ID()) {
-		return false
+		return false, true
 	}
 	if !d.send(q, item) {
 		d.inflight.Release(item.env.ID())
-		return false
+		return false, false
 	}
-	return true
+	return true, false
 }
 
 // acquire holds id for delivery unless it is in flight or its outcome was

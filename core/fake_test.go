@@ -164,24 +164,20 @@ func (s *memStore) MarkDone(_ context.Context, _ Executor, owner string, ids []s
 }
 
 func (s *memStore) MarkRetry(_ context.Context, _ Executor, owner, id string, next time.Time, lastErr string, count bool) (bool, error) {
-	err := s.enter("MarkRetry")
-	defer s.mu.Unlock()
-	if err != nil {
-		return false, err
-	}
-	r := s.fenced(owner, id)
-	if r == nil {
-		return false, nil
-	}
-	r.Status, r.AvailableAt, r.LastError, r.LockedBy, r.LockedAt = StatusRetry, next, lastErr, "", time.Time{}
-	if count {
-		r.Attempts++
-	}
-	return true, nil
+	return s.settle("MarkRetry", owner, id, count, func(r *Record) {
+		r.Status, r.AvailableAt, r.LastError = StatusRetry, next, lastErr
+	})
 }
 
 func (s *memStore) MarkDead(_ context.Context, _ Executor, owner, id string, now time.Time, lastErr string, count bool) (bool, error) {
-	err := s.enter("MarkDead")
+	return s.settle("MarkDead", owner, id, count, func(r *Record) {
+		r.Status, r.DoneAt, r.LastError = StatusDead, now, lastErr
+	})
+}
+
+// settle applies a fenced outcome to one row and drops its claim.
+func (s *memStore) settle(method, owner, id string, count bool, apply func(*Record)) (bool, error) {
+	err := s.enter(method)
 	defer s.mu.Unlock()
 	if err != nil {
 		return false, err
@@ -190,7 +186,8 @@ func (s *memStore) MarkDead(_ context.Context, _ Executor, owner, id string, now
 	if r == nil {
 		return false, nil
 	}
-	r.Status, r.DoneAt, r.LastError, r.LockedBy, r.LockedAt = StatusDead, now, lastErr, "", time.Time{}
+	apply(r)
+	r.LockedBy, r.LockedAt = "", time.Time{}
 	if count {
 		r.Attempts++
 	}
