@@ -8,10 +8,14 @@ TESTFLAGS ?=
 TORTURE_EVENTS ?= 20000
 TORTURE_SQLITE_EVENTS ?= 5000
 
-.PHONY: help demo test lint check-core-deps bench tidy torture fuzz
+# golangci-lint, pinned; `make lint` installs it into ./bin (see .golangci.yml).
+GOLANGCI_LINT_VERSION ?= v2.15.0
+GOLANGCI_LINT := $(CURDIR)/bin/golangci-lint
+
+.PHONY: help demo test lint check-core-deps bench tidy torture fuzz release
 
 help: ## Show this help.
-	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk -F':.*?## ' '{printf "  %-16s %s\n", $$1, $$2}'
+	@grep -E '^[a-zA-Z_/-]+:.*?## ' $(MAKEFILE_LIST) | awk -F':.*?## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
 demo: ## Run the demo on an embedded SQLite file (no server needed).
 	cd samples/demo && $(GO) run . -db $(CURDIR)/bin/demo.db
@@ -22,9 +26,19 @@ test: check-core-deps ## Run every module's tests with the race detector.
 		(cd $$m && $(GO) test $(RACE) -count=1 $(TESTFLAGS) ./...); \
 	done
 
-lint: check-core-deps ## gofmt and go vet on every module.
+lint: check-core-deps bin/golangci-lint ## gofmt, go vet and golangci-lint on every module.
 	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	@set -e; for m in $(MODULES); do echo "==> go vet in $$m"; (cd $$m && $(GO) vet ./...); done
+	@set -e; for m in $(MODULES); do echo "==> golangci-lint in $$m"; (cd $$m && $(GOLANGCI_LINT) run ./...); done
+
+# Phony so that it is checked on every run: installs only when the binary is
+# missing or reports a version other than GOLANGCI_LINT_VERSION.
+.PHONY: bin/golangci-lint
+bin/golangci-lint: ## Install the pinned golangci-lint into ./bin (GOLANGCI_LINT_VERSION=…).
+	@if [ -x $(GOLANGCI_LINT) ] && [ "$$($(GOLANGCI_LINT) version --short 2>/dev/null)" = "$(patsubst v%,%,$(GOLANGCI_LINT_VERSION))" ]; then :; else \
+		echo "==> installing golangci-lint $(GOLANGCI_LINT_VERSION) into bin/"; \
+		GOBIN=$(CURDIR)/bin $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION); \
+	fi
 
 check-core-deps: ## Fail if core (tests included) imports anything outside the standard library.
 	@bad=$$(cd core && $(GO) list -deps -test -f '{{if not .Standard}}{{.ImportPath}}{{end}}' ./... | grep -v '^github.com/go-outbox/outbox/core' || true); \
@@ -71,4 +85,8 @@ torture: ## Fault harness: SIGKILLs, connection cuts, failing listeners on SQLit
 FUZZTIME ?= 10s
 fuzz: ## Run the fuzz targets briefly (FUZZTIME=…): envelope construction and the header codec.
 	cd core && $(GO) test -run '^$$' -fuzz '^FuzzNewEnvelope$$' -fuzztime $(FUZZTIME) .
-	cd core && $(GO) test -run '^$$' -fuzz '^FuzzHeaderCodec$$' -fuzztime $(FUZZTIME) ./outboxsql
+	cd core && $(GO) test -run '^$$' -fuzz '^FuzzHeaderCodec$$' -fuzztime $(FUZZTIME) ./sqlstore
+
+release: ## Tag core, point the other modules at it, tag them (VERSION=vX.Y.Z; DRY_RUN=1 to preview). Never pushes.
+	@test -n "$(VERSION)" || { echo "usage: make release VERSION=vX.Y.Z [DRY_RUN=1]"; exit 1; }
+	@GO='$(GO)' DRY_RUN='$(DRY_RUN)' bash scripts/release.sh '$(VERSION)'

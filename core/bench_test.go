@@ -1,7 +1,6 @@
 package outbox_test
 
 import (
-	"context"
 	"testing"
 
 	outbox "github.com/go-outbox/outbox/core"
@@ -39,22 +38,4 @@ func BenchmarkULIDParallel(b *testing.B) {
 			_ = outbox.NewULID()
 		}
 	})
-}
-
-func BenchmarkRegistryLookup(b *testing.B) {
-	r := outbox.NewRegistry()
-	for _, n := range []string{"A", "B", "C", "D", "E", "F", "G", "H"} {
-		if err := r.Handle(outbox.EventName(n), nil); err == nil {
-			b.Fatal("nil listener accepted")
-		}
-		if err := r.Handle(outbox.EventName(n), func(context.Context, outbox.Envelope) error { return nil }); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportAllocs()
-	for b.Loop() {
-		if r.ListenerFor("__GLOBAL__", "E") == nil {
-			b.Fatal("no listener")
-		}
-	}
 }

@@ -1,6 +1,7 @@
 package outbox
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -8,14 +9,14 @@ import (
 )
 
 func TestConfigValidation(t *testing.T) {
-	st, db, reg := newMemStore(), nopExecutor{}, NewRegistry()
-	d, err := NewDispatcher(DispatcherConfig{Store: st, DB: db, Registry: reg})
+	st, reg := newMemStore(), &Registry{}
+	d, err := NewDispatcher(DispatcherConfig{Store: st, Registry: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
 	okDispatcher := func(mut func(*DispatcherConfig)) func() error {
 		return func() error {
-			cfg := DispatcherConfig{Store: st, DB: db, Registry: reg}
+			cfg := DispatcherConfig{Store: st, Registry: reg}
 			mut(&cfg)
 			_, err := NewDispatcher(cfg)
 			return err
@@ -23,7 +24,7 @@ func TestConfigValidation(t *testing.T) {
 	}
 	okPoller := func(mut func(*PollerConfig)) func() error {
 		return func() error {
-			cfg := PollerConfig{Store: st, DB: db, Dispatcher: d}
+			cfg := PollerConfig{Dispatcher: d}
 			mut(&cfg)
 			_, err := NewPoller(cfg)
 			return err
@@ -31,7 +32,7 @@ func TestConfigValidation(t *testing.T) {
 	}
 	okPurge := func(mut func(*PurgeConfig)) func() error {
 		return func() error {
-			cfg := PurgeConfig{Purger: st, DB: db}
+			cfg := PurgeConfig{Purger: st}
 			mut(&cfg)
 			_, err := NewPurgeScheduler(cfg)
 			return err
@@ -50,7 +51,6 @@ func TestConfigValidation(t *testing.T) {
 		new  func() error
 	}{
 		{"dispatcher no store", okDispatcher(func(c *DispatcherConfig) { c.Store = nil })},
-		{"dispatcher no db", okDispatcher(func(c *DispatcherConfig) { c.DB = nil })},
 		{"dispatcher no registry", okDispatcher(func(c *DispatcherConfig) { c.Registry = nil })},
 		{"dispatcher negative workers", okDispatcher(func(c *DispatcherConfig) { c.Workers = -1 })},
 		{"dispatcher negative hot queue", okDispatcher(func(c *DispatcherConfig) { c.HotQueueSize = -1 })},
@@ -59,23 +59,20 @@ func TestConfigValidation(t *testing.T) {
 		{"dispatcher negative ack batch", okDispatcher(func(c *DispatcherConfig) { c.AckBatchSize = -1 })},
 		{"dispatcher negative drain timeout", okDispatcher(func(c *DispatcherConfig) { c.DrainTimeout = -time.Second })},
 		{"dispatcher negative ack interval", okDispatcher(func(c *DispatcherConfig) { c.AckInterval = -time.Millisecond })},
+		{"dispatcher negative lease", okDispatcher(func(c *DispatcherConfig) { c.Lease = -time.Second })},
 		{"dispatcher owner too long", okDispatcher(func(c *DispatcherConfig) { c.Owner = strings.Repeat("o", 129) })},
-		{"poller no store", okPoller(func(c *PollerConfig) { c.Store = nil })},
-		{"poller no db", okPoller(func(c *PollerConfig) { c.DB = nil })},
 		{"poller no dispatcher", okPoller(func(c *PollerConfig) { c.Dispatcher = nil })},
 		{"poller negative interval", okPoller(func(c *PollerConfig) { c.Interval = -1 })},
 		{"poller negative batch", okPoller(func(c *PollerConfig) { c.BatchSize = -1 })},
 		{"poller negative skip recent", okPoller(func(c *PollerConfig) { c.SkipRecent = -1 })},
-		{"poller negative lease", okPoller(func(c *PollerConfig) { c.Lease = -1 })},
-		{"poller negative own reclaim", okPoller(func(c *PollerConfig) { c.OwnReclaimAfter = -1 })},
 		{"poller negative max backoff", okPoller(func(c *PollerConfig) { c.MaxBackoff = -1 })},
 		{"purge no purger", okPurge(func(c *PurgeConfig) { c.Purger = nil })},
-		{"purge no db", okPurge(func(c *PurgeConfig) { c.DB = nil })},
 		{"purge negative retention", okPurge(func(c *PurgeConfig) { c.Retention = -1 })},
 		{"purge negative batch", okPurge(func(c *PurgeConfig) { c.BatchSize = -1 })},
 		{"purge negative interval", okPurge(func(c *PurgeConfig) { c.Interval = -1 })},
 		{"writer no tx context", okWriter(func(c *WriterConfig) { c.TxContext = nil })},
 		{"writer no store", okWriter(func(c *WriterConfig) { c.Store = nil })},
+		{"writer nil hook", okWriter(func(c *WriterConfig) { c.Hooks = []WriterHook{NopHook{}, nil} })},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -101,17 +98,18 @@ func TestConfigValidation(t *testing.T) {
 
 func TestConfigDefaults(t *testing.T) {
 	st := newMemStore()
-	d, err := NewDispatcher(DispatcherConfig{Store: st, DB: nopExecutor{}, Registry: NewRegistry()})
+	d, err := NewDispatcher(DispatcherConfig{Store: st, Registry: &Registry{}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := d.cfg
 	if c.Workers != DefaultWorkers || c.HotQueueSize != DefaultQueueSize || c.ColdQueueSize != DefaultQueueSize ||
 		c.MaxAttempts != DefaultMaxAttempts || c.DrainTimeout != DefaultDrainTimeout ||
-		c.AckBatchSize != DefaultAckBatchSize || c.AckInterval != DefaultAckInterval {
+		c.AckBatchSize != DefaultAckBatchSize || c.AckInterval != DefaultAckInterval || c.Lease != DefaultLease {
 		t.Errorf("dispatcher defaults = %+v", c)
 	}
-	if DefaultWorkers != 4 || DefaultQueueSize != 1000 || DefaultMaxAttempts != 10 || DefaultDrainTimeout != 5*time.Second {
+	if DefaultWorkers != 4 || DefaultQueueSize != 1000 || DefaultMaxAttempts != 10 || DefaultDrainTimeout != 5*time.Second ||
+		DefaultLease != 5*time.Minute {
 		t.Error("dispatcher defaults differ from the specification")
 	}
 	if cap(d.hot) != 1000 || cap(d.cold) != 1000 {
@@ -124,23 +122,22 @@ func TestConfigDefaults(t *testing.T) {
 		t.Errorf("default retry policy = %T", c.RetryPolicy)
 	}
 
-	p, err := NewPoller(PollerConfig{Store: st, DB: nopExecutor{}, Dispatcher: d})
+	p, err := NewPoller(PollerConfig{Dispatcher: d})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.cfg.Interval != 5*time.Second || p.cfg.BatchSize != 50 || p.cfg.Lease != 5*time.Minute ||
-		p.cfg.OwnReclaimAfter != time.Second || p.cfg.MaxBackoff != time.Minute {
-		t.Errorf("poller defaults = %+v", p.cfg)
+	if p.cfg.Interval != 5*time.Second || p.cfg.BatchSize != 50 || p.ownReclaim != time.Second || p.cfg.MaxBackoff != time.Minute {
+		t.Errorf("poller defaults = %+v, own reclaim after %v", p.cfg, p.ownReclaim)
 	}
-	p, err = NewPoller(PollerConfig{Store: st, DB: nopExecutor{}, Dispatcher: d, Interval: 200 * time.Millisecond})
+	p, err = NewPoller(PollerConfig{Dispatcher: d, Interval: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.cfg.OwnReclaimAfter != 200*time.Millisecond {
-		t.Errorf("OwnReclaimAfter = %v, want at most the interval", p.cfg.OwnReclaimAfter)
+	if p.ownReclaim != 200*time.Millisecond {
+		t.Errorf("own reclaim after %v, want at most the interval", p.ownReclaim)
 	}
 
-	s, err := NewPurgeScheduler(PurgeConfig{Purger: st, DB: nopExecutor{}})
+	s, err := NewPurgeScheduler(PurgeConfig{Purger: st})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,3 +156,66 @@ func TestNewOwnerIDUnique(t *testing.T) {
 		seen[id] = true
 	}
 }
+
+// TestClientAssembly checks which parts each Mode builds, how they are
+// wired, and that the Client's settings reach them.
+func TestClientAssembly(t *testing.T) {
+	st := newMemStore()
+	for _, tc := range []struct {
+		cfg                            Config
+		dispatcher, poller, purge, hot bool
+		writer                         bool
+	}{
+		{Config{}, true, true, true, true, true},
+		{Config{Mode: ModeWriterOnly}, false, false, false, false, true},
+		{Config{Mode: ModePollerOnly}, true, true, true, false, true},
+		{Config{Mode: ModeHotPathOnly}, true, false, false, true, true},
+		{Config{DisablePurge: true}, true, true, false, true, true},
+		{Config{Mode: ModePollerOnly, TxContext: noTxContext{}}, true, true, true, false, false},
+	} {
+		t.Run(tc.cfg.Mode.String(), func(t *testing.T) {
+			cfg := tc.cfg
+			cfg.Store = st
+			switch cfg.TxContext.(type) {
+			case nil:
+				cfg.TxContext = fakeTxContext{}
+			case noTxContext:
+				cfg.TxContext = nil
+			}
+			c, err := New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (c.d != nil) != tc.dispatcher || (c.poller != nil) != tc.poller || (c.purge != nil) != tc.purge || (c.writer != nil) != tc.writer {
+				t.Fatalf("dispatcher %v poller %v purge %v writer %v, want %v %v %v %v",
+					c.d != nil, c.poller != nil, c.purge != nil, c.writer != nil, tc.dispatcher, tc.poller, tc.purge, tc.writer)
+			}
+			if c.writer != nil && (c.writer.hot != nil) != tc.hot {
+				t.Errorf("writer's hot path = %v, want %v", c.writer.hot != nil, tc.hot)
+			}
+			if c.Owner() == "" || c.d != nil && c.d.Owner() != c.Owner() {
+				t.Errorf("client owner %q, dispatcher owner %q", c.Owner(), c.d.Owner())
+			}
+			if c.purge != nil && c.purge.cfg.Purger != Purger(st) {
+				t.Error("the Purger did not default to the Store")
+			}
+		})
+	}
+	c, err := New(Config{Store: st, TxContext: fakeTxContext{}, Owner: "node-1", Lease: time.Minute, Workers: 3,
+		HotQueueSize: 5, ColdQueueSize: 7, MaxAttempts: 2, PollInterval: 100 * time.Millisecond, PollBatchSize: 9,
+		SkipRecent: time.Second, MaxPollBackoff: 2 * time.Second, Retention: time.Hour, PurgeInterval: time.Minute, PurgeBatchSize: 11})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Owner() != "node-1" || c.d.cfg.Lease != time.Minute || c.d.cfg.Workers != 3 || cap(c.d.hot) != 5 || cap(c.d.cold) != 7 ||
+		c.d.cfg.MaxAttempts != 2 || c.poller.cfg.Interval != 100*time.Millisecond || c.poller.ownReclaim != 100*time.Millisecond ||
+		c.poller.cfg.BatchSize != 9 || c.poller.cfg.SkipRecent != time.Second || c.poller.cfg.MaxBackoff != 2*time.Second ||
+		c.purge.cfg.Retention != time.Hour || c.purge.cfg.Interval != time.Minute || c.purge.cfg.BatchSize != 11 {
+		t.Errorf("settings did not reach the parts: dispatcher %+v, poller %+v, purge %+v", c.d.cfg, c.poller.cfg, c.purge.cfg)
+	}
+}
+
+// noTxContext marks a test case without a TxContext.
+type noTxContext struct{}
+
+func (noTxContext) Current(context.Context) (Tx, error) { return nil, ErrNoTransaction }

@@ -5,17 +5,17 @@ import (
 	"fmt"
 )
 
-// DeadEvents inspects and replays events in DEAD.
+// DeadEvents inspects and replays events in DEAD. Get one from
+// Client.Dead, or build one with NewDeadEvents.
 type DeadEvents struct {
 	store Store
-	db    Executor
 	clock Clock
 }
 
-// NewDeadEvents returns a DeadEvents working on store through db. A nil
-// clock means SystemClock.
-func NewDeadEvents(store Store, db Executor, clock Clock) *DeadEvents {
-	return &DeadEvents{store: store, db: db, clock: clockOr(clock)}
+// NewDeadEvents returns a DeadEvents working on store. A nil clock means
+// SystemClock.
+func NewDeadEvents(store Store, clock Clock) *DeadEvents {
+	return &DeadEvents{store: store, clock: clockOr(clock)}
 }
 
 func deadOnly(q Query) Query {
@@ -25,18 +25,18 @@ func deadOnly(q Query) Query {
 
 // List returns DEAD events matching q (its Statuses are ignored), by id.
 func (d *DeadEvents) List(ctx context.Context, q Query) ([]Record, error) {
-	return d.store.List(ctx, d.db, deadOnly(q))
+	return d.store.List(ctx, deadOnly(q))
 }
 
 // Count returns how many DEAD events match q.
 func (d *DeadEvents) Count(ctx context.Context, q Query) (int64, error) {
-	return d.store.Count(ctx, d.db, deadOnly(q))
+	return d.store.Count(ctx, deadOnly(q))
 }
 
 // Replay makes one DEAD event pending again, with zero attempts. It fails
 // with ErrNotFound if id is not a DEAD event.
 func (d *DeadEvents) Replay(ctx context.Context, id string) error {
-	n, err := d.store.Replay(ctx, d.db, []string{id}, utcNow(d.clock))
+	n, err := d.store.Replay(ctx, []string{id}, utcNow(d.clock))
 	if err != nil {
 		return fmt.Errorf("outbox: replay %s: %w", id, err)
 	}
@@ -55,7 +55,7 @@ func (d *DeadEvents) ReplayAll(ctx context.Context, q Query) (int64, error) {
 	}
 	var total int64
 	for {
-		recs, err := d.store.List(ctx, d.db, q)
+		recs, err := d.store.List(ctx, q)
 		if err != nil {
 			return total, fmt.Errorf("outbox: replay all: %w", err)
 		}
@@ -66,7 +66,7 @@ func (d *DeadEvents) ReplayAll(ctx context.Context, q Query) (int64, error) {
 		for i, r := range recs {
 			ids[i] = r.ID
 		}
-		n, err := d.store.Replay(ctx, d.db, ids, utcNow(d.clock))
+		n, err := d.store.Replay(ctx, ids, utcNow(d.clock))
 		total += n
 		if err != nil {
 			return total, fmt.Errorf("outbox: replay all: %w", err)

@@ -4,11 +4,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
-	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,6 +23,7 @@ const (
 	DefaultAckInterval   = 5 * time.Millisecond
 	releaseTimeoutOnStop = 5 * time.Second
 	closeGrace           = time.Second
+	maxOwnerLen          = 128 // the width of the locked_by column
 )
 
 // DispatcherConfig configures a Dispatcher. Zero values take the documented
@@ -32,10 +31,8 @@ const (
 type DispatcherConfig struct {
 	// Store records delivery outcomes (required).
 	Store Store
-	// DB is the pool the outcomes are written through (required).
-	DB Executor
 	// Registry routes events to listeners (required).
-	Registry ListenerRegistry
+	Registry *Registry
 	// Owner identifies this dispatcher in claims; default NewOwnerID().
 	// It must be unique per process start.
 	Owner string
@@ -53,8 +50,13 @@ type DispatcherConfig struct {
 	Interceptors []Interceptor
 	// DrainTimeout bounds how long Close delivers what is queued (default 5s).
 	DrainTimeout time.Duration
+	// Lease is how long a claim protects a row from other instances
+	// (default 5m): pollers claim with it, and the dispatcher does not start
+	// an event whose claim is older (it was queued too long and may have
+	// been claimed elsewhere). It must exceed the longest listener run.
+	Lease time.Duration
 	// InFlight deduplicates events in this process (default: a tracker
-	// whose entries expire after DefaultLease).
+	// whose entries expire after Lease).
 	InFlight InFlightTracker
 	// AckBatchSize and AckInterval bound the batching of DONE updates:
 	// a batch is written when it is full or AckInterval after its first id
@@ -68,9 +70,14 @@ type DispatcherConfig struct {
 }
 
 // Dispatcher delivers events to listeners with a fixed pool of workers fed
-// by two bounded queues: hot (from the writer hook, right after commit) and
-// cold (from the poller), drained 2:1 so neither starves. A full queue never
+// by two bounded queues: hot (from the Writer, right after commit) and cold
+// (from the Poller), drained 2:1 so neither starves. A full queue never
 // blocks or fails a writer: the event stays in the table for the poller.
+//
+// The work is spread over files by job: this one holds the configuration,
+// the queues and the lifecycle; deliver.go runs listeners and records their
+// outcomes; acks.go batches DONE updates; hotpath.go takes committed events
+// from the Writer.
 type Dispatcher struct {
 	cfg      DispatcherConfig
 	owner    string
@@ -81,8 +88,7 @@ type Dispatcher struct {
 
 	hot, cold chan queued
 	turn      atomic.Uint32
-	finished  recentSet    // ids whose outcome was just stored
-	lease     atomic.Int64 // claim lease in ns: the attached poller's, else DefaultLease
+	finished  recentSet // ids whose outcome was just stored
 	acks      chan string
 	dropped   chan struct{}
 
@@ -118,19 +124,19 @@ func NewOwnerID() string {
 
 // NewDispatcher validates cfg and returns a Dispatcher; call Start to run it.
 func NewDispatcher(cfg DispatcherConfig) (*Dispatcher, error) {
-	if cfg.Store == nil || cfg.DB == nil || cfg.Registry == nil {
-		return nil, configErr("dispatcher needs a Store, a DB and a Registry")
+	if cfg.Store == nil || cfg.Registry == nil {
+		return nil, configErr("dispatcher needs a Store and a Registry")
 	}
 	for name, v := range map[string]int{"Workers": cfg.Workers, "HotQueueSize": cfg.HotQueueSize, "ColdQueueSize": cfg.ColdQueueSize, "MaxAttempts": cfg.MaxAttempts, "AckBatchSize": cfg.AckBatchSize} {
 		if v < 0 {
 			return nil, configErr("dispatcher %s must not be negative, got %d", name, v)
 		}
 	}
-	if cfg.DrainTimeout < 0 || cfg.AckInterval < 0 {
+	if cfg.DrainTimeout < 0 || cfg.AckInterval < 0 || cfg.Lease < 0 {
 		return nil, configErr("dispatcher durations must not be negative")
 	}
-	if len(cfg.Owner) > 128 {
-		return nil, configErr("dispatcher owner id longer than 128 characters")
+	if len(cfg.Owner) > maxOwnerLen {
+		return nil, configErr("dispatcher owner id longer than %d characters", maxOwnerLen)
 	}
 	setDefault(&cfg.Workers, DefaultWorkers)
 	setDefault(&cfg.HotQueueSize, DefaultQueueSize)
@@ -139,6 +145,7 @@ func NewDispatcher(cfg DispatcherConfig) (*Dispatcher, error) {
 	setDefault(&cfg.AckBatchSize, DefaultAckBatchSize)
 	setDefault(&cfg.DrainTimeout, DefaultDrainTimeout)
 	setDefault(&cfg.AckInterval, DefaultAckInterval)
+	setDefault(&cfg.Lease, DefaultLease)
 	if cfg.Owner == "" {
 		cfg.Owner = NewOwnerID()
 	}
@@ -147,7 +154,7 @@ func NewDispatcher(cfg DispatcherConfig) (*Dispatcher, error) {
 	}
 	cfg.Clock = clockOr(cfg.Clock)
 	if cfg.InFlight == nil {
-		cfg.InFlight = NewInFlightTracker(DefaultLease, cfg.Clock)
+		cfg.InFlight = NewInFlightTracker(cfg.Lease, cfg.Clock)
 	}
 	d := &Dispatcher{
 		cfg: cfg, owner: cfg.Owner, log: loggerOr(cfg.Logger).With("outbox_owner", cfg.Owner),
@@ -156,7 +163,6 @@ func NewDispatcher(cfg DispatcherConfig) (*Dispatcher, error) {
 		acks: make(chan string, cfg.AckBatchSize), dropped: make(chan struct{}, 1),
 		stopping: make(chan struct{}), ackDone: make(chan struct{}),
 	}
-	d.lease.Store(int64(DefaultLease))
 	return d, nil
 }
 
@@ -192,11 +198,11 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 	return nil
 }
 
-// EnqueueHot queues a committed event for immediate delivery. It returns
+// enqueueHot queues a committed event for immediate delivery. It returns
 // false, without blocking, if the hot queue is full, the dispatcher is
 // closed, or the event is already held in this process; the event then
 // stays in the table for the poller.
-func (d *Dispatcher) EnqueueHot(e Envelope) bool {
+func (d *Dispatcher) enqueueHot(e Envelope) bool {
 	ok, _ := d.enqueue(d.hot, queued{env: e, claimed: utcNow(d.clock)})
 	if ok {
 		d.metrics.HotEnqueued()
@@ -204,10 +210,10 @@ func (d *Dispatcher) EnqueueHot(e Envelope) bool {
 	return ok
 }
 
-// EnqueueCold queues an event claimed by the poller. It returns false if the
+// enqueueCold queues an event claimed by the poller. It returns false if the
 // cold queue is full or the dispatcher is closed. An event already held in
 // this process is not queued twice but reported as accepted.
-func (d *Dispatcher) EnqueueCold(e Envelope, attempts int) bool {
+func (d *Dispatcher) enqueueCold(e Envelope, attempts int) bool {
 	ok, held := d.enqueue(d.cold, queued{env: e, attempts: attempts, claimed: utcNow(d.clock)})
 	if held {
 		return true // being delivered here already, or just finished (a stale re-claim)
@@ -254,10 +260,11 @@ func (d *Dispatcher) finish(ids ...string) {
 	}
 }
 
-// recentSet remembers ids for two generations; the poller starts a new
-// generation before each claim. Without a poller nothing re-claims, so it
-// stays off. A generation is capped: past the cap the oldest ids are
-// forgotten, which at worst allows a duplicate delivery, never a loss.
+// recentSet remembers ids for two generations; a poller starts a new
+// generation before each claim. Until the first generation starts nothing
+// re-claims, so it remembers nothing. A generation is capped: past the cap
+// the oldest ids are forgotten, which at worst allows a duplicate delivery,
+// never a loss.
 type recentSet struct {
 	mu        sync.Mutex
 	enabled   bool
@@ -265,12 +272,6 @@ type recentSet struct {
 }
 
 const recentSetCap = 1 << 16
-
-func (r *recentSet) enable() {
-	r.mu.Lock()
-	r.enabled = true
-	r.mu.Unlock()
-}
 
 func (r *recentSet) add(ids []string) {
 	r.mu.Lock()
@@ -298,8 +299,10 @@ func (r *recentSet) has(id string) bool {
 	return inCur || inPrev
 }
 
+// rotate starts a new generation (and, the first time, the remembering).
 func (r *recentSet) rotate() {
 	r.mu.Lock()
+	r.enabled = true
 	r.prev, r.cur = r.cur, nil
 	r.mu.Unlock()
 }
@@ -318,8 +321,8 @@ func (d *Dispatcher) send(q chan queued, item queued) bool {
 	}
 }
 
-// ColdCapacity returns how many more events the cold queue accepts now.
-func (d *Dispatcher) ColdCapacity() int {
+// coldCapacity returns how many more events the cold queue accepts now.
+func (d *Dispatcher) coldCapacity() int {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
 	if d.closed || !d.started {
@@ -328,12 +331,8 @@ func (d *Dispatcher) ColdCapacity() int {
 	return cap(d.cold) - len(d.cold)
 }
 
-// QueueDepths returns the current lengths of the hot and cold queues.
-func (d *Dispatcher) QueueDepths() (hot, cold int) { return len(d.hot), len(d.cold) }
-
-// HotDropped is signalled (without blocking, coalesced) whenever the hot
-// path could not queue a committed event, so a poller can pick it up soon.
-func (d *Dispatcher) HotDropped() <-chan struct{} { return d.dropped }
+// queueDepths returns the current lengths of the hot and cold queues.
+func (d *Dispatcher) queueDepths() (hot, cold int) { return len(d.hot), len(d.cold) }
 
 // next takes the next event, hot twice for every cold one when both have
 // work. It returns false when the dispatcher is stopping and both queues are
@@ -375,7 +374,7 @@ func (d *Dispatcher) work() {
 		if !ok {
 			return
 		}
-		if age := utcNow(d.clock).Sub(q.claimed); age >= time.Duration(d.lease.Load()) {
+		if age := utcNow(d.clock).Sub(q.claimed); age >= d.cfg.Lease {
 			// Queued longer than the lease: another instance may have claimed
 			// and delivered it by now. Leave it to whoever claims it next
 			// (possibly this process's own poller) instead of delivering twice.
@@ -384,190 +383,6 @@ func (d *Dispatcher) work() {
 			continue
 		}
 		d.deliver(d.runCtx, q)
-	}
-}
-
-// deliver runs one event through interceptors and its listener and records
-// the outcome.
-func (d *Dispatcher) deliver(ctx context.Context, q queued) {
-	e := q.env
-	err := d.dispatch(context.WithValue(ctx, attemptKey{}, q.attempts+1), e)
-	if err == nil {
-		d.metrics.DispatchSuccess()
-		d.acks <- e.ID() // released from in-flight once the ack is written
-		return
-	}
-	defer d.finish(e.ID())
-	now := utcNow(d.clock)
-	var ra *RetryAfterError
-	switch {
-	case ctx.Err() != nil:
-		// Cut off by Close: not the listener's failure. Give the row back.
-		d.record(ctx, e, "release", func(ctx context.Context) (bool, error) {
-			n, err := d.cfg.Store.Release(ctx, d.cfg.DB, d.owner, []string{e.ID()})
-			return n > 0, err
-		})
-	case errors.Is(err, ErrUnroutable):
-		d.metrics.DispatchDead()
-		d.log.Error("outbox: event has no listener, moved to DEAD", "event_id", e.ID(), "event_type", e.Type(), "aggregate_type", e.AggregateType())
-		d.record(ctx, e, "dead", func(ctx context.Context) (bool, error) {
-			return d.cfg.Store.MarkDead(ctx, d.cfg.DB, d.owner, e.ID(), now, err.Error(), false)
-		})
-	case errors.As(err, &ra):
-		d.log.Debug("outbox: listener asked for a retry", "event_id", e.ID(), "delay", ra.Delay)
-		d.record(ctx, e, "retry", func(ctx context.Context) (bool, error) {
-			return d.cfg.Store.MarkRetry(ctx, d.cfg.DB, d.owner, e.ID(), now.Add(ra.Delay), TruncateError(err.Error()), false)
-		})
-	case q.attempts+1 >= d.cfg.MaxAttempts:
-		d.metrics.DispatchDead()
-		d.log.Error("outbox: event failed its last attempt, moved to DEAD", "event_id", e.ID(), "event_type", e.Type(), "attempts", q.attempts+1, "error", err)
-		d.record(ctx, e, "dead", func(ctx context.Context) (bool, error) {
-			return d.cfg.Store.MarkDead(ctx, d.cfg.DB, d.owner, e.ID(), now, TruncateError(err.Error()), true)
-		})
-	default:
-		d.metrics.DispatchFailure()
-		delay := d.cfg.RetryPolicy.Delay(q.attempts + 1)
-		d.log.Warn("outbox: delivery failed, will retry", "event_id", e.ID(), "event_type", e.Type(), "attempts", q.attempts+1, "retry_in", delay, "error", err)
-		d.record(ctx, e, "retry", func(ctx context.Context) (bool, error) {
-			return d.cfg.Store.MarkRetry(ctx, d.cfg.DB, d.owner, e.ID(), now.Add(delay), TruncateError(err.Error()), true)
-		})
-	}
-}
-
-// record writes a RETRY, DEAD or release outcome, retrying database errors.
-// It runs even while stopping hard, so an outcome already decided is not
-// thrown away.
-func (d *Dispatcher) record(ctx context.Context, e Envelope, what string, update func(context.Context) (bool, error)) {
-	var changed bool
-	err := storeRetry(ctx, func(ctx context.Context) (err error) {
-		changed, err = update(ctx)
-		return err
-	})
-	switch {
-	case err != nil:
-		d.log.Error("outbox: could not record delivery outcome; the event will be delivered again", "event_id", e.ID(), "outcome", what, "error", err)
-	case !changed:
-		d.metrics.StaleUpdates(1)
-		d.log.Warn("outbox: claim was taken over, outcome not recorded", "event_id", e.ID(), "outcome", what)
-	}
-}
-
-// Outcome writes ride out short database outages (a failover, a cut
-// connection): a few attempts with growing pauses, about 1.5s in all.
-const (
-	storeAttempts   = 5
-	storeFirstPause = 50 * time.Millisecond
-)
-
-// storeRetry runs op until it succeeds, storeAttempts times at most, each
-// attempt bounded by releaseTimeoutOnStop. It keeps going after ctx is
-// cancelled: an outcome already decided should be stored.
-func storeRetry(ctx context.Context, op func(context.Context) error) error {
-	ctx = context.WithoutCancel(ctx)
-	var err error
-	pause := storeFirstPause
-	for attempt := range storeAttempts {
-		if attempt > 0 {
-			time.Sleep(pause)
-			pause *= 2
-		}
-		actx, cancel := context.WithTimeout(ctx, releaseTimeoutOnStop)
-		err = op(actx)
-		cancel()
-		if err == nil {
-			return nil
-		}
-	}
-	return err
-}
-
-// dispatch runs interceptors and the listener, turning panics into errors.
-func (d *Dispatcher) dispatch(ctx context.Context, e Envelope) (err error) {
-	ics := d.cfg.Interceptors
-	ran := 0
-	defer func() {
-		for i := ran - 1; i >= 0; i-- {
-			if after := ics[i].After; after != nil {
-				safeCall(d.log, "interceptor After", func() { after(ctx, e, err) })
-			}
-		}
-	}()
-	for _, ic := range ics {
-		ran++
-		if ic.Before != nil {
-			if err = guard(func() error { return ic.Before(ctx, e) }); err != nil {
-				return fmt.Errorf("interceptor: %w", err)
-			}
-		}
-	}
-	l := d.cfg.Registry.ListenerFor(e.AggregateType(), e.Type())
-	if l == nil {
-		return fmt.Errorf("%w: (%s, %s)", ErrUnroutable, e.AggregateType(), e.Type())
-	}
-	return guard(func() error { return l.Handle(ctx, e) })
-}
-
-// guard calls fn, returning a *PanicError if it panics.
-func guard(fn func() error) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = &PanicError{Value: r, Stack: debug.Stack()}
-		}
-	}()
-	return fn()
-}
-
-// ackLoop batches DONE updates: a batch is written when full or AckInterval
-// after its first id, and once more on Close.
-func (d *Dispatcher) ackLoop() {
-	defer close(d.ackDone)
-	batch := make([]string, 0, d.cfg.AckBatchSize)
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	flush := func() {
-		if len(batch) == 0 {
-			return
-		}
-		d.flushAcks(batch)
-		d.finish(batch...)
-		batch = batch[:0]
-	}
-	for {
-		select {
-		case id, ok := <-d.acks:
-			if !ok {
-				flush()
-				return
-			}
-			if len(batch) == 0 {
-				timer.Reset(d.cfg.AckInterval)
-			}
-			batch = append(batch, id)
-			if len(batch) >= d.cfg.AckBatchSize {
-				timer.Stop()
-				flush()
-			}
-		case <-timer.C:
-			flush()
-		}
-	}
-}
-
-// flushAcks writes one batch, retrying database errors (storeRetry). If it
-// still fails the rows stay claimed by this owner and are delivered again.
-func (d *Dispatcher) flushAcks(ids []string) {
-	var n int64
-	err := storeRetry(context.Background(), func(ctx context.Context) (err error) {
-		n, err = d.cfg.Store.MarkDone(ctx, d.cfg.DB, d.owner, ids, utcNow(d.clock))
-		return err
-	})
-	if err != nil {
-		d.log.Error("outbox: could not mark events DONE; they will be delivered again", "count", len(ids), "error", err)
-		return
-	}
-	if stale := len(ids) - int(n); stale > 0 {
-		d.metrics.StaleUpdates(stale)
-		d.log.Warn("outbox: some DONE updates found their claim taken over", "stale", stale, "batch", len(ids))
 	}
 }
 
@@ -642,49 +457,9 @@ func (d *Dispatcher) releaseQueued(ctx context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeoutOnStop)
 	defer cancel()
-	if _, err := d.cfg.Store.Release(ctx, d.cfg.DB, d.owner, ids); err != nil {
+	if _, err := d.cfg.Store.Release(ctx, d.owner, ids); err != nil {
 		d.log.Warn("outbox: could not release undelivered events; they are claimable again when their lease expires", "count", len(ids), "error", err)
 		return
 	}
 	d.log.Info("outbox: released undelivered events for other pollers", "count", len(ids))
-}
-
-// Hook returns the WriterHook that hands committed events to the hot queue.
-// Pass it as WriterConfig.Hook. Delayed events are left to the poller.
-func (d *Dispatcher) Hook() ClaimingHook { return hotHook{d: d} }
-
-type hotHook struct {
-	NopHook
-	d *Dispatcher
-}
-
-// ClaimOwner returns the owner to claim new rows for, or "" while the
-// dispatcher is not running (the rows are then left unclaimed for any poller).
-func (h hotHook) ClaimOwner() string {
-	h.d.mu.RLock()
-	defer h.d.mu.RUnlock()
-	if !h.d.started || h.d.closed {
-		return ""
-	}
-	return h.d.owner
-}
-
-func (h hotHook) AfterCommit(events []Envelope) {
-	dropped := 0
-	for _, e := range events {
-		if e.Delayed() {
-			continue
-		}
-		if !h.d.EnqueueHot(e) {
-			dropped++
-			h.d.metrics.HotDropped()
-		}
-	}
-	if dropped > 0 {
-		h.d.log.Warn("outbox: hot queue full or closed, events left to the poller", "dropped", dropped)
-		select {
-		case h.d.dropped <- struct{}{}:
-		default:
-		}
-	}
 }

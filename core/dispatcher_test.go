@@ -33,9 +33,9 @@ type harness struct {
 func newHarness(t *testing.T, mut func(*DispatcherConfig)) *harness {
 	t.Helper()
 	logger, buf := bufferLogger()
-	h := &harness{st: newMemStore(), reg: NewRegistry(), clk: newStepClock(), metrics: &countingMetrics{}, log: buf}
+	h := &harness{st: newMemStore(), reg: &Registry{}, clk: newStepClock(), metrics: &countingMetrics{}, log: buf}
 	cfg := DispatcherConfig{
-		Store: h.st, DB: nopExecutor{}, Registry: h.reg, Workers: 2, MaxAttempts: 3,
+		Store: h.st, Registry: h.reg, Workers: 2, MaxAttempts: 3,
 		RetryPolicy: RetryPolicyFunc(func(int) time.Duration { return time.Minute }),
 		AckInterval: time.Millisecond, DrainTimeout: time.Second,
 		Metrics: h.metrics, Logger: logger, Clock: h.clk,
@@ -48,7 +48,7 @@ func newHarness(t *testing.T, mut func(*DispatcherConfig)) *harness {
 		t.Fatal(err)
 	}
 	h.d = d
-	h.w, err = NewWriter(WriterConfig{TxContext: fakeTxContext{}, Store: h.st, Hook: d.Hook(), Clock: h.clk, Logger: logger})
+	h.w, err = NewWriter(WriterConfig{TxContext: fakeTxContext{}, Store: h.st, Dispatcher: d, Clock: h.clk, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func (h *harness) commit(t *testing.T, events ...Envelope) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tx.RunCommit()
+	tx.Commit()
 	return ids
 }
 
@@ -161,8 +161,8 @@ func TestDispatcherLastAttemptGoesDead(t *testing.T) {
 	h.start(t)
 	e := evt("E")
 	h.st.put(Record{ID: e.ID(), Envelope: e, Status: StatusRetry, Attempts: 2, LockedBy: h.d.Owner(), LockedAt: h.clk.Now()})
-	if !h.d.EnqueueCold(e, 2) {
-		t.Fatal("EnqueueCold refused")
+	if !h.d.enqueueCold(e, 2) {
+		t.Fatal("enqueueCold refused")
 	}
 	r := h.waitStatus(t, e.ID(), StatusDead)
 	if r.Attempts != 3 || !strings.Contains(r.LastError, "still failing") {
@@ -246,20 +246,29 @@ func TestDispatcherHotQueueFull(t *testing.T) {
 	})
 
 	// Not started: nothing is queued and the writer does not claim.
-	if h.d.EnqueueHot(evt("E")) {
-		t.Error("EnqueueHot accepted before Start")
+	if h.d.enqueueHot(evt("E")) {
+		t.Error("enqueueHot accepted before Start")
 	}
-	if h.d.ColdCapacity() != 0 {
-		t.Error("ColdCapacity > 0 before Start")
+	if h.d.coldCapacity() != 0 {
+		t.Error("coldCapacity > 0 before Start")
+	}
+	if owner := h.d.claimOwner(); owner != "" {
+		t.Errorf("dispatcher claims as %q before Start", owner)
 	}
 	ctx, tx := withTx(context.Background())
 	early, _ := h.w.Write(ctx, evt("E"))
 	if r := h.st.get(early[0]); r.LockedBy != "" {
 		t.Errorf("row written before Start is claimed by %q", r.LockedBy)
 	}
-	tx.RunRollback()
+	tx.Rollback()
+	if r := h.st.get(early[0]); r.ID != "" {
+		t.Errorf("rolled back row still stored: %+v", r)
+	}
 
 	h.start(t)
+	if owner := h.d.claimOwner(); owner != h.d.Owner() {
+		t.Errorf("running dispatcher claims as %q, want %q", owner, h.d.Owner())
+	}
 	a := h.commit(t, evt("E"))
 	<-started // the worker holds a; the queue is empty again
 	b := h.commit(t, evt("E"))
@@ -268,15 +277,18 @@ func TestDispatcherHotQueueFull(t *testing.T) {
 		t.Errorf("HotDropped = %d, want 1", h.metrics.get("HotDropped"))
 	}
 	select {
-	case <-h.d.HotDropped():
+	case <-h.d.dropped:
 	default:
 		t.Error("HotDropped not signalled")
 	}
-	if hot, _ := h.d.QueueDepths(); hot != 1 {
+	if hot, _ := h.d.queueDepths(); hot != 1 {
 		t.Errorf("hot depth = %d, want 1", hot)
 	}
 	if r := h.st.get(c[0]); r.Status != StatusNew || r.LockedBy != h.d.Owner() {
 		t.Errorf("dropped row = %+v, want NEW and still owned", r)
+	}
+	if n := h.st.callCount("Release"); n != 0 {
+		t.Errorf("a row refused by the full queue was released (%d calls): the poller reclaims it", n)
 	}
 	// A delayed event never takes the hot path.
 	delayed := MustEnvelope(EventName("E"), WithJSON([]byte(`{}`)), WithAvailableAt(h.clk.Now().Add(time.Hour)))
@@ -288,7 +300,7 @@ func TestDispatcherHotQueueFull(t *testing.T) {
 		t.Error("a delayed event was offered to the hot queue")
 	}
 	// The same event cannot be queued twice.
-	if h.d.EnqueueHot(h.st.get(a[0]).Envelope) {
+	if h.d.enqueueHot(h.st.get(a[0]).Envelope) {
 		t.Error("an event held in flight was queued again")
 	}
 	close(unblock)
@@ -326,10 +338,10 @@ func TestDispatcherCloseReleasesQueued(t *testing.T) {
 	if err := h.d.Start(context.Background()); !errors.Is(err, ErrClosed) {
 		t.Errorf("Start after Close: err = %v, want ErrClosed", err)
 	}
-	if h.d.EnqueueHot(evt("E")) || h.d.EnqueueCold(evt("E"), 0) {
+	if h.d.enqueueHot(evt("E")) || h.d.enqueueCold(evt("E"), 0) {
 		t.Error("closed dispatcher accepted an event")
 	}
-	if owner := h.d.Hook().ClaimOwner(); owner != "" {
+	if owner := h.d.claimOwner(); owner != "" {
 		t.Errorf("closed dispatcher still claims as %q", owner)
 	}
 }
@@ -361,7 +373,7 @@ func TestDispatcherAckFailureLogged(t *testing.T) {
 	_ = h.reg.Handle(EventName("E"), func(context.Context, Envelope) error { return nil })
 	h.start(t)
 	ids := h.commit(t, evt("E"))
-	waitFor(t, "ack retries", func() bool { return h.st.callCount("MarkDone") == 3 })
+	waitFor(t, "ack retries", func() bool { return h.st.callCount("MarkDone") == storeAttempts })
 	waitFor(t, "ack failure log", func() bool { return strings.Contains(h.log.String(), "could not mark events DONE") })
 	if r := h.st.get(ids[0]); r.Status != StatusNew || r.LockedBy != h.d.Owner() {
 		t.Errorf("row = %+v, want still NEW and owned for redelivery", r)

@@ -1,32 +1,105 @@
-// Package outbox is a transactional outbox for Go.
+// Package outbox is a transactional outbox for Go: events are written into
+// an outbox table in the same database transaction as the business change
+// they describe, and delivered to in-process listeners once that
+// transaction has committed.
 //
-// A business transaction writes its events into an outbox table in the same
-// transaction (Writer). After the transaction commits, the events are
-// delivered at least once to in-process listeners: at once through a hot path
-// (a WriterHook that hands them to the Dispatcher), and safely through a
-// Poller that claims whatever the hot path missed, on any number of
-// instances. Failed deliveries are retried with backoff and end in DEAD after
-// too many attempts, where DeadEvents can inspect and replay them. A
-// PurgeScheduler deletes old terminal events.
+// # Quick start
 //
-// The package depends on the standard library only. Package outboxsql
-// provides the database/sql Store for PostgreSQL, MySQL/MariaDB and SQLite
-// and a TxContext for plain *sql.DB; adapters for GORM, bun and sqlx live in
-// their own modules.
+// A Client is the front door. With database/sql and SQLite (package
+// outboxsql; its Store works the same on PostgreSQL and MySQL/MariaDB):
+//
+//	db, err := sql.Open("sqlite", outboxsql.SQLiteDSN("app.db")) // import _ "modernc.org/sqlite"
+//	store, err := outboxsql.Open(db) // the dialect is detected from the driver
+//	err = store.Migrate(ctx)         // creates the outbox table if it does not exist
+//	txm := outboxsql.NewTxManager(db)
+//
+//	client, err := outbox.New(outbox.Config{Store: store, TxContext: txm})
+//	err = client.Handle(OrderPlaced, func(ctx context.Context, e outbox.Envelope) error {
+//		return ship(ctx, e) // idempotent: deduplicate by e.ID()
+//	})
+//	err = client.Start(ctx)
+//	defer client.Close(ctx)
+//
+//	err = txm.InTx(ctx, func(ctx context.Context) error {
+//		tx, _ := txm.Tx(ctx) // the *sql.Tx for the business writes
+//		if _, err := tx.ExecContext(ctx, "UPDATE orders SET placed = 1 WHERE id = ?", "o-42"); err != nil {
+//			return err
+//		}
+//		_, err := client.Write(ctx, outbox.MustEnvelope(OrderPlaced,
+//			outbox.WithAggregate(Order, "o-42"), outbox.WithJSONValue(order)))
+//		return err
+//	})
+//
+// Event and aggregate types are values with a Name method (EventName and
+// AggregateName will do). Handle routes an event type on any aggregate;
+// Register routes one (aggregate type, event type) pair and wins over
+// Handle. Client.Dead lists and replays events that kept failing,
+// Client.Get and Client.Stats inspect the table.
 //
 // # Guarantees
 //
-// An event is written if and only if its transaction commits. A committed
-// event is delivered at least once, or ends in DEAD; it is never lost to a
-// crash, a full queue, a slow listener or a database outage. Delivery can be
-// repeated (after a crash or an expired claim), so listeners must be
-// idempotent: deduplicate by Envelope.ID.
+// An event is stored if and only if its transaction commits: Write runs in
+// the caller's transaction (it fails with ErrNoTransaction outside one),
+// and the events of a rolled-back savepoint are never delivered. A
+// committed event is delivered at least once, or ends in DEAD after
+// MaxAttempts failed deliveries; a crash, a full queue, a slow listener or
+// a database outage delays it but does not lose it. Delivery can repeat
+// (after a crash, or a claim that expired while its listener ran), so
+// listeners must be idempotent: deduplicate by Envelope.ID.
 //
-// # Claims and fencing
+// Right after commit the events go to this process's dispatcher (the hot
+// path). Everything else — delayed events, retries, events of crashed
+// instances — is claimed by pollers, which any number of instances run on
+// one table. Every delivery works on a claimed row: the hot path inserts
+// its rows already claimed by the Client's owner id, and pollers claim
+// rows with an owner and a lease. Status updates are fenced by that claim,
+// so a worker whose lease expired and was taken over elsewhere changes
+// nothing.
 //
-// Every delivery works on a claimed row: the hot path inserts its rows
-// already claimed by the dispatcher's owner id, and the poller claims rows
-// with an owner and a lease. Status updates only apply while the caller
-// still holds the claim, so a worker whose lease expired and was taken over
-// elsewhere changes nothing.
+// Backpressure never fails or blocks a write: when the hot queue is full,
+// the event simply stays in the table for the poller. There is no ordering
+// guarantee, not even per aggregate: events are delivered concurrently and
+// retried independently.
+//
+// # Modes
+//
+// Config.Mode chooses what runs in a process:
+//
+//   - ModeFull (the default): writes, delivers its own events right after
+//     commit, polls for the rest and purges old DONE and DEAD events;
+//   - ModeWriterOnly: only writes; other processes (or a CDC pipeline)
+//     deliver;
+//   - ModePollerOnly: delivers what its poller claims, and purges; its
+//     writes, if it has a TxContext, are left unclaimed for any poller;
+//   - ModeHotPathOnly: writes and delivers its own events right after
+//     commit, without a poller and without purging: retries, delayed
+//     events and events the full hot queue refused wait for a poller in
+//     another process.
+//
+// The parts a Client assembles (Writer, Dispatcher, Poller,
+// PurgeScheduler, DeadEvents) can be built one by one for unusual setups;
+// the Client wires them in the right order and is what applications use.
+//
+// # Packages
+//
+// This package depends on the standard library only. Around it:
+//
+//   - [github.com/go-outbox/outbox/core/outboxsql] binds the outbox to
+//     database/sql: Open returns the Store of a *sql.DB, NewTxManager its
+//     TxContext;
+//   - [github.com/go-outbox/outbox/core/sqlstore] is the SQL engine behind
+//     it (PostgreSQL, MySQL/MariaDB, SQLite), independent of the driver API;
+//   - [github.com/go-outbox/outbox/core/outboxmem] is an outbox in memory,
+//     for unit tests of listeners and for examples;
+//   - [github.com/go-outbox/outbox/core/outboxtx] is the transaction
+//     bookkeeping (savepoint-aware callbacks) shared by every TxContext;
+//   - [github.com/go-outbox/outbox/core/outboxtest] holds the conformance
+//     suites every Store and TxContext must pass;
+//   - the adapters write in the transactions of an ORM or driver:
+//     [github.com/go-outbox/outbox/adapters/gorm],
+//     [github.com/go-outbox/outbox/adapters/bun],
+//     [github.com/go-outbox/outbox/adapters/sqlx] and
+//     [github.com/go-outbox/outbox/adapters/pgx] (pgx without database/sql);
+//   - [github.com/go-outbox/outbox/fxmodule] wires the outbox into an
+//     uber-go/fx application.
 package outbox

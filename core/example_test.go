@@ -4,9 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	outbox "github.com/go-outbox/outbox/core"
+	"github.com/go-outbox/outbox/core/outboxmem"
 )
 
 // OrderEvent is how an application declares its event types: constants of
@@ -26,6 +31,267 @@ type Aggregate string
 func (a Aggregate) Name() string { return string(a) }
 
 const OrderAggregate Aggregate = "Order"
+
+// Example is the quick start: a Client on an in-memory outbox, one
+// listener, one event written in a transaction and delivered right after
+// the commit. In production the Store and the TxContext come from package
+// outboxsql (or an adapter) instead of outboxmem.
+func Example() {
+	ctx := context.Background()
+	store := outboxmem.New()
+	client, err := outbox.New(outbox.Config{Store: store, TxContext: store})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+
+	shipped := make(chan string, 1)
+	err = client.Handle(OrderPlaced, func(ctx context.Context, e outbox.Envelope) error {
+		var order struct {
+			Total int `json:"total"`
+		}
+		if err := e.DecodeJSON(&order); err != nil {
+			return err
+		}
+		shipped <- fmt.Sprintf("%s %s, total %d", e.Type(), e.AggregateID(), order.Total)
+		return nil // deduplicate by e.ID(): an event can be delivered more than once
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	if err := client.Start(ctx); err != nil {
+		fmt.Println(err)
+		return
+	}
+
+	var id string
+	err = store.InTx(ctx, func(ctx context.Context) error {
+		// ... the business writes of the same transaction go here ...
+		ids, err := client.Write(ctx, outbox.MustEnvelope(OrderPlaced,
+			outbox.WithAggregate(OrderAggregate, "o-42"),
+			outbox.WithJSONValue(map[string]int{"total": 1200})))
+		if err == nil {
+			id = ids[0]
+		}
+		return err
+	})
+	fmt.Println("committed:", err)
+
+	select {
+	case s := <-shipped:
+		fmt.Println("delivered:", s)
+	case <-time.After(10 * time.Second):
+		fmt.Println("not delivered")
+	}
+	fmt.Println("closed:", client.Close(ctx))
+	r, err := client.Get(ctx, id)
+	fmt.Println("status:", r.Status, err)
+
+	// Output:
+	// committed: <nil>
+	// delivered: OrderPlaced o-42, total 1200
+	// closed: <nil>
+	// status: DONE <nil>
+}
+
+func ExampleClient_Handle() {
+	ctx := context.Background()
+	store := outboxmem.New()
+	client, err := outbox.New(outbox.Config{Store: store, TxContext: store})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+
+	var mu sync.Mutex
+	var got []string
+	received := make(chan struct{}, 3)
+	record := func(listener string, e outbox.Envelope) {
+		mu.Lock()
+		got = append(got, fmt.Sprintf("%s <- %s %s", listener, e.AggregateType(), e.AggregateID()))
+		mu.Unlock()
+		received <- struct{}{}
+	}
+
+	// Handle takes an event type on any aggregate: the common case.
+	_ = client.Handle(OrderPlaced, func(ctx context.Context, e outbox.Envelope) error {
+		record("billing", e)
+		return nil
+	})
+	// Register takes one (aggregate type, event type) pair and wins over Handle.
+	_ = client.Register(Aggregate("Invoice"), OrderPlaced, outbox.ListenerFunc(func(ctx context.Context, e outbox.Envelope) error {
+		record("invoicing", e)
+		return nil
+	}))
+	// One listener per route.
+	err = client.Handle(OrderPlaced, func(context.Context, outbox.Envelope) error { return nil })
+	fmt.Println("second Handle:", errors.Is(err, outbox.ErrDuplicateListener))
+
+	if err := client.Start(ctx); err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer client.Close(ctx)
+	err = store.InTx(ctx, func(ctx context.Context) error {
+		_, err := client.Write(ctx,
+			outbox.MustEnvelope(OrderPlaced, outbox.WithAggregate(OrderAggregate, "o-1"), outbox.WithJSON([]byte(`{}`))),
+			outbox.MustEnvelope(OrderPlaced, outbox.WithAggregate(Aggregate("Invoice"), "i-1"), outbox.WithJSON([]byte(`{}`))),
+			outbox.MustEnvelope(OrderPlaced, outbox.WithAggregate(Aggregate("Cart"), "c-1"), outbox.WithJSON([]byte(`{}`))))
+		return err
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for range 3 {
+		<-received
+	}
+	mu.Lock()
+	slices.Sort(got) // listeners run concurrently
+	for _, line := range got {
+		fmt.Println(line)
+	}
+	mu.Unlock()
+
+	// Output:
+	// second Handle: true
+	// billing <- Cart c-1
+	// billing <- Order o-1
+	// invoicing <- Invoice i-1
+}
+
+// ExampleClient_Dead shows an event that fails every delivery: after
+// MaxAttempts it is DEAD, where it can be listed and, once the cause is
+// fixed, replayed.
+func ExampleClient_Dead() {
+	ctx := context.Background()
+	store := outboxmem.New()
+	client, err := outbox.New(outbox.Config{
+		Store: store, TxContext: store,
+		MaxAttempts:  2,
+		RetryPolicy:  &outbox.ExponentialBackoff{Base: time.Millisecond, Max: time.Millisecond, NoJitter: true},
+		PollInterval: 5 * time.Millisecond,
+		Logger:       slog.New(slog.DiscardHandler), // the failures are expected here
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	var fixed atomic.Bool
+	delivered := make(chan string, 1)
+	_ = client.Handle(OrderPlaced, func(ctx context.Context, e outbox.Envelope) error {
+		if !fixed.Load() {
+			return errors.New("payment service unavailable")
+		}
+		delivered <- e.ID()
+		return nil
+	})
+	if err := client.Start(ctx); err != nil {
+		fmt.Println(err)
+		return
+	}
+	// waitFor polls the event's state, the way a test would.
+	waitFor := func(id string, status outbox.Status) {
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+			if r, err := client.Get(ctx, id); err == nil && r.Status == status {
+				return
+			}
+		}
+		fmt.Println("timed out waiting for", status)
+	}
+
+	e := outbox.MustEnvelope(OrderPlaced, outbox.WithAggregate(OrderAggregate, "o-7"), outbox.WithJSON([]byte(`{}`)))
+	err = store.InTx(ctx, func(ctx context.Context) error {
+		_, err := client.Write(ctx, e)
+		return err
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	waitFor(e.ID(), outbox.StatusDead)
+
+	dead, err := client.Dead().List(ctx, outbox.Query{AggregateType: "Order"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, r := range dead {
+		fmt.Printf("%s %s after %d attempts: %s\n", r.Envelope.AggregateID(), r.Status, r.Attempts, r.LastError)
+	}
+
+	fixed.Store(true)
+	fmt.Println("replay:", client.Dead().Replay(ctx, e.ID()))
+	fmt.Println("delivered again:", <-delivered == e.ID())
+	waitFor(e.ID(), outbox.StatusDone)
+	n, _ := client.Dead().Count(ctx, outbox.Query{})
+	fmt.Println("dead events left:", n)
+	fmt.Println("closed:", client.Close(ctx))
+
+	// Output:
+	// o-7 DEAD after 2 attempts: payment service unavailable
+	// replay: <nil>
+	// delivered again: true
+	// dead events left: 0
+	// closed: <nil>
+}
+
+// ExampleNew_writerOnly splits the outbox over two processes sharing one
+// table: a web process that only writes, and a worker that delivers what
+// its poller claims.
+func ExampleNew_writerOnly() {
+	ctx := context.Background()
+	store := outboxmem.New() // the shared table
+
+	web, err := outbox.New(outbox.Config{Store: store, TxContext: store, Mode: outbox.ModeWriterOnly})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	worker, err := outbox.New(outbox.Config{Store: store, Mode: outbox.ModePollerOnly, PollInterval: 5 * time.Millisecond})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	delivered := make(chan string, 1)
+	_ = worker.Handle(OrderPlaced, func(ctx context.Context, e outbox.Envelope) error {
+		delivered <- e.ID()
+		return nil
+	})
+
+	var ids []string
+	err = store.InTx(ctx, func(ctx context.Context) (err error) {
+		ids, err = web.Write(ctx, outbox.MustEnvelope(OrderPlaced, outbox.WithJSON([]byte(`{}`))))
+		return err
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	r, _ := web.Get(ctx, ids[0])
+	fmt.Println("written:", r.Status, "claimed:", r.LockedBy != "")
+
+	// Without a TxContext the worker cannot write.
+	_, err = worker.Write(ctx, outbox.MustEnvelope(OrderPlaced, outbox.WithJSON([]byte(`{}`))))
+	fmt.Println("worker writes:", errors.Is(err, outbox.ErrInvalidConfig))
+
+	if err := worker.Start(ctx); err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("delivered by the worker:", <-delivered == ids[0])
+	fmt.Println("closed:", worker.Close(ctx), web.Close(ctx))
+	r, _ = web.Get(ctx, ids[0])
+	fmt.Println("status:", r.Status)
+
+	// Output:
+	// written: NEW claimed: false
+	// worker writes: true
+	// delivered by the worker: true
+	// closed: <nil> <nil>
+	// status: DONE
+}
 
 func ExampleNewEnvelope() {
 	type placed struct {
@@ -58,36 +324,6 @@ func ExampleNewEnvelope() {
 	// json {"orderId":"o-42","total":1200}
 	// trace-id: t-1
 	// true
-}
-
-func ExampleRegistry_Register() {
-	r := outbox.NewRegistry()
-	err := r.Register(OrderAggregate, OrderPlaced, outbox.ListenerFunc(func(ctx context.Context, e outbox.Envelope) error {
-		fmt.Println("shipping order", e.AggregateID())
-		return nil
-	}))
-	fmt.Println("register:", err)
-
-	// One listener per (aggregate type, event type).
-	err = r.Register(OrderAggregate, OrderPlaced, outbox.ListenerFunc(func(context.Context, outbox.Envelope) error { return nil }))
-	fmt.Println("duplicate:", errors.Is(err, outbox.ErrDuplicateListener))
-
-	// Handle is the shorthand for events without an aggregate.
-	_ = r.Handle(outbox.EventName("CacheFlushed"), func(context.Context, outbox.Envelope) error { return nil })
-
-	e := outbox.MustEnvelope(OrderPlaced, outbox.WithAggregate(OrderAggregate, "o-7"), outbox.WithJSON([]byte(`{}`)))
-	if l := r.ListenerFor(e.AggregateType(), e.Type()); l != nil {
-		_ = l.Handle(context.Background(), e)
-	}
-	fmt.Println("global route:", r.ListenerFor("__GLOBAL__", "CacheFlushed") != nil)
-	fmt.Println("unroutable:", r.ListenerFor("Invoice", "OrderPlaced") == nil)
-
-	// Output:
-	// register: <nil>
-	// duplicate: true
-	// shipping order o-7
-	// global route: true
-	// unroutable: true
 }
 
 func ExampleExponentialBackoff() {
@@ -128,21 +364,4 @@ func ExampleRetryAfter() {
 	// Output:
 	// retry in 30s because rate limited by the payment provider
 	// outbox: retry after 30s: rate limited by the payment provider
-}
-
-func ExampleCallbacks() {
-	// A TxContext adapter keeps one Callbacks per transaction and runs it
-	// when the transaction ends.
-	var cb outbox.Callbacks
-	cb.AfterCommit(func() { fmt.Println("committed: first") })
-	cb.AfterRollback(func() { fmt.Println("rolled back") })
-	cb.AfterCommit(func() { fmt.Println("committed: second") })
-
-	cb.RunCommit()
-	cb.RunCommit() // callbacks run exactly once
-	cb.RunRollback()
-
-	// Output:
-	// committed: first
-	// committed: second
 }

@@ -1,29 +1,24 @@
 package outbox
 
 import (
+	"bytes"
 	"context"
-	"database/sql"
 	"errors"
+	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/go-outbox/outbox/core/outboxtx"
 )
 
-// nopExecutor satisfies Executor; the in-memory store never uses it.
-type nopExecutor struct{}
-
-var errNoSQL = errors.New("nopExecutor runs no SQL")
-
-func (nopExecutor) ExecContext(context.Context, string, ...any) (sql.Result, error) {
-	return nil, errNoSQL
-}
-func (nopExecutor) QueryContext(context.Context, string, ...any) (*sql.Rows, error) {
-	return nil, errNoSQL
-}
-func (nopExecutor) QueryRowContext(context.Context, string, ...any) *sql.Row { return nil }
-
 // memStore is an in-memory Store and Purger with the fencing rules of the
-// Store contract, for unit tests of the core without a database.
+// Store contract, for the unit tests of this package, which cannot import
+// package outboxmem (it imports this one). What it adds is what a real
+// database cannot do on demand: fail a given method (setFail), count the
+// calls (callCount), and hold any row as is (put), including one that
+// cannot be decoded. Tests of the public API use outboxmem.
 type memStore struct {
 	mu    sync.Mutex
 	rows  map[string]*Record
@@ -71,18 +66,25 @@ func (s *memStore) put(r Record) {
 
 func pending(r *Record) bool { return r.Status == StatusNew || r.Status == StatusRetry }
 
-func (s *memStore) Insert(_ context.Context, _ Executor, now time.Time, owner string, events []Envelope) error {
+// Insert adds the rows at once (visible before the commit) and deletes
+// them again if tx rolls back.
+func (s *memStore) Insert(_ context.Context, tx Tx, now time.Time, owner string, events []Envelope) error {
 	err := s.enter("Insert")
 	defer s.mu.Unlock()
 	if err != nil {
 		return err
+	}
+	if tx == nil {
+		return fmt.Errorf("%w: memStore: nil Tx", ErrInvalidConfig)
 	}
 	for _, e := range events {
 		if _, dup := s.rows[e.ID()]; dup {
 			return errors.New("duplicate id " + e.ID())
 		}
 	}
+	ids := make([]string, 0, len(events))
 	for _, e := range events {
+		ids = append(ids, e.ID())
 		r := &Record{ID: e.ID(), Envelope: e, Status: StatusNew, CreatedAt: now, AvailableAt: now}
 		if e.AvailableAt().After(now) {
 			r.AvailableAt = e.AvailableAt()
@@ -92,6 +94,13 @@ func (s *memStore) Insert(_ context.Context, _ Executor, now time.Time, owner st
 		}
 		s.rows[e.ID()] = r
 	}
+	tx.AfterRollback(func() {
+		s.mu.Lock()
+		for _, id := range ids {
+			delete(s.rows, id)
+		}
+		s.mu.Unlock()
+	})
 	return nil
 }
 
@@ -112,7 +121,7 @@ func (s *memStore) sorted() []*Record {
 	return out
 }
 
-func (s *memStore) Claim(_ context.Context, _ Executor, req ClaimRequest) ([]Record, error) {
+func (s *memStore) Claim(_ context.Context, req ClaimRequest) ([]Record, error) {
 	err := s.enter("Claim")
 	defer s.mu.Unlock()
 	if err != nil {
@@ -126,9 +135,10 @@ func (s *memStore) Claim(_ context.Context, _ Executor, req ClaimRequest) ([]Rec
 		if !pending(r) || r.AvailableAt.After(req.Now) || r.CreatedAt.After(req.Now.Add(-req.SkipRecent)) {
 			continue
 		}
+		// As in the SQL stores: any claim older than the lease, the
+		// owner's own too, is claimable.
 		age := req.Now.Sub(r.LockedAt)
-		claimable := r.LockedBy == "" ||
-			(r.LockedBy != req.Owner && age >= req.Lease) ||
+		claimable := r.LockedBy == "" || age >= req.Lease ||
 			(r.LockedBy == req.Owner && req.OwnReclaimAfter > 0 && age >= req.OwnReclaimAfter)
 		if !claimable {
 			continue
@@ -147,7 +157,7 @@ func (s *memStore) fenced(owner, id string) *Record {
 	return r
 }
 
-func (s *memStore) MarkDone(_ context.Context, _ Executor, owner string, ids []string, now time.Time) (int64, error) {
+func (s *memStore) MarkDone(_ context.Context, owner string, ids []string, now time.Time) (int64, error) {
 	err := s.enter("MarkDone")
 	defer s.mu.Unlock()
 	if err != nil {
@@ -163,38 +173,39 @@ func (s *memStore) MarkDone(_ context.Context, _ Executor, owner string, ids []s
 	return n, nil
 }
 
-func (s *memStore) MarkRetry(_ context.Context, _ Executor, owner, id string, next time.Time, lastErr string, count bool) (bool, error) {
-	return s.settle("MarkRetry", owner, id, count, func(r *Record) {
-		r.Status, r.AvailableAt, r.LastError = StatusRetry, next, lastErr
+func (s *memStore) MarkRetry(_ context.Context, o Outcome) (bool, error) {
+	return s.settle("MarkRetry", o, func(r *Record) {
+		r.Status, r.AvailableAt = StatusRetry, o.At
 	})
 }
 
-func (s *memStore) MarkDead(_ context.Context, _ Executor, owner, id string, now time.Time, lastErr string, count bool) (bool, error) {
-	return s.settle("MarkDead", owner, id, count, func(r *Record) {
-		r.Status, r.DoneAt, r.LastError = StatusDead, now, lastErr
+func (s *memStore) MarkDead(_ context.Context, o Outcome) (bool, error) {
+	return s.settle("MarkDead", o, func(r *Record) {
+		r.Status, r.DoneAt = StatusDead, o.At
 	})
 }
 
 // settle applies a fenced outcome to one row and drops its claim.
-func (s *memStore) settle(method, owner, id string, count bool, apply func(*Record)) (bool, error) {
+func (s *memStore) settle(method string, o Outcome, apply func(*Record)) (bool, error) {
 	err := s.enter(method)
 	defer s.mu.Unlock()
 	if err != nil {
 		return false, err
 	}
-	r := s.fenced(owner, id)
+	r := s.fenced(o.Owner, o.ID)
 	if r == nil {
 		return false, nil
 	}
 	apply(r)
+	r.LastError = TruncateError(o.Error)
 	r.LockedBy, r.LockedAt = "", time.Time{}
-	if count {
+	if o.CountAttempt {
 		r.Attempts++
 	}
 	return true, nil
 }
 
-func (s *memStore) Release(_ context.Context, _ Executor, owner string, ids []string) (int64, error) {
+func (s *memStore) Release(_ context.Context, owner string, ids []string) (int64, error) {
 	err := s.enter("Release")
 	defer s.mu.Unlock()
 	if err != nil {
@@ -215,7 +226,8 @@ func (s *memStore) match(q Query) []*Record {
 	for _, r := range s.rows {
 		if (len(q.Statuses) == 0 || slices.Contains(q.Statuses, r.Status)) &&
 			(q.AggregateType == "" || q.AggregateType == r.Envelope.AggregateType()) &&
-			(q.EventType == "" || q.EventType == r.Envelope.Type()) && r.ID > q.AfterID {
+			(q.EventType == "" || q.EventType == r.Envelope.Type()) && r.ID > q.AfterID &&
+			(len(q.IDs) == 0 || slices.Contains(q.IDs, r.ID)) {
 			out = append(out, r)
 		}
 	}
@@ -228,7 +240,20 @@ func (s *memStore) match(q Query) []*Record {
 	return out
 }
 
-func (s *memStore) List(_ context.Context, _ Executor, q Query) ([]Record, error) {
+func (s *memStore) Get(_ context.Context, id string) (Record, error) {
+	err := s.enter("Get")
+	defer s.mu.Unlock()
+	if err != nil {
+		return Record{}, err
+	}
+	r, ok := s.rows[id]
+	if !ok {
+		return Record{}, fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	return *r, nil
+}
+
+func (s *memStore) List(_ context.Context, q Query) ([]Record, error) {
 	err := s.enter("List")
 	defer s.mu.Unlock()
 	if err != nil {
@@ -248,7 +273,7 @@ func (s *memStore) List(_ context.Context, _ Executor, q Query) ([]Record, error
 	return out, nil
 }
 
-func (s *memStore) Count(_ context.Context, _ Executor, q Query) (int64, error) {
+func (s *memStore) Count(_ context.Context, q Query) (int64, error) {
 	err := s.enter("Count")
 	defer s.mu.Unlock()
 	if err != nil {
@@ -257,7 +282,7 @@ func (s *memStore) Count(_ context.Context, _ Executor, q Query) (int64, error) 
 	return int64(len(s.match(q))), nil
 }
 
-func (s *memStore) Stats(context.Context, Executor) (Stats, error) {
+func (s *memStore) Stats(context.Context) (Stats, error) {
 	err := s.enter("Stats")
 	defer s.mu.Unlock()
 	if err != nil {
@@ -273,7 +298,7 @@ func (s *memStore) Stats(context.Context, Executor) (Stats, error) {
 	return st, nil
 }
 
-func (s *memStore) Replay(_ context.Context, _ Executor, ids []string, now time.Time) (int64, error) {
+func (s *memStore) Replay(_ context.Context, ids []string, now time.Time) (int64, error) {
 	err := s.enter("Replay")
 	defer s.mu.Unlock()
 	if err != nil {
@@ -289,7 +314,7 @@ func (s *memStore) Replay(_ context.Context, _ Executor, ids []string, now time.
 	return n, nil
 }
 
-func (s *memStore) Purge(_ context.Context, _ Executor, before time.Time, limit int) (int64, error) {
+func (s *memStore) Purge(_ context.Context, before time.Time, limit int) (int64, error) {
 	err := s.enter("Purge")
 	defer s.mu.Unlock()
 	if err != nil {
@@ -312,28 +337,46 @@ func (s *memStore) Purge(_ context.Context, _ Executor, before time.Time, limit 
 	return n, nil
 }
 
-// fakeTx is a transaction as a TxContext adapter would expose it.
-type fakeTx struct {
-	Callbacks
-}
-
-func (*fakeTx) Executor() Executor { return nopExecutor{} }
-
 type txKey struct{}
 
-// fakeTxContext finds a *fakeTx in the context.
+// fakeTxContext finds the transaction withTx put in the context: an
+// outboxtx.Scope, which is an outbox.Tx.
 type fakeTxContext struct{}
 
 func (fakeTxContext) Current(ctx context.Context) (Tx, error) {
-	if tx, ok := ctx.Value(txKey{}).(*fakeTx); ok {
+	if tx, ok := ctx.Value(txKey{}).(*outboxtx.Scope); ok && !tx.Ended() {
 		return tx, nil
 	}
 	return nil, ErrNoTransaction
 }
 
-func withTx(ctx context.Context) (context.Context, *fakeTx) {
-	tx := &fakeTx{}
+// withTx begins a transaction; end it with Commit or Rollback.
+func withTx(ctx context.Context) (context.Context, *outboxtx.Scope) {
+	tx := outboxtx.NewScope(nil)
 	return context.WithValue(ctx, txKey{}, tx), tx
+}
+
+func bufferLogger() (*slog.Logger, *syncBuffer) {
+	buf := &syncBuffer{}
+	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug})), buf
+}
+
+// syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // countingMetrics records the counters it receives.

@@ -30,26 +30,39 @@ func DeliveryAttempt(ctx context.Context) int {
 	return n
 }
 
-// ListenerRegistry routes an event to exactly one Listener.
-type ListenerRegistry interface {
-	// ListenerFor returns the listener for (aggregateType, eventType), or nil.
-	ListenerFor(aggregateType, eventType string) Listener
-}
-
-// Registry is the default ListenerRegistry: one listener per
-// (aggregate type, event type). It is safe for concurrent use.
+// Registry routes an event to exactly one Listener: the one registered for
+// its (aggregate type, event type), else the one registered for its event
+// type on any aggregate. It is safe for concurrent use; the zero value is
+// ready to use. Client.Handle and Client.Register fill the Client's own.
 type Registry struct {
-	mu sync.RWMutex
-	m  map[routeKey]Listener
+	mu    sync.RWMutex
+	exact map[routeKey]Listener
+	any   map[string]Listener
 }
 
 type routeKey struct{ aggregate, event string }
 
-// NewRegistry returns an empty Registry.
-func NewRegistry() *Registry { return &Registry{m: make(map[routeKey]Listener)} }
+// Handle routes events of type et, on any aggregate type, to fn. A second
+// registration for the same event type fails with ErrDuplicateListener.
+func (r *Registry) Handle(et EventType, fn func(ctx context.Context, e Envelope) error) error {
+	if et == nil || fn == nil {
+		return fmt.Errorf("%w: Handle needs an event type and a listener function", ErrInvalidConfig)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, dup := r.any[et.Name()]; dup {
+		return fmt.Errorf("%w: event type %s (any aggregate)", ErrDuplicateListener, et.Name())
+	}
+	if r.any == nil {
+		r.any = make(map[string]Listener)
+	}
+	r.any[et.Name()] = ListenerFunc(fn)
+	return nil
+}
 
-// Register routes events of type et on aggregate type at to l. A second
-// registration for the same pair fails with ErrDuplicateListener.
+// Register routes events of type et on aggregate type at to l; it wins over
+// a Handle for et. A second registration for the same pair fails with
+// ErrDuplicateListener.
 func (r *Registry) Register(at AggregateType, et EventType, l Listener) error {
 	if at == nil || et == nil || l == nil {
 		return fmt.Errorf("%w: Register needs an aggregate type, an event type and a listener", ErrInvalidConfig)
@@ -57,29 +70,24 @@ func (r *Registry) Register(at AggregateType, et EventType, l Listener) error {
 	k := routeKey{at.Name(), et.Name()}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.m == nil {
-		r.m = make(map[routeKey]Listener)
-	}
-	if _, dup := r.m[k]; dup {
+	if _, dup := r.exact[k]; dup {
 		return fmt.Errorf("%w: (%s, %s)", ErrDuplicateListener, k.aggregate, k.event)
 	}
-	r.m[k] = l
+	if r.exact == nil {
+		r.exact = make(map[routeKey]Listener)
+	}
+	r.exact[k] = l
 	return nil
 }
 
-// Handle registers fn for event type et on GlobalAggregate.
-func (r *Registry) Handle(et EventType, fn func(ctx context.Context, e Envelope) error) error {
-	if fn == nil {
-		return fmt.Errorf("%w: Handle needs a listener function", ErrInvalidConfig)
-	}
-	return r.Register(GlobalAggregate, et, ListenerFunc(fn))
-}
-
-// ListenerFor implements ListenerRegistry.
-func (r *Registry) ListenerFor(aggregateType, eventType string) Listener {
+// listenerFor returns the listener for (aggregateType, eventType), or nil.
+func (r *Registry) listenerFor(aggregateType, eventType string) Listener {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	return r.m[routeKey{aggregateType, eventType}]
+	if l, ok := r.exact[routeKey{aggregateType, eventType}]; ok {
+		return l
+	}
+	return r.any[eventType]
 }
 
 // Interceptor runs around every dispatch, for cross-cutting concerns (audit,

@@ -9,7 +9,7 @@ import (
 )
 
 func TestRegistryRouting(t *testing.T) {
-	r := NewRegistry()
+	r := &Registry{}
 	var got []string
 	mk := func(name string) Listener {
 		return ListenerFunc(func(_ context.Context, e Envelope) error { got = append(got, name+":"+e.ID()); return nil })
@@ -31,33 +31,72 @@ func TestRegistryRouting(t *testing.T) {
 		{"Order", "OrderPlaced", "order-placed"},
 		{"Invoice", "OrderPlaced", "invoice-placed"},
 		{"__GLOBAL__", "Ping", "ping"},
-		{"Order", "Ping", ""},
+		{"Order", "Ping", "ping"}, // Handle routes its event type on any aggregate
+		{"Invoice", "Ping", "ping"},
 		{"__GLOBAL__", "OrderPlaced", ""},
+		{"Customer", "OrderPlaced", ""},
 		{"order", "OrderPlaced", ""}, // names are case-sensitive
+		{"Order", "ping", ""},
 	}
 	for _, tc := range tests {
 		got = nil
-		l := r.ListenerFor(tc.aggregate, tc.event)
+		l := r.listenerFor(tc.aggregate, tc.event)
 		if tc.want == "" {
 			if l != nil {
-				t.Errorf("ListenerFor(%s, %s) = %v, want nil", tc.aggregate, tc.event, l)
+				t.Errorf("listenerFor(%s, %s) = %v, want nil", tc.aggregate, tc.event, l)
 			}
 			continue
 		}
 		if l == nil {
-			t.Fatalf("ListenerFor(%s, %s) = nil", tc.aggregate, tc.event)
+			t.Fatalf("listenerFor(%s, %s) = nil", tc.aggregate, tc.event)
 		}
 		if err := l.Handle(context.Background(), MustEnvelope(EventName(tc.event), WithID("x"), WithJSON([]byte(`1`)))); err != nil {
 			t.Fatal(err)
 		}
 		if len(got) != 1 || got[0] != tc.want+":x" {
-			t.Errorf("ListenerFor(%s, %s) called %v, want %s", tc.aggregate, tc.event, got, tc.want)
+			t.Errorf("listenerFor(%s, %s) called %v, want %s", tc.aggregate, tc.event, got, tc.want)
+		}
+	}
+}
+
+// TestRegistryExactWinsOverHandle: Register for one (aggregate, event)
+// pair wins over a Handle for the event type, whichever came first; other
+// aggregates still reach the Handle.
+func TestRegistryExactWinsOverHandle(t *testing.T) {
+	for _, handleFirst := range []bool{true, false} {
+		r := &Registry{}
+		var got string
+		handle := func(context.Context, Envelope) error { got = "any"; return nil }
+		exact := ListenerFunc(func(context.Context, Envelope) error { got = "exact"; return nil })
+		if handleFirst {
+			if err := r.Handle(orderPlaced, handle); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := r.Register(orderAggregate, orderPlaced, exact); err != nil {
+			t.Fatalf("Register next to a Handle for the same event type: %v", err)
+		}
+		if !handleFirst {
+			if err := r.Handle(orderPlaced, handle); err != nil {
+				t.Fatalf("Handle next to a Register for the same event type: %v", err)
+			}
+		}
+		for aggregate, want := range map[string]string{"Order": "exact", "Invoice": "any", "__GLOBAL__": "any"} {
+			got = ""
+			l := r.listenerFor(aggregate, "OrderPlaced")
+			if l == nil {
+				t.Fatalf("handle first %v: (%s, OrderPlaced) unroutable", handleFirst, aggregate)
+			}
+			_ = l.Handle(context.Background(), Envelope{})
+			if got != want {
+				t.Errorf("handle first %v: (%s, OrderPlaced) went to %s, want %s", handleFirst, aggregate, got, want)
+			}
 		}
 	}
 }
 
 func TestRegistryDuplicate(t *testing.T) {
-	r := NewRegistry()
+	r := &Registry{}
 	l := ListenerFunc(func(context.Context, Envelope) error { return nil })
 	if err := r.Register(orderAggregate, orderPlaced, l); err != nil {
 		t.Fatal(err)
@@ -75,38 +114,39 @@ func TestRegistryDuplicate(t *testing.T) {
 }
 
 func TestRegistryNilArguments(t *testing.T) {
-	r := NewRegistry()
+	r := &Registry{}
 	l := ListenerFunc(func(context.Context, Envelope) error { return nil })
 	for name, err := range map[string]error{
 		"nil aggregate": r.Register(nil, orderPlaced, l),
 		"nil event":     r.Register(orderAggregate, nil, l),
 		"nil listener":  r.Register(orderAggregate, orderPlaced, nil),
 		"nil handler":   r.Handle(EventName("E"), nil),
+		"nil type":      r.Handle(nil, func(context.Context, Envelope) error { return nil }),
 	} {
 		if !errors.Is(err, ErrInvalidConfig) {
 			t.Errorf("%s: err = %v, want ErrInvalidConfig", name, err)
 		}
 	}
-	if r.ListenerFor("Order", "OrderPlaced") != nil {
-		t.Error("a failed Register left a route behind")
+	if r.listenerFor("Order", "OrderPlaced") != nil || r.listenerFor("Order", "E") != nil {
+		t.Error("a failed registration left a route behind")
 	}
 }
 
 func TestRegistryZeroValue(t *testing.T) {
 	var r Registry
-	if r.ListenerFor("a", "b") != nil {
+	if r.listenerFor("a", "b") != nil {
 		t.Error("empty registry routed an event")
 	}
 	if err := r.Register(AggregateName("a"), EventName("b"), ListenerFunc(func(context.Context, Envelope) error { return nil })); err != nil {
 		t.Fatal(err)
 	}
-	if r.ListenerFor("a", "b") == nil {
+	if r.listenerFor("a", "b") == nil {
 		t.Error("zero-value registry lost a registration")
 	}
 }
 
 func TestRegistryConcurrent(t *testing.T) {
-	r := NewRegistry()
+	r := &Registry{}
 	l := ListenerFunc(func(context.Context, Envelope) error { return nil })
 	const n = 50
 	var wg sync.WaitGroup
@@ -126,13 +166,13 @@ func TestRegistryConcurrent(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for j := range n {
-				r.ListenerFor("A", fmt.Sprint("E", j))
+				r.listenerFor("A", fmt.Sprint("E", j))
 			}
 		}()
 	}
 	wg.Wait()
 	for i := range n {
-		if r.ListenerFor("A", fmt.Sprint("E", i)) == nil {
+		if r.listenerFor("A", fmt.Sprint("E", i)) == nil {
 			t.Errorf("route E%d missing", i)
 		}
 	}
@@ -146,5 +186,26 @@ func TestRegistryConcurrent(t *testing.T) {
 	})
 	if count != n-1 {
 		t.Errorf("%d duplicate errors for the shared route, want %d", count, n-1)
+	}
+}
+
+func BenchmarkRegistryLookup(b *testing.B) {
+	r := &Registry{}
+	for _, n := range []string{"A", "B", "C", "D", "E", "F", "G", "H"} {
+		if err := r.Handle(EventName(n), nil); err == nil {
+			b.Fatal("nil listener accepted")
+		}
+		if err := r.Handle(EventName(n), func(context.Context, Envelope) error { return nil }); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := r.Register(AggregateName("Order"), EventName("E"), ListenerFunc(func(context.Context, Envelope) error { return nil })); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if r.listenerFor("Invoice", "E") == nil {
+			b.Fatal("no listener")
+		}
 	}
 }

@@ -3,29 +3,28 @@ package outbox
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"time"
 )
 
 // Poller defaults (the reference specification's values).
 const (
-	DefaultPollInterval    = 5 * time.Second
-	DefaultPollBatchSize   = 50
-	DefaultOwnReclaimAfter = time.Second
-	DefaultMaxPollBackoff  = time.Minute
+	DefaultPollInterval   = 5 * time.Second
+	DefaultPollBatchSize  = 50
+	DefaultMaxPollBackoff = time.Minute
+	// ownReclaimAfter is how soon a poller takes back rows its own
+	// dispatcher claimed but does not hold, such as hot-path events the full
+	// hot queue refused (at most the poll interval).
+	ownReclaimAfter = time.Second
 	// pollBusyWait is how soon the loop polls again when the cold queue has
 	// no room for a full batch: its workers free room within an ack window.
 	pollBusyWait = 5 * time.Millisecond
 )
 
-// PollerConfig configures a Poller. Zero values take the documented defaults.
+// PollerConfig configures a Poller. Zero values take the documented
+// defaults. The store, lease, clock, logger and metrics are the dispatcher's.
 type PollerConfig struct {
-	// Store claims the rows (required).
-	Store Store
-	// DB is the pool the claims run on (required).
-	DB Executor
 	// Dispatcher receives the claimed events on its cold queue and lends
-	// the poller its owner id (required).
+	// the poller its owner id, store and lease (required).
 	Dispatcher *Dispatcher
 	// Interval between polls when there is nothing to do (default 5s).
 	Interval time.Duration
@@ -33,21 +32,8 @@ type PollerConfig struct {
 	BatchSize int
 	// SkipRecent leaves events younger than this to the hot path (default 0).
 	SkipRecent time.Duration
-	// Lease is how long a claim protects a row from other instances
-	// (default 5m). It must exceed the longest listener run; the dispatcher
-	// does not start an event whose claim is older than Lease (it was
-	// queued too long and may have been claimed elsewhere).
-	Lease time.Duration
-	// OwnReclaimAfter is how soon this poller takes back rows its own
-	// dispatcher claimed but does not hold, such as hot-path events the full
-	// hot queue refused (default 1s, at most Interval).
-	OwnReclaimAfter time.Duration
 	// MaxBackoff caps the wait between polls after database errors (default 1m).
 	MaxBackoff time.Duration
-	// Metrics, Logger and Clock default to no-op metrics, slog.Default() and SystemClock.
-	Metrics Metrics
-	Logger  *slog.Logger
-	Clock   Clock
 }
 
 // Poller claims due events that the hot path did not deliver — delayed
@@ -57,34 +43,25 @@ type PollerConfig struct {
 // lease. A full batch triggers another poll at once; an idle poll waits
 // Interval; database errors back off exponentially up to MaxBackoff.
 type Poller struct {
-	cfg     PollerConfig
-	d       *Dispatcher
-	log     *slog.Logger
-	metrics Metrics
-	clock   Clock
+	cfg        PollerConfig
+	d          *Dispatcher
+	ownReclaim time.Duration
 
 	bg background
 }
 
 // NewPoller validates cfg and returns a Poller; call Start to run it.
 func NewPoller(cfg PollerConfig) (*Poller, error) {
-	if cfg.Store == nil || cfg.DB == nil || cfg.Dispatcher == nil {
-		return nil, configErr("poller needs a Store, a DB and a Dispatcher")
+	if cfg.Dispatcher == nil {
+		return nil, configErr("poller needs a Dispatcher")
 	}
-	if cfg.Interval < 0 || cfg.BatchSize < 0 || cfg.SkipRecent < 0 || cfg.Lease < 0 || cfg.OwnReclaimAfter < 0 || cfg.MaxBackoff < 0 {
+	if cfg.Interval < 0 || cfg.BatchSize < 0 || cfg.SkipRecent < 0 || cfg.MaxBackoff < 0 {
 		return nil, configErr("poller settings must not be negative")
 	}
 	setDefault(&cfg.Interval, DefaultPollInterval)
 	setDefault(&cfg.BatchSize, DefaultPollBatchSize)
-	setDefault(&cfg.Lease, DefaultLease)
-	setDefault(&cfg.OwnReclaimAfter, min(DefaultOwnReclaimAfter, cfg.Interval))
 	setDefault(&cfg.MaxBackoff, DefaultMaxPollBackoff)
-	cfg.Dispatcher.finished.enable()
-	cfg.Dispatcher.lease.Store(int64(cfg.Lease))
-	return &Poller{
-		cfg: cfg, d: cfg.Dispatcher, log: loggerOr(cfg.Logger).With("outbox_owner", cfg.Dispatcher.Owner()),
-		metrics: metricsOr(cfg.Metrics), clock: clockOr(cfg.Clock),
-	}, nil
+	return &Poller{cfg: cfg, d: cfg.Dispatcher, ownReclaim: min(ownReclaimAfter, cfg.Interval)}, nil
 }
 
 // Start runs the polling loop in a goroutine until Close. The first poll
@@ -101,9 +78,9 @@ func (p *Poller) loop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-p.d.HotDropped():
+		case <-p.d.dropped:
 			// Refused hot-path rows become claimable after OwnReclaimAfter.
-			dropDue = time.Now().Add(p.cfg.OwnReclaimAfter)
+			dropDue = time.Now().Add(p.ownReclaim)
 			if dropDue.Before(next) {
 				next = dropDue
 				timer.Reset(time.Until(next))
@@ -120,7 +97,7 @@ func (p *Poller) loop(ctx context.Context) {
 		case err != nil:
 			backoff = min(max(2*backoff, time.Second), p.cfg.MaxBackoff)
 			wait = backoff
-			p.log.Error("outbox: poll failed, backing off", "error", err, "retry_in", wait)
+			p.d.log.Error("outbox: poll failed, backing off", "error", err, "retry_in", wait)
 		case more:
 			backoff, wait = 0, 0
 		case busy:
@@ -152,18 +129,19 @@ func (p *Poller) PollOnce(ctx context.Context) (queued int, more bool, err error
 // run many small claims, each competing with the dispatcher's acks for the
 // database (on SQLite, for its single write lock).
 func (p *Poller) poll(ctx context.Context) (queued int, more, busy bool, err error) {
-	hot, cold := p.d.QueueDepths()
-	p.metrics.QueueDepths(hot, cold)
-	limit := min(p.cfg.BatchSize, cap(p.d.cold))
-	if p.d.ColdCapacity() < limit { // always so while the dispatcher is not running
+	d := p.d
+	hot, cold := d.queueDepths()
+	d.metrics.QueueDepths(hot, cold)
+	limit := min(p.cfg.BatchSize, cap(d.cold))
+	if d.coldCapacity() < limit { // always so while the dispatcher is not running
 		// Leave the rows in the table. While the queue holds events, the
 		// workers are about to free room.
 		return 0, false, cold > 0, nil
 	}
-	now := utcNow(p.clock)
-	p.d.finished.rotate()
-	recs, err := p.cfg.Store.Claim(ctx, p.cfg.DB, ClaimRequest{
-		Owner: p.d.Owner(), Now: now, Lease: p.cfg.Lease, OwnReclaimAfter: p.cfg.OwnReclaimAfter,
+	now := utcNow(d.clock)
+	d.finished.rotate()
+	recs, err := d.cfg.Store.Claim(ctx, ClaimRequest{
+		Owner: d.owner, Now: now, Lease: d.cfg.Lease, OwnReclaimAfter: p.ownReclaim,
 		SkipRecent: p.cfg.SkipRecent, Limit: limit,
 	})
 	if err != nil {
@@ -178,22 +156,22 @@ func (p *Poller) poll(ctx context.Context) (queued int, more, busy bool, err err
 			oldest = r.CreatedAt
 		}
 		if r.Err != nil {
-			p.log.Error("outbox: stored event cannot be decoded, moved to DEAD", "event_id", r.ID, "error", r.Err)
-			p.metrics.DispatchDead()
-			if _, err := p.cfg.Store.MarkDead(ctx, p.cfg.DB, p.d.Owner(), r.ID, now, TruncateError("decode: "+r.Err.Error()), false); err != nil {
-				p.log.Error("outbox: could not move undecodable event to DEAD", "event_id", r.ID, "error", err)
+			d.log.Error("outbox: stored event cannot be decoded, moved to DEAD", "event_id", r.ID, "error", r.Err)
+			d.metrics.DispatchDead()
+			if _, err := d.cfg.Store.MarkDead(ctx, Outcome{Owner: d.owner, ID: r.ID, At: now, Error: TruncateError("decode: " + r.Err.Error())}); err != nil {
+				d.log.Error("outbox: could not move undecodable event to DEAD", "event_id", r.ID, "error", err)
 			}
 			continue
 		}
-		if !p.d.EnqueueCold(r.Envelope, r.Attempts) {
+		if !d.enqueueCold(r.Envelope, r.Attempts) {
 			// Full or closing: the rest stay claimed by us and are taken back
 			// after OwnReclaimAfter, or by others when the lease expires.
-			p.log.Debug("outbox: cold queue full, leaving the rest of the batch", "left", len(recs)-i)
+			d.log.Debug("outbox: cold queue full, leaving the rest of the batch", "left", len(recs)-i)
 			return queued, false, false, nil
 		}
 		queued++
 	}
-	p.metrics.OldestLag(now.Sub(oldest))
+	d.metrics.OldestLag(now.Sub(oldest))
 	return queued, len(recs) == limit && queued > 0, false, nil
 }
 

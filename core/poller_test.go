@@ -10,8 +10,7 @@ import (
 
 func newTestPoller(t *testing.T, h *harness, mut func(*PollerConfig)) *Poller {
 	t.Helper()
-	logger, _ := bufferLogger()
-	cfg := PollerConfig{Store: h.st, DB: nopExecutor{}, Dispatcher: h.d, Clock: h.clk, Metrics: h.metrics, Logger: logger, BatchSize: 10}
+	cfg := PollerConfig{Dispatcher: h.d, BatchSize: 10}
 	if mut != nil {
 		mut(&cfg)
 	}
@@ -125,7 +124,7 @@ func TestPollWaitsForRoomForAFullBatch(t *testing.T) {
 	// for two, not for a batch of three. The poller claims nothing and asks
 	// to be called again soon.
 	deadline := time.Now().Add(5 * time.Second)
-	for h.d.ColdCapacity() != 2 && time.Now().Before(deadline) {
+	for h.d.coldCapacity() != 2 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
 	claims := h.st.callCount("Claim")

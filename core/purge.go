@@ -18,8 +18,6 @@ const (
 type PurgeConfig struct {
 	// Purger deletes the rows (required).
 	Purger Purger
-	// DB is the pool the deletes run on (required).
-	DB Executor
 	// Retention keeps DONE and DEAD events this long after they ended (default 7 days).
 	Retention time.Duration
 	// BatchSize bounds each DELETE, and so how long it holds locks (default 500).
@@ -43,8 +41,8 @@ type PurgeScheduler struct {
 
 // NewPurgeScheduler validates cfg and returns a PurgeScheduler.
 func NewPurgeScheduler(cfg PurgeConfig) (*PurgeScheduler, error) {
-	if cfg.Purger == nil || cfg.DB == nil {
-		return nil, configErr("purge scheduler needs a Purger and a DB")
+	if cfg.Purger == nil {
+		return nil, configErr("purge scheduler needs a Purger")
 	}
 	if cfg.Retention < 0 || cfg.BatchSize < 0 || cfg.Interval < 0 {
 		return nil, configErr("purge settings must not be negative")
@@ -61,7 +59,7 @@ func (s *PurgeScheduler) PurgeOnce(ctx context.Context) (int64, error) {
 	before := utcNow(s.clock).Add(-s.cfg.Retention)
 	var total int64
 	for {
-		n, err := s.cfg.Purger.Purge(ctx, s.cfg.DB, before, s.cfg.BatchSize)
+		n, err := s.cfg.Purger.Purge(ctx, before, s.cfg.BatchSize)
 		total += n
 		if err != nil {
 			return total, fmt.Errorf("outbox: purge: %w", err)

@@ -21,7 +21,7 @@ func TestPurgeOnce(t *testing.T) {
 	st.put(Record{ID: "old-pending", Status: StatusNew, CreatedAt: old})
 	st.put(Record{ID: "old-retry", Status: StatusRetry, CreatedAt: old})
 
-	s, err := NewPurgeScheduler(PurgeConfig{Purger: st, DB: nopExecutor{}, BatchSize: 2, Clock: clk})
+	s, err := NewPurgeScheduler(PurgeConfig{Purger: st, BatchSize: 2, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +49,7 @@ func TestPurgeSchedulerStartClose(t *testing.T) {
 	old := time.Now().Add(-30 * 24 * time.Hour)
 	st.put(Record{ID: "a", Status: StatusDone, CreatedAt: old, DoneAt: old})
 	logger, buf := bufferLogger()
-	s, err := NewPurgeScheduler(PurgeConfig{Purger: st, DB: nopExecutor{}, Interval: time.Hour, Logger: logger})
+	s, err := NewPurgeScheduler(PurgeConfig{Purger: st, Interval: time.Hour, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -92,6 +92,8 @@ type ClaimRequest struct {
 type Query struct {
 	// Statuses to include; empty means all.
 	Statuses []Status
+	// IDs, when not empty, selects only these event ids.
+	IDs []string
 	// AggregateType and EventType filter when not empty.
 	AggregateType string
 	EventType     string
@@ -110,46 +112,68 @@ type Stats struct {
 	OldestPending time.Time
 }
 
-// Store persists outbox events. Implementations must be safe for concurrent
-// use. Every method runs on the Executor given; timestamps come from the
-// caller's clock, never from the database.
+// Outcome is a fenced status update of one claimed event: it applies only
+// while Owner still holds the claim on ID.
+type Outcome struct {
+	// Owner is the claim's owner id.
+	Owner string
+	// ID is the event id.
+	ID string
+	// At is when the event is due again (MarkRetry) or when it ended (MarkDead).
+	At time.Time
+	// Error is the failure to record; stores keep MaxErrorLen characters.
+	Error string
+	// CountAttempt increments the event's attempts.
+	CountAttempt bool
+}
+
+// Store persists outbox events. It owns its connection pool: only Insert
+// runs in the caller's transaction, every other method on the store's own
+// connections. Implementations must be safe for concurrent use, and take
+// every timestamp from the caller (the framework's Clock), never from the
+// database.
 //
 // Status updates are fenced: MarkDone, MarkRetry, MarkDead and Release change
-// a row only while it is still claimed by owner, so a worker whose claim
-// expired and was taken over changes nothing.
+// a row only while it is still claimed by the given owner, so a worker whose
+// claim expired and was taken over changes nothing.
 type Store interface {
-	// Insert adds events as NEW, created at now and available at
-	// max(now, AvailableAt). When owner is not empty, events that are not
-	// Delayed are inserted already claimed by owner (the hot path owns its
-	// rows); delayed events are never claimed at insert.
-	Insert(ctx context.Context, ex Executor, now time.Time, owner string, events []Envelope) error
+	// Insert adds events as NEW in the transaction tx, created at now and
+	// available at max(now, AvailableAt). tx comes from the TxContext the
+	// store works with; a Tx of another kind is an error wrapping
+	// ErrInvalidConfig. When owner is not empty, events that are not Delayed
+	// are inserted already claimed by owner (the hot path owns its rows).
+	// An id that is already stored fails the insert.
+	Insert(ctx context.Context, tx Tx, now time.Time, owner string, events []Envelope) error
 	// Claim atomically claims due pending events, oldest due first.
-	Claim(ctx context.Context, ex Executor, req ClaimRequest) ([]Record, error)
-	// MarkDone marks the events DONE and returns how many rows changed.
-	MarkDone(ctx context.Context, ex Executor, owner string, ids []string, now time.Time) (int64, error)
-	// MarkRetry schedules another attempt at next, recording lastErr; with
-	// countAttempt it also increments attempts. It reports whether the row changed.
-	MarkRetry(ctx context.Context, ex Executor, owner, id string, next time.Time, lastErr string, countAttempt bool) (bool, error)
-	// MarkDead moves the event to DEAD, recording lastErr; with countAttempt
-	// it also increments attempts. It reports whether the row changed.
-	MarkDead(ctx context.Context, ex Executor, owner, id string, now time.Time, lastErr string, countAttempt bool) (bool, error)
+	Claim(ctx context.Context, req ClaimRequest) ([]Record, error)
+	// MarkDone marks owner's claimed events DONE at now and returns how many
+	// rows changed.
+	MarkDone(ctx context.Context, owner string, ids []string, now time.Time) (int64, error)
+	// MarkRetry makes the event pending again at o.At, recording o.Error. It
+	// reports whether the row changed.
+	MarkRetry(ctx context.Context, o Outcome) (bool, error)
+	// MarkDead moves the event to DEAD at o.At, recording o.Error. It reports
+	// whether the row changed.
+	MarkDead(ctx context.Context, o Outcome) (bool, error)
 	// Release drops owner's claim on pending events so any poller can take
 	// them at once (used on shutdown for events that were never delivered).
-	Release(ctx context.Context, ex Executor, owner string, ids []string) (int64, error)
+	Release(ctx context.Context, owner string, ids []string) (int64, error)
+	// Get returns one event with its state, or an error wrapping ErrNotFound.
+	Get(ctx context.Context, id string) (Record, error)
 	// List returns events matching q, ordered by id.
-	List(ctx context.Context, ex Executor, q Query) ([]Record, error)
+	List(ctx context.Context, q Query) ([]Record, error)
 	// Count returns how many events match q.
-	Count(ctx context.Context, ex Executor, q Query) (int64, error)
+	Count(ctx context.Context, q Query) (int64, error)
 	// Stats counts events by status and finds the oldest pending one.
-	Stats(ctx context.Context, ex Executor) (Stats, error)
-	// Replay moves DEAD events back to NEW with zero attempts, due now and
+	Stats(ctx context.Context) (Stats, error)
+	// Replay moves DEAD events back to NEW with zero attempts, due at now and
 	// unclaimed, and returns how many rows changed.
-	Replay(ctx context.Context, ex Executor, ids []string, now time.Time) (int64, error)
+	Replay(ctx context.Context, ids []string, now time.Time) (int64, error)
 }
 
 // Purger deletes terminal events.
 type Purger interface {
 	// Purge deletes at most limit DONE or DEAD events whose completion time
 	// (or creation time, if none) is before before, and returns how many.
-	Purge(ctx context.Context, ex Executor, before time.Time, limit int) (int64, error)
+	Purge(ctx context.Context, before time.Time, limit int) (int64, error)
 }

@@ -24,15 +24,6 @@ type WriterHook interface {
 	AfterRollback(events []Envelope)
 }
 
-// ClaimingHook is a WriterHook that delivers committed events in this
-// process (the hot path). The Writer inserts the events it will deliver
-// already claimed by ClaimOwner, so no other instance's poller takes them;
-// an empty ClaimOwner leaves them unclaimed.
-type ClaimingHook interface {
-	WriterHook
-	ClaimOwner() string
-}
-
 // NopHook implements WriterHook doing nothing; embed it in partial hooks.
 type NopHook struct{}
 
@@ -56,10 +47,14 @@ type WriterConfig struct {
 	TxContext TxContext
 	// Store inserts the rows (required).
 	Store Store
-	// Hook, if set, shapes writes and reacts to commit. Use
-	// Dispatcher.Hook for in-process delivery right after commit; leave it
-	// nil for poller-only or CDC setups.
-	Hook WriterHook
+	// Dispatcher, if set, delivers committed events in this process right
+	// after commit (the hot path): the rows are inserted already claimed by
+	// its owner id, so no other instance's poller takes them. Leave it nil
+	// for poller-only, writer-only or CDC setups.
+	Dispatcher *Dispatcher
+	// Hooks shape writes and observe commits, in order. They cannot turn
+	// the hot path off: it is wired through Dispatcher, not through a hook.
+	Hooks []WriterHook
 	// Clock stamps created_at (default SystemClock).
 	Clock Clock
 	// Logger receives hook failures (default slog.Default()).
@@ -69,12 +64,12 @@ type WriterConfig struct {
 // Writer writes events into the outbox inside the caller's transaction.
 // It is safe for concurrent use.
 type Writer struct {
-	tx      TxContext
-	store   Store
-	hook    WriterHook
-	claimer ClaimingHook // the hook, if it delivers in-process
-	clock   Clock
-	logger  *slog.Logger
+	tx     TxContext
+	store  Store
+	hot    *Dispatcher
+	hooks  []WriterHook
+	clock  Clock
+	logger *slog.Logger
 }
 
 // NewWriter returns a Writer. It fails if TxContext or Store is missing.
@@ -82,15 +77,20 @@ func NewWriter(cfg WriterConfig) (*Writer, error) {
 	if cfg.TxContext == nil || cfg.Store == nil {
 		return nil, configErr("writer needs a TxContext and a Store")
 	}
-	w := &Writer{tx: cfg.TxContext, store: cfg.Store, hook: cfg.Hook, clock: clockOr(cfg.Clock), logger: loggerOr(cfg.Logger)}
-	w.claimer, _ = cfg.Hook.(ClaimingHook)
-	return w, nil
+	for i, h := range cfg.Hooks {
+		if h == nil {
+			return nil, configErr("writer hook %d is nil", i)
+		}
+	}
+	return &Writer{tx: cfg.TxContext, store: cfg.Store, hot: cfg.Dispatcher, hooks: append([]WriterHook(nil), cfg.Hooks...),
+		clock: clockOr(cfg.Clock), logger: loggerOr(cfg.Logger)}, nil
 }
 
 // Write inserts events into the outbox in the transaction carried by ctx and
-// returns their ids (none if the hook suppressed the write). With no
+// returns their ids (none if a hook suppressed the write). With no
 // transaction in ctx it fails with an error wrapping ErrNoTransaction and
-// writes nothing. After commit the hook, if any, is told once for the batch.
+// writes nothing. After commit the hot path and the hooks are told once for
+// the batch.
 func (w *Writer) Write(ctx context.Context, events ...Envelope) ([]string, error) {
 	tx, err := w.tx.Current(ctx)
 	if err != nil {
@@ -101,8 +101,8 @@ func (w *Writer) Write(ctx context.Context, events ...Envelope) ([]string, error
 			return nil, fmt.Errorf("%w: event %d is the zero Envelope; build it with NewEnvelope", ErrInvalidEnvelope, i)
 		}
 	}
-	if w.hook != nil {
-		if events, err = w.hook.BeforeWrite(ctx, events); err != nil {
+	for _, h := range w.hooks {
+		if events, err = h.BeforeWrite(ctx, events); err != nil {
 			return nil, fmt.Errorf("outbox: before-write hook: %w", err)
 		}
 	}
@@ -110,17 +110,21 @@ func (w *Writer) Write(ctx context.Context, events ...Envelope) ([]string, error
 		return nil, nil
 	}
 	owner := ""
-	if w.claimer != nil {
-		owner = w.claimer.ClaimOwner()
+	if w.hot != nil {
+		owner = w.hot.claimOwner()
 	}
-	if err := w.store.Insert(ctx, tx.Executor(), utcNow(w.clock), owner, events); err != nil {
+	if err := w.store.Insert(ctx, tx, utcNow(w.clock), owner, events); err != nil {
 		return nil, fmt.Errorf("outbox: write %d event(s): %w", len(events), err)
 	}
 	ids := make([]string, len(events))
 	for i, e := range events {
 		ids[i] = e.ID()
 	}
-	if h := w.hook; h != nil {
+	if owner != "" {
+		d := w.hot
+		tx.AfterCommit(func() { d.afterCommit(events) })
+	}
+	for _, h := range w.hooks {
 		safeCall(w.logger, "after-write hook", func() { h.AfterWrite(ctx, events) })
 		tx.AfterCommit(func() { safeCall(w.logger, "after-commit hook", func() { h.AfterCommit(events) }) })
 		tx.AfterRollback(func() { safeCall(w.logger, "after-rollback hook", func() { h.AfterRollback(events) }) })

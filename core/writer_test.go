@@ -3,9 +3,11 @@ package outbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // recordingHook records the calls a Writer makes and can transform or fail.
@@ -53,7 +55,11 @@ func (h *recordingHook) trace() string {
 func newTestWriter(t *testing.T, st *memStore, hook WriterHook) (*Writer, *syncBuffer) {
 	t.Helper()
 	logger, buf := bufferLogger()
-	w, err := NewWriter(WriterConfig{TxContext: fakeTxContext{}, Store: st, Hook: hook, Logger: logger, Clock: newStepClock()})
+	var hooks []WriterHook
+	if hook != nil {
+		hooks = append(hooks, hook)
+	}
+	w, err := NewWriter(WriterConfig{TxContext: fakeTxContext{}, Store: st, Hooks: hooks, Logger: logger, Clock: newStepClock()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,14 +92,14 @@ func TestWriterCommitAndRollback(t *testing.T) {
 			t.Errorf("ids = %v", ids)
 		}
 		if r := st.get(e1.ID()); r.Status != StatusNew || r.LockedBy != "" || !r.CreatedAt.Equal(newStepClock().Now()) {
-			t.Errorf("inserted row = %+v; want NEW, unclaimed (not a claiming hook), created at the writer's clock", r)
+			t.Errorf("inserted row = %+v; want NEW, unclaimed (no dispatcher), created at the writer's clock", r)
 		}
 		want := "before:2,write:2,rollback:2"
 		if commit {
-			tx.RunCommit()
+			tx.Commit()
 			want = "before:2,write:2,commit:2"
 		} else {
-			tx.RunRollback()
+			tx.Rollback()
 		}
 		if got := hook.trace(); got != want {
 			t.Errorf("commit=%v: hook calls %s, want %s (one after-commit per batch)", commit, got, want)
@@ -127,7 +133,7 @@ func TestWriterHookShapesWrite(t *testing.T) {
 			if len(ids) != tc.wantIDs {
 				t.Errorf("ids = %v, want %d", ids, tc.wantIDs)
 			}
-			n, _ := st.Count(context.Background(), nil, Query{})
+			n, _ := st.Count(context.Background(), Query{})
 			if int(n) != tc.wantIDs {
 				t.Errorf("%d rows stored, want %d", n, tc.wantIDs)
 			}
@@ -143,7 +149,7 @@ func TestWriterHookPanicsAreLogged(t *testing.T) {
 	if err != nil || len(ids) != 1 {
 		t.Fatalf("Write = %v, %v; a panicking AfterWrite must not fail it", ids, err)
 	}
-	tx.RunCommit()
+	tx.Commit()
 	out := buf.String()
 	for _, want := range []string{"after-write hook panicked", "after-write boom", "after-commit hook panicked", "after-commit boom"} {
 		if !strings.Contains(out, want) {
@@ -166,5 +172,127 @@ func TestWriterRejectsZeroEnvelopeAndStoreErrors(t *testing.T) {
 	st.setFail("Insert", dbErr)
 	if _, err := w.Write(ctx, evt("A")); !errors.Is(err, dbErr) {
 		t.Errorf("store error: err = %v, want it wrapped", err)
+	}
+}
+
+// tracingHook records its calls, tagged with its name, in a shared trace,
+// and can rewrite the events it is given.
+type tracingHook struct {
+	name   string
+	trace  *[]string
+	mu     *sync.Mutex
+	before func([]Envelope) []Envelope
+}
+
+func (h tracingHook) add(what string, events []Envelope) {
+	h.mu.Lock()
+	*h.trace = append(*h.trace, fmt.Sprintf("%s.%s:%d", h.name, what, len(events)))
+	h.mu.Unlock()
+}
+
+func (h tracingHook) BeforeWrite(_ context.Context, events []Envelope) ([]Envelope, error) {
+	h.add("before", events)
+	if h.before != nil {
+		return h.before(events), nil
+	}
+	return events, nil
+}
+func (h tracingHook) AfterWrite(_ context.Context, events []Envelope) { h.add("write", events) }
+func (h tracingHook) AfterCommit(events []Envelope)                   { h.add("commit", events) }
+func (h tracingHook) AfterRollback(events []Envelope)                 { h.add("rollback", events) }
+
+// TestWriterHooksChainInOrder: each BeforeWrite gets what the previous one
+// returned; every later stage runs in the hooks' order, with the events
+// actually written.
+func TestWriterHooksChainInOrder(t *testing.T) {
+	for _, commit := range []bool{true, false} {
+		var mu sync.Mutex
+		var trace []string
+		extra := evt("Extra")
+		first := tracingHook{name: "first", trace: &trace, mu: &mu,
+			before: func(es []Envelope) []Envelope { return append(es[:1:1], extra) }}
+		second := tracingHook{name: "second", trace: &trace, mu: &mu,
+			before: func(es []Envelope) []Envelope { return append(es, evt("Last")) }}
+		st := newMemStore()
+		w, err := NewWriter(WriterConfig{TxContext: fakeTxContext{}, Store: st, Hooks: []WriterHook{first, second}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, tx := withTx(context.Background())
+		a := evt("A")
+		ids, err := w.Write(ctx, a, evt("B"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ids) != 3 || ids[0] != a.ID() || ids[1] != extra.ID() {
+			t.Errorf("ids = %v, want A, Extra and the second hook's event", ids)
+		}
+		if n, _ := st.Count(context.Background(), Query{}); n != 3 {
+			t.Errorf("%d rows stored, want the 3 the hooks left", n)
+		}
+		end := "commit"
+		if commit {
+			tx.Commit()
+		} else {
+			tx.Rollback()
+			end = "rollback"
+		}
+		want := "first.before:2,second.before:2,first.write:3,second.write:3,first." + end + ":3,second." + end + ":3"
+		mu.Lock()
+		got := strings.Join(trace, ",")
+		mu.Unlock()
+		if got != want {
+			t.Errorf("commit=%v: trace\n%s\nwant\n%s", commit, got, want)
+		}
+	}
+}
+
+// TestWriterHooksCannotTurnOffClaimAtInsert: with a running dispatcher the
+// Writer inserts its rows claimed by the dispatcher's owner and hands them
+// to the hot path, whatever the hooks do: the hot path is wired through
+// WriterConfig.Dispatcher, not through a hook.
+func TestWriterHooksCannotTurnOffClaimAtInsert(t *testing.T) {
+	h := newHarness(t, nil)
+	delivered := make(chan string, 4)
+	_ = h.reg.Handle(EventName("E"), func(_ context.Context, e Envelope) error { delivered <- e.ID(); return nil })
+	h.start(t)
+	replace := &recordingHook{before: func(es []Envelope) ([]Envelope, error) {
+		out := make([]Envelope, len(es))
+		for i := range es {
+			out[i] = evt("E") // new events: the hook does not pass the originals on
+		}
+		return out, nil
+	}}
+	w, err := NewWriter(WriterConfig{TxContext: fakeTxContext{}, Store: h.st, Dispatcher: h.d,
+		Hooks: []WriterHook{NopHook{}, replace, NopHook{}}, Clock: h.clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, tx := withTx(context.Background())
+	ids, err := w.Write(ctx, evt("E"), evt("E"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		if r := h.st.get(id); r.LockedBy != h.d.Owner() || !r.LockedAt.Equal(h.clk.Now()) {
+			t.Errorf("row %s locked by %q at %v, want claimed by the dispatcher %q at insert", id, r.LockedBy, r.LockedAt, h.d.Owner())
+		}
+	}
+	tx.Commit()
+	for range ids {
+		select {
+		case <-delivered:
+		case <-time.After(5 * time.Second):
+			t.Fatal("events not delivered by the hot path")
+		}
+	}
+	for _, id := range ids {
+		h.waitStatus(t, id, StatusDone)
+	}
+	if n := h.metrics.get("HotEnqueued"); n != 2 {
+		t.Errorf("HotEnqueued = %d, want 2", n)
+	}
+	if got := replace.trace(); got != "before:2,write:2,commit:2" {
+		t.Errorf("hook calls %s", got)
 	}
 }

@@ -23,7 +23,7 @@ func newFixture(t *testing.T, b outboxsqltest.Backend) outboxtest.Fixture {
 	db := b.Open(t)
 	store := b.NewStore(t, db)
 	txm := outboxsql.NewTxManager(db, outboxsql.WithTxLogger(quietLogger))
-	return outboxtest.Fixture{Store: store, Purger: store, DB: db, TxContext: txm, InTx: txm.InTx, Table: store.Table()}
+	return outboxsqltest.Fixture(db, store, txm, txm.InTx)
 }
 
 func forEachBackend(t *testing.T, run func(t *testing.T, newFixture func(t *testing.T) outboxtest.Fixture)) {
@@ -41,7 +41,5 @@ func TestTxContextSuite(t *testing.T) {
 }
 
 func TestEndToEndSuite(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, newFixture func(t *testing.T) outboxtest.Fixture) {
-		outboxtest.RunEndToEndSuite(t, func(t *testing.T) outboxtest.Backend { return newFixture(t).Backend() })
-	})
+	forEachBackend(t, outboxtest.RunEndToEndSuite)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/go-outbox/outbox/core/outboxsql"
 	"github.com/go-outbox/outbox/core/outboxsql/outboxsqltest"
 	"github.com/go-outbox/outbox/core/outboxtest"
+	"github.com/go-outbox/outbox/core/sqlstore"
 )
 
 // The whole test binary runs with a non-UTC local time zone, so that code
@@ -49,7 +50,7 @@ func fixtureOn(t *testing.T, b outboxsqltest.Backend, db *sql.DB) outboxtest.Fix
 	t.Helper()
 	store := b.NewStore(t, db)
 	txm := outboxsql.NewTxManager(db, outboxsql.WithTxLogger(quietLogger))
-	return outboxtest.Fixture{Store: store, Purger: store, DB: db, TxContext: txm, InTx: txm.InTx, Table: store.Table()}
+	return outboxsqltest.Fixture(db, store, txm, txm.InTx)
 }
 
 func pingEvent(t testing.TB, opts ...outbox.EnvelopeOption) outbox.Envelope {
@@ -85,13 +86,14 @@ func TestMissingTable(t *testing.T) {
 		ctx := context.Background()
 		db := b.Open(t)
 		table := outboxsqltest.TableName("outbox_missing")
-		store, err := outboxsql.New(b.Dialect, outboxsql.WithTable(table))
+		store, err := outboxsql.Open(db, outboxsql.WithTable(table))
 		if err != nil {
 			t.Fatal(err)
 		}
+		txm := outboxsql.NewTxManager(db)
 		check := func(op string, err error) {
 			t.Helper()
-			if !errors.Is(err, outboxsql.ErrNoTable) {
+			if !errors.Is(err, sqlstore.ErrNoTable) {
 				t.Errorf("%s on a missing table: %v, want an error wrapping ErrNoTable", op, err)
 				return
 			}
@@ -100,12 +102,20 @@ func TestMissingTable(t *testing.T) {
 			}
 			t.Logf("%s: %v", op, err)
 		}
-		check("Insert", store.Insert(ctx, db, time.Now(), "", []outbox.Envelope{pingEvent(t)}))
-		_, err = store.Claim(ctx, db, outbox.ClaimRequest{Owner: "o", Now: time.Now(), Lease: time.Minute, Limit: 10})
+		check("Insert", txm.InTx(ctx, func(ctx context.Context) error {
+			tx, err := txm.Current(ctx)
+			if err != nil {
+				return err
+			}
+			return store.Insert(ctx, tx, time.Now(), "", []outbox.Envelope{pingEvent(t)})
+		}))
+		_, err = store.Claim(ctx, outbox.ClaimRequest{Owner: "o", Now: time.Now(), Lease: time.Minute, Limit: 10})
 		check("Claim", err)
-		_, err = store.MarkDone(ctx, db, "o", []string{"x"}, time.Now())
+		_, err = store.MarkDone(ctx, "o", []string{"x"}, time.Now())
 		check("MarkDone", err)
-		_, err = store.Purge(ctx, db, time.Now(), 10)
+		_, err = store.Get(ctx, "x")
+		check("Get", err)
+		_, err = store.Purge(ctx, time.Now(), 10)
 		check("Purge", err)
 	})
 }
@@ -138,24 +148,19 @@ func TestSessionTimeZone(t *testing.T) {
 		t.Run("StoreSuite", func(t *testing.T) {
 			outboxtest.RunStoreSuite(t, func(t *testing.T) outboxtest.Fixture { return fixtureOn(t, b, db) })
 		})
-		t.Run("DelayedDeliveredOnTime", func(t *testing.T) { delayedOnTime(t, b, fixtureOn(t, b, db)) })
+		t.Run("DelayedDeliveredOnTime", func(t *testing.T) { delayedOnTime(t, b, db, fixtureOn(t, b, db)) })
 	})
 }
 
 // delayedOnTime writes an event due in a moment through the real clock and
 // checks that the poller delivers it once due, and stores UTC.
-func delayedOnTime(t *testing.T, b outboxsqltest.Backend, f outboxtest.Fixture) {
+func delayedOnTime(t *testing.T, b outboxsqltest.Backend, db *sql.DB, f outboxtest.Fixture) {
 	ctx := context.Background()
 	var deliveredAt atomic.Int64
-	reg := outbox.NewRegistry()
-	if err := reg.Register(outbox.GlobalAggregate, outbox.EventName("Ping"), outbox.ListenerFunc(func(context.Context, outbox.Envelope) error {
+	w := startNode(t, f, outbox.Config{PollInterval: 20 * time.Millisecond}, func(context.Context, outbox.Envelope) error {
 		deliveredAt.CompareAndSwap(0, time.Now().UnixNano())
 		return nil
-	})); err != nil {
-		t.Fatal(err)
-	}
-	d, p, w := startNode(t, f, reg, true, func(c *outbox.PollerConfig) { c.Interval = 20 * time.Millisecond })
-	defer stopNode(t, d, p)
+	})
 	due := time.Now().Add(700 * time.Millisecond)
 	e := pingEvent(t, outbox.WithAvailableAt(due))
 	if err := f.InTx(ctx, func(ctx context.Context) error { _, err := w.Write(ctx, e); return err }); err != nil {
@@ -167,7 +172,7 @@ func delayedOnTime(t *testing.T, b outboxsqltest.Backend, f outboxtest.Fixture) 
 	if b.Dialect == outboxsql.MySQL {
 		query = "SELECT CAST(available_at AS CHAR) FROM " + f.Table + " WHERE event_id = ?"
 	}
-	if err := f.DB.QueryRowContext(ctx, query, e.ID()).Scan(&stored); err != nil {
+	if err := db.QueryRowContext(ctx, query, e.ID()).Scan(&stored); err != nil {
 		t.Fatal(err)
 	}
 	if want := due.UTC().Truncate(time.Microsecond).Format("2006-01-02 15:04:05.000000"); stored != want {
@@ -184,50 +189,29 @@ func delayedOnTime(t *testing.T, b outboxsqltest.Backend, f outboxtest.Fixture) 
 	}
 }
 
-// startNode starts a dispatcher and poller on f (and returns a Writer,
-// with the hot path when hot is set).
-func startNode(t *testing.T, f outboxtest.Fixture, reg *outbox.Registry, hot bool, poller func(*outbox.PollerConfig)) (*outbox.Dispatcher, *outbox.Poller, *outbox.Writer) {
+// startNode starts a Client on f with cfg and fn as the listener of Ping
+// events; it is closed at cleanup.
+func startNode(t *testing.T, f outboxtest.Fixture, cfg outbox.Config, fn func(context.Context, outbox.Envelope) error) *outbox.Client {
 	t.Helper()
-	ctx := context.Background()
-	d, err := outbox.NewDispatcher(outbox.DispatcherConfig{Store: f.Store, DB: f.DB, Registry: reg, Logger: quietLogger})
+	cfg.Store, cfg.TxContext, cfg.Logger = f.Store, f.TxContext, quietLogger
+	c, err := outbox.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := d.Start(ctx); err != nil {
+	if err := c.Handle(outbox.EventName("Ping"), fn); err != nil {
 		t.Fatal(err)
 	}
-	pcfg := outbox.PollerConfig{Store: f.Store, DB: f.DB, Dispatcher: d, Logger: quietLogger}
-	if poller != nil {
-		poller(&pcfg)
-	}
-	p, err := outbox.NewPoller(pcfg)
-	if err != nil {
+	if err := c.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	wcfg := outbox.WriterConfig{TxContext: f.TxContext, Store: f.Store, Logger: quietLogger}
-	if hot {
-		wcfg.Hook = d.Hook()
-	}
-	w, err := outbox.NewWriter(wcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d, p, w
-}
-
-func stopNode(t *testing.T, d *outbox.Dispatcher, p *outbox.Poller) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := p.Close(ctx); err != nil {
-		t.Errorf("poller close: %v", err)
-	}
-	if err := d.Close(ctx); err != nil {
-		t.Errorf("dispatcher close: %v", err)
-	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if err := c.Close(ctx); err != nil {
+			t.Errorf("client close: %v", err)
+		}
+	})
+	return c
 }
 
 // TestConcurrentPollers: four nodes (dispatcher + poller each) share a
@@ -246,7 +230,13 @@ func TestConcurrentPollers(t *testing.T) {
 			for j := range batch {
 				batch[j] = pingEvent(t)
 			}
-			if err := f.Store.Insert(ctx, f.DB, time.Now(), "", batch); err != nil {
+			if err := f.InTx(ctx, func(ctx context.Context) error {
+				tx, err := f.TxContext.Current(ctx)
+				if err != nil {
+					return err
+				}
+				return f.Store.Insert(ctx, tx, time.Now(), "", batch)
+			}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -255,21 +245,15 @@ func TestConcurrentPollers(t *testing.T) {
 		perNode := make([]atomic.Int64, nodes)
 		start = time.Now()
 		for i := range nodes {
-			reg := outbox.NewRegistry()
-			if err := reg.Register(outbox.GlobalAggregate, outbox.EventName("Ping"), outbox.ListenerFunc(func(_ context.Context, e outbox.Envelope) error {
-				perNode[i].Add(1)
-				l.Record(e.ID())
-				return nil
-			})); err != nil {
-				t.Fatal(err)
-			}
-			d, p, _ := startNode(t, f, reg, false, func(c *outbox.PollerConfig) {
-				c.Interval, c.BatchSize = 10*time.Millisecond, 100
-			})
-			defer stopNode(t, d, p)
+			startNode(t, f, outbox.Config{Mode: outbox.ModePollerOnly, PollInterval: 10 * time.Millisecond, PollBatchSize: 100},
+				func(_ context.Context, e outbox.Envelope) error {
+					perNode[i].Add(1)
+					l.Record(e.ID())
+					return nil
+				})
 		}
 		outboxtest.Eventually(t, 90*time.Second, "every event DONE", func() bool {
-			n, err := f.Store.Count(ctx, f.DB, outbox.Query{Statuses: []outbox.Status{outbox.StatusDone}})
+			n, err := f.Store.Count(ctx, outbox.Query{Statuses: []outbox.Status{outbox.StatusDone}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -305,21 +289,32 @@ func TestMySQLDSNOptions(t *testing.T) {
 			{"LocNotUTC", withoutDSNParam(dsn, "loc") + "&loc=Asia%2FTokyo", "loc"},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
-				bad := openDSN(t, b, tc.dsn)
+				badDB := openDSN(t, b, tc.dsn)
+				bad, err := outboxsql.Open(badDB, outboxsql.WithTable(store.Table()))
+				if err != nil {
+					t.Fatal(err)
+				}
 				now := time.Now().UTC().Truncate(time.Microsecond)
 				e := pingEvent(t)
-				if err := store.Insert(ctx, bad, now, "", []outbox.Envelope{e}); err != nil {
+				txm := outboxsql.NewTxManager(badDB)
+				if err := txm.InTx(ctx, func(ctx context.Context) error {
+					tx, err := txm.Current(ctx)
+					if err != nil {
+						return err
+					}
+					return bad.Insert(ctx, tx, now, "", []outbox.Envelope{e})
+				}); err != nil {
 					t.Fatalf("insert through %s: %v", tc.name, err)
 				}
-				_, err := store.Claim(ctx, bad, outbox.ClaimRequest{Owner: "o", Now: now.Add(time.Second), Lease: time.Minute, Limit: 10})
+				_, err = bad.Claim(ctx, outbox.ClaimRequest{Owner: "o", Now: now.Add(time.Second), Lease: time.Minute, Limit: 10})
 				if err == nil || !errors.Is(err, outbox.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {
 					t.Fatalf("claim through a pool %s: %v; want an ErrInvalidConfig naming %s", tc.name, err, tc.want)
 				}
 				t.Logf("claim: %v", err)
-				if _, err := store.Stats(ctx, bad); err == nil || !strings.Contains(err.Error(), tc.want) {
+				if _, err := bad.Stats(ctx); err == nil || !strings.Contains(err.Error(), tc.want) {
 					t.Errorf("stats: %v; want an error naming %s", err, tc.want)
 				}
-				recs, err := store.List(ctx, good, outbox.Query{AfterID: "", Limit: 1000})
+				recs, err := store.List(ctx, outbox.Query{AfterID: "", Limit: 1000})
 				if err != nil {
 					t.Fatal(err)
 				}

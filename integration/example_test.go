@@ -38,31 +38,41 @@ func Example_open() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	if err := store.Migrate(ctx, db); err != nil { // idempotent
+	if err := store.Migrate(ctx); err != nil { // idempotent
 		log.Fatal(err)
 	}
 	fmt.Println(store.Dialect().Name(), store.Table(), len(store.Schema()), "statements")
 	// Output: sqlite app_outbox 3 statements
 }
 
-// Write a business row and its event in one transaction: both commit, or
-// neither does.
-func Example_transaction() {
+// The quick start on SQLite: write a business row and its event in one
+// transaction; after the commit the Client delivers the event to its
+// listener at once.
+func Example_client() {
 	db, cleanup := tempDB()
 	defer cleanup()
 	ctx := context.Background()
 	store, _ := outboxsql.Open(db)
-	if err := store.Migrate(ctx, db); err != nil {
+	if err := store.Migrate(ctx); err != nil {
 		log.Fatal(err)
 	}
 	if _, err := db.Exec("CREATE TABLE orders (id TEXT PRIMARY KEY)"); err != nil {
 		log.Fatal(err)
 	}
 	txm := outboxsql.NewTxManager(db)
-	writer, err := outbox.NewWriter(outbox.WriterConfig{TxContext: txm, Store: store})
+	client, err := outbox.New(outbox.Config{Store: store, TxContext: txm})
 	if err != nil {
 		log.Fatal(err)
 	}
+	delivered := make(chan string, 1)
+	_ = client.Handle(outbox.EventName("OrderPlaced"), func(ctx context.Context, e outbox.Envelope) error {
+		delivered <- e.AggregateID() + " " + e.PayloadString() // deduplicate by e.ID() in real listeners
+		return nil
+	})
+	if err := client.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close(ctx)
 
 	err = txm.InTx(ctx, func(ctx context.Context) error {
 		tx, _ := txm.Tx(ctx)
@@ -75,17 +85,14 @@ func Example_transaction() {
 		if err != nil {
 			return err
 		}
-		_, err = writer.Write(ctx, ev)
+		_, err = client.Write(ctx, ev)
 		return err
 	})
 	if err != nil {
 		log.Fatal(err)
 	}
-	recs, _ := store.List(ctx, db, outbox.Query{})
-	for _, r := range recs {
-		fmt.Println(r.Status, r.Envelope.Type(), r.Envelope.AggregateID(), r.Envelope.PayloadString())
-	}
-	// Output: NEW OrderPlaced o-1 {"id":"o-1"}
+	fmt.Println(<-delivered)
+	// Output: o-1 {"id":"o-1"}
 }
 
 // Claim due events for one owner, deliver them, and acknowledge them.
@@ -94,7 +101,7 @@ func Example_claim() {
 	defer cleanup()
 	ctx := context.Background()
 	store, _ := outboxsql.Open(db)
-	if err := store.Migrate(ctx, db); err != nil {
+	if err := store.Migrate(ctx); err != nil {
 		log.Fatal(err)
 	}
 	now := time.Date(2024, 1, 1, 12, 0, 0, 0, time.UTC)
@@ -102,11 +109,19 @@ func Example_claim() {
 	for i := range 3 {
 		evs = append(evs, outbox.MustEnvelope(outbox.EventName("Ping"), outbox.WithID(fmt.Sprintf("evt-%d", i)), outbox.WithJSON([]byte(`{}`))))
 	}
-	if err := store.Insert(ctx, db, now, "", evs); err != nil {
+	txm := outboxsql.NewTxManager(db)
+	err := txm.InTx(ctx, func(ctx context.Context) error {
+		tx, err := txm.Current(ctx)
+		if err != nil {
+			return err
+		}
+		return store.Insert(ctx, tx, now, "", evs)
+	})
+	if err != nil {
 		log.Fatal(err)
 	}
 
-	recs, err := store.Claim(ctx, db, outbox.ClaimRequest{Owner: "node-1", Now: now, Lease: 5 * time.Minute, Limit: 2})
+	recs, err := store.Claim(ctx, outbox.ClaimRequest{Owner: "node-1", Now: now, Lease: 5 * time.Minute, Limit: 2})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -114,8 +129,8 @@ func Example_claim() {
 	for _, r := range recs {
 		ids = append(ids, r.ID) // deliver r.Envelope here
 	}
-	done, _ := store.MarkDone(ctx, db, "node-1", ids, now)
-	stats, _ := store.Stats(ctx, db)
+	done, _ := store.MarkDone(ctx, "node-1", ids, now)
+	stats, _ := store.Stats(ctx)
 	fmt.Println("claimed", ids, "done", done)
 	fmt.Println("pending", stats.ByStatus[outbox.StatusNew], "done", stats.ByStatus[outbox.StatusDone])
 	// Output:

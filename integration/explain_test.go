@@ -13,6 +13,7 @@ import (
 	outbox "github.com/go-outbox/outbox/core"
 	"github.com/go-outbox/outbox/core/outboxsql"
 	"github.com/go-outbox/outbox/core/outboxsql/outboxsqltest"
+	"github.com/go-outbox/outbox/core/sqlstore"
 )
 
 // Environment of TestExplainClaim (run it with make explain).
@@ -60,8 +61,12 @@ func TestExplainClaim(t *testing.T) {
 			t.Fatal(err)
 		}
 		rec := &stmtRecorder{tx: tx}
+		recorded, err := sqlstore.New(rec, sqlstore.WithDialect(b.Dialect), sqlstore.WithTable(store.Table()))
+		if err != nil {
+			t.Fatal(err)
+		}
 		start = time.Now()
-		recs, err := store.Claim(ctx, rec, req)
+		recs, err := recorded.Claim(ctx, req)
 		took := time.Since(start)
 		_ = tx.Rollback()
 		if err != nil {
@@ -125,33 +130,33 @@ func bulkLoad(t *testing.T, b outboxsqltest.Backend, db *sql.DB, table string, b
 	_ = r.Close()
 }
 
-// stmtRecorder is a transaction as an outbox.Executor that remembers the first
-// query run through it.
+// stmtRecorder is a sqlstore.DB that runs everything in one transaction
+// (which the test rolls back) and remembers the first query run through it.
 type stmtRecorder struct {
 	tx    *sql.Tx
 	query string
 	args  []any
 }
 
-func (r *stmtRecorder) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	return r.tx.ExecContext(ctx, query, args...)
+func (r *stmtRecorder) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+	res, err := r.tx.ExecContext(ctx, query, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
 }
 
-func (r *stmtRecorder) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+func (r *stmtRecorder) Query(ctx context.Context, query string, args ...any) (sqlstore.Rows, error) {
 	if r.query == "" {
 		r.query, r.args = query, args
 	}
 	return r.tx.QueryContext(ctx, query, args...)
 }
 
-func (r *stmtRecorder) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
-	return r.tx.QueryRowContext(ctx, query, args...)
+// ReadCommitted runs fn in the recorder's own transaction.
+func (r *stmtRecorder) ReadCommitted(_ context.Context, fn func(tx sqlstore.Conn) error) error {
+	return fn(r)
 }
-
-// Commit and Rollback make it a transaction in the store's eyes; the test
-// ends the real one.
-func (r *stmtRecorder) Commit() error   { return nil }
-func (r *stmtRecorder) Rollback() error { return nil }
 
 // planText runs an EXPLAIN and joins its rows (one column each).
 func planText(t *testing.T, ex interface {

@@ -12,6 +12,7 @@ import (
 
 	outbox "github.com/go-outbox/outbox/core"
 	"github.com/go-outbox/outbox/core/outboxsql"
+	"github.com/go-outbox/outbox/core/sqlstore"
 )
 
 // sqliteFile opens a new SQLite database in the test's temp dir.
@@ -41,11 +42,7 @@ func TestTableNameInjectionIsRejected(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"outbox_event; DROP TABLE users", "outbox_event;DROP TABLE users;--", "users --", "x) ; DROP TABLE users; --"} {
-		s, err := outboxsql.New(outboxsql.SQLite, outboxsql.WithTable(name))
-		if !errors.Is(err, outbox.ErrInvalidConfig) || s != nil {
-			t.Fatalf("New(WithTable(%q)) = %v, %v; want ErrInvalidConfig", name, s, err)
-		}
-		if _, err := outboxsql.Open(db, outboxsql.WithTable(name)); !errors.Is(err, outbox.ErrInvalidConfig) {
+		if s, err := outboxsql.Open(db, outboxsql.WithTable(name)); !errors.Is(err, outbox.ErrInvalidConfig) || s != nil {
 			t.Fatalf("Open(WithTable(%q)) = %v; want ErrInvalidConfig", name, err)
 		}
 	}
@@ -54,14 +51,21 @@ func TestTableNameInjectionIsRejected(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Migrate(ctx, db); err != nil {
+	if err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
 	e := outbox.MustEnvelope(outbox.EventName("E"), outbox.WithJSON([]byte(`{}`)))
-	if err := s.Insert(ctx, db, time.Now(), "", []outbox.Envelope{e}); err != nil {
+	txm := outboxsql.NewTxManager(db)
+	if err := txm.InTx(ctx, func(ctx context.Context) error {
+		tx, err := txm.Current(ctx)
+		if err != nil {
+			return err
+		}
+		return s.Insert(ctx, tx, time.Now(), "", []outbox.Envelope{e})
+	}); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := s.Count(ctx, db, outbox.Query{}); err != nil || n != 1 {
+	if n, err := s.Count(ctx, outbox.Query{}); err != nil || n != 1 {
 		t.Fatalf("count = %d, %v", n, err)
 	}
 	if !tableExists(t, db, "users") || !tableExists(t, db, "custom_outbox") {
@@ -87,7 +91,7 @@ func TestDetectDialect(t *testing.T) {
 	}
 	defer other.Close()
 	_, err = outboxsql.DetectDialect(other)
-	if !errors.Is(err, outbox.ErrInvalidConfig) || !strings.Contains(err.Error(), "pass a dialect explicitly") ||
+	if !errors.Is(err, outbox.ErrInvalidConfig) || !strings.Contains(err.Error(), "WithDialect") ||
 		!strings.Contains(err.Error(), "integration.otherDriver") {
 		t.Fatalf("DetectDialect(unknown) = %v; want ErrInvalidConfig naming the driver and the remedy", err)
 	}
@@ -95,8 +99,8 @@ func TestDetectDialect(t *testing.T) {
 		t.Fatalf("Open(unknown driver) = %v", err)
 	}
 	// An explicit dialect works with any driver.
-	if _, err := outboxsql.New(outboxsql.SQLite); err != nil {
-		t.Fatal(err)
+	if s, err := outboxsql.Open(other, outboxsql.WithDialect(outboxsql.SQLite)); err != nil || s.Dialect() != outboxsql.SQLite {
+		t.Fatalf("Open(unknown driver, WithDialect) = %v, %v", s, err)
 	}
 }
 
@@ -108,12 +112,9 @@ func TestMigrateIsIdempotent(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 3 {
-		if err := s.Migrate(ctx, db); err != nil {
+		if err := s.Migrate(ctx); err != nil {
 			t.Fatalf("Migrate: %v", err)
 		}
-	}
-	if err := s.CreateSchema(ctx, db); err != nil {
-		t.Fatal(err)
 	}
 	rows, err := db.Query("SELECT name FROM sqlite_master WHERE tbl_name = 'events_out' AND type = 'index' AND sql IS NOT NULL ORDER BY name")
 	if err != nil {
@@ -150,8 +151,8 @@ func TestMissingTableError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = s.Count(context.Background(), db, outbox.Query{})
-	if err == nil || !strings.Contains(err.Error(), outboxsql.DefaultTable) {
+	_, err = s.Count(context.Background(), outbox.Query{})
+	if err == nil || !strings.Contains(err.Error(), sqlstore.DefaultTable) {
 		t.Fatalf("Count on a missing table = %v; want an error naming the table", err)
 	}
 }
@@ -179,7 +180,7 @@ func TestSQLiteClaimUsesPartialIndex(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Migrate(ctx, db); err != nil {
+	if err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
 	const sel = "SELECT event_id FROM outbox_event WHERE status IN (0, 2) AND available_at <= ? AND created_at <= ? " +
@@ -230,7 +231,7 @@ func TestTxManagerBusinessWritesAndNesting(t *testing.T) {
 		}
 		return n
 	}
-	// Business code reaches the *sql.Tx; nested InTx joins it.
+	// Business code reaches the *sql.Tx; nested InTx runs in a savepoint of it.
 	err := m.InTx(ctx, func(ctx context.Context) error {
 		tx, ok := m.Tx(ctx)
 		if !ok {
@@ -242,7 +243,7 @@ func TestTxManagerBusinessWritesAndNesting(t *testing.T) {
 		return m.InTx(ctx, func(inner context.Context) error {
 			innerTx, _ := m.Tx(inner)
 			if innerTx != tx {
-				t.Error("nested InTx began a second transaction instead of joining")
+				t.Error("nested InTx began a second transaction instead of a savepoint")
 			}
 			_, err := innerTx.ExecContext(inner, "INSERT INTO orders (id) VALUES (2)")
 			return err
@@ -251,20 +252,32 @@ func TestTxManagerBusinessWritesAndNesting(t *testing.T) {
 	if err != nil || countOrders() != 2 {
 		t.Fatalf("InTx = %v, %d orders; want 2", err, countOrders())
 	}
-	// A nested failure that the outer function swallows still rolls back.
-	var rolledBack bool
+	// A nested failure rolls back to its savepoint only: the outer function
+	// may swallow it and commit its own work.
+	var innerRolledBack, innerCommitted bool
 	err = m.InTx(ctx, func(ctx context.Context) error {
-		cur, _ := m.Current(ctx)
-		cur.AfterRollback(func() { rolledBack = true })
 		tx, _ := m.Tx(ctx)
 		if _, err := tx.ExecContext(ctx, "INSERT INTO orders (id) VALUES (3)"); err != nil {
 			return err
 		}
-		_ = m.InTx(ctx, func(context.Context) error { return errors.New("inner fails") })
+		inner := m.InTx(ctx, func(ctx context.Context) error {
+			cur, _ := m.Current(ctx)
+			cur.AfterRollback(func() { innerRolledBack = true })
+			cur.AfterCommit(func() { innerCommitted = true })
+			tx, _ := m.Tx(ctx)
+			if _, err := tx.ExecContext(ctx, "INSERT INTO orders (id) VALUES (4)"); err != nil {
+				return err
+			}
+			return errors.New("inner fails")
+		})
+		if inner == nil {
+			t.Error("nested InTx swallowed its function's error")
+		}
 		return nil
 	})
-	if !errors.Is(err, outboxsql.ErrRollbackOnly) || !rolledBack || countOrders() != 2 {
-		t.Fatalf("swallowed nested failure: InTx = %v, rolled back %v, %d orders; want ErrRollbackOnly, true, 2", err, rolledBack, countOrders())
+	if err != nil || !innerRolledBack || innerCommitted || countOrders() != 3 {
+		t.Fatalf("swallowed nested failure: InTx = %v, inner rolled back %v, inner committed %v, %d orders; want nil, true, false, 3",
+			err, innerRolledBack, innerCommitted, countOrders())
 	}
 }
 

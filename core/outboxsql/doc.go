@@ -1,34 +1,19 @@
-// Package outboxsql stores outbox events in a SQL database through
-// database/sql: a Store and Purger for the outbox table, the table's schema
-// for every supported dialect, dialect detection from a *sql.DB, and a
-// TxManager that carries a *sql.Tx in a context for the outbox Writer.
+// Package outboxsql binds the outbox to database/sql: Open returns the
+// Store of the outbox table in a *sql.DB (PostgreSQL through lib/pq or
+// pgx's stdlib, MySQL/MariaDB through go-sql-driver/mysql, SQLite through
+// modernc.org/sqlite, the dialect detected from the driver), and TxManager
+// carries a *sql.Tx in a context so that outbox.Client.Write finds it.
+// The SQL itself lives in package sqlstore, shared with the pgx adapter.
 //
-// The package imports no database driver. Open a *sql.DB with the driver of
-// your choice, then build a Store for it:
+// The package imports no database driver:
 //
-//	db, _ := sql.Open("sqlite", outboxsql.SQLiteDSN("app.db"))
-//	store, _ := outboxsql.Open(db)            // dialect detected from the driver
-//	_ = store.Migrate(ctx, db)                // CREATE TABLE / INDEX IF NOT EXISTS
-//	txm := outboxsql.NewTxManager(db)         // an outbox.TxContext
+//	db, _ := sql.Open("sqlite", outboxsql.SQLiteDSN("app.db")) // import _ "modernc.org/sqlite"
+//	store, _ := outboxsql.Open(db)                             // dialect detected from the driver
+//	_ = store.Migrate(ctx)                                     // CREATE TABLE / INDEX IF NOT EXISTS
+//	txm := outboxsql.NewTxManager(db)                          // an outbox.TxContext
+//	client, _ := outbox.New(outbox.Config{Store: store, TxContext: txm})
 //
-// # Dialects
-//
-// A Dialect owns everything that differs between databases: placeholders,
-// DDL, how timestamps are bound and scanned, the claim and the purge
-// statements. SQLite is supported today (through modernc.org/sqlite, or any
-// driver that passes a Dialect explicitly).
-//
-// # Time
-//
-// Every timestamp is given by the caller (the outbox Clock) and converted to
-// UTC by the application; the SQL never reads the database's clock or its
-// session time zone. SQLite stores timestamps as INTEGER Unix microseconds,
-// which sort and compare correctly; values read back are UTC and have
-// microsecond precision.
-//
-// # Concurrency
-//
-// A Store is safe for concurrent use. Claims are atomic: two pollers never
-// claim the same row while its lease runs, and every status update is fenced
-// by the owner that claimed the row.
+// Nested InTx calls run in savepoints, as in GORM and bun: the events of a
+// savepoint that is rolled back are never delivered. ORM and driver
+// adapters built on database/sql return NewTx from their TxContext.
 package outboxsql

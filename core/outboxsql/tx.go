@@ -6,22 +6,33 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync/atomic"
 
 	outbox "github.com/go-outbox/outbox/core"
+	"github.com/go-outbox/outbox/core/outboxtx"
+	"github.com/go-outbox/outbox/core/sqlstore"
 )
 
 var _ outbox.TxContext = (*TxManager)(nil)
 
-// ErrRollbackOnly is returned by the outermost InTx when its function
-// succeeded but a nested InTx failed (returned an error or panicked) and the
-// error was not propagated: the transaction is rolled back rather than
-// committing half of the work.
-var ErrRollbackOnly = errors.New("outboxsql: transaction rolled back: a nested InTx failed")
+// NewTx returns the outbox.Tx of a database/sql transaction: the Store
+// inserts through ex, and scope runs the callbacks. TxContexts of ORMs and
+// drivers built on database/sql (the GORM, bun and sqlx adapters) return
+// one from Current.
+func NewTx(ex Executor, scope *outboxtx.Scope) outbox.Tx { return &txHandle{Scope: scope, ex: ex} }
+
+// txHandle is a sqlstore.Tx over a database/sql executor.
+type txHandle struct {
+	*outboxtx.Scope
+	ex Executor
+}
+
+func (t *txHandle) Conn() sqlstore.Conn { return conn{t.ex} }
 
 // TxManager runs functions in database/sql transactions and carries the
-// running transaction in the context, so that the outbox Writer finds it:
-// it implements outbox.TxContext for a plain *sql.DB.
+// running transaction in the context, so that the outbox finds it: it
+// implements outbox.TxContext for a plain *sql.DB.
 type TxManager struct {
 	db     *sql.DB
 	opts   *sql.TxOptions
@@ -56,23 +67,23 @@ func NewTxManager(db *sql.DB, opts ...TxOption) *TxManager {
 // transactions of several databases can be carried side by side.
 type txKey struct{ db *sql.DB }
 
-// sqlTx is a running transaction: outbox.Tx plus the nesting state.
+// sqlTx is a running transaction.
 type sqlTx struct {
-	tx           *sql.Tx
-	cb           outbox.Callbacks
-	rollbackOnly atomic.Bool
+	txHandle
+	tx         *sql.Tx
+	savepoints atomic.Int64 // savepoints set so far, for unique names
 }
-
-func (t *sqlTx) Executor() outbox.Executor { return t.tx }
-func (t *sqlTx) AfterCommit(fn func())     { t.cb.AfterCommit(fn) }
-func (t *sqlTx) AfterRollback(fn func())   { t.cb.AfterRollback(fn) }
 
 func (m *TxManager) current(ctx context.Context) *sqlTx {
 	t, _ := ctx.Value(txKey{m.db}).(*sqlTx)
+	if t == nil || t.Ended() {
+		return nil
+	}
 	return t
 }
 
-// Current returns the transaction InTx carries in ctx, or an error wrapping
+// Current returns the transaction InTx carries in ctx. With none, or when
+// it has already committed or rolled back, it returns an error wrapping
 // outbox.ErrNoTransaction.
 func (m *TxManager) Current(ctx context.Context) (outbox.Tx, error) {
 	if t := m.current(ctx); t != nil {
@@ -96,28 +107,20 @@ func (m *TxManager) Tx(ctx context.Context) (*sql.Tx, bool) {
 // is returned. A panic in fn rolls back and is re-raised.
 //
 // Called with a context that already carries a transaction of the same
-// *sql.DB, InTx joins it: fn runs in the outer transaction, and callbacks
-// run once, after the outermost InTx ends. If a nested fn fails, its error
-// is returned to the enclosing fn; should that one still return nil, the
-// whole transaction is rolled back and InTx returns ErrRollbackOnly.
+// *sql.DB, InTx nests the way GORM, bun and pgx do: fn runs in a savepoint.
+// If fn fails, the work since the savepoint is rolled back — events written
+// there are never delivered — and fn's error is returned to the enclosing
+// fn, which decides whether the outer transaction still commits.
+// Callbacks run once, after the outermost transaction commits.
 func (m *TxManager) InTx(ctx context.Context, fn func(ctx context.Context) error) (err error) {
 	if outer := m.current(ctx); outer != nil {
-		ok := false
-		defer func() {
-			if !ok {
-				outer.rollbackOnly.Store(true)
-			}
-		}()
-		err = fn(ctx)
-		ok = err == nil
-		return err
+		return outer.inSavepoint(ctx, fn)
 	}
 	tx, err := m.db.BeginTx(ctx, m.opts)
 	if err != nil {
 		return fmt.Errorf("outboxsql: begin transaction: %w", err)
 	}
-	t := &sqlTx{tx: tx}
-	t.cb.Logger = m.logger
+	t := &sqlTx{tx: tx, txHandle: txHandle{Scope: outboxtx.NewScope(m.logger), ex: tx}}
 	done := false
 	defer func() {
 		if done {
@@ -125,24 +128,56 @@ func (m *TxManager) InTx(ctx context.Context, fn func(ctx context.Context) error
 		}
 		// fn panicked: roll back, then re-raise.
 		_ = tx.Rollback()
-		t.cb.RunRollback()
+		t.Rollback()
 	}()
 	err = fn(context.WithValue(ctx, txKey{m.db}, t))
 	done = true
-	if err == nil && t.rollbackOnly.Load() {
-		err = ErrRollbackOnly
-	}
 	if err != nil {
 		if rbErr := tx.Rollback(); rbErr != nil && !errors.Is(rbErr, sql.ErrTxDone) {
 			err = errors.Join(err, fmt.Errorf("outboxsql: rollback: %w", rbErr))
 		}
-		t.cb.RunRollback()
+		t.Rollback()
 		return err
 	}
 	if err := tx.Commit(); err != nil {
-		t.cb.RunRollback()
+		t.Rollback()
 		return fmt.Errorf("outboxsql: commit: %w", err)
 	}
-	t.cb.RunCommit()
+	t.Commit()
+	return nil
+}
+
+// inSavepoint runs fn in a new savepoint of t.
+func (t *sqlTx) inSavepoint(ctx context.Context, fn func(ctx context.Context) error) (err error) {
+	name := "outbox_sp_" + strconv.FormatInt(t.savepoints.Add(1), 10)
+	if _, err := t.tx.ExecContext(ctx, "SAVEPOINT "+name); err != nil {
+		return fmt.Errorf("outboxsql: savepoint: %w", err)
+	}
+	t.Savepoint(name)
+	rollback := func() error {
+		// The savepoint's rows are gone: their callbacks learn it now.
+		_, rbErr := t.tx.ExecContext(context.WithoutCancel(ctx), "ROLLBACK TO SAVEPOINT "+name)
+		t.RollbackTo(name)
+		t.Release(name)
+		return rbErr
+	}
+	done := false
+	defer func() {
+		if !done {
+			_ = rollback() // fn panicked; the outermost InTx rolls back
+		}
+	}()
+	err = fn(ctx)
+	done = true
+	if err != nil {
+		if rbErr := rollback(); rbErr != nil {
+			err = errors.Join(err, fmt.Errorf("outboxsql: rollback to savepoint: %w", rbErr))
+		}
+		return err
+	}
+	if _, err := t.tx.ExecContext(ctx, "RELEASE SAVEPOINT "+name); err != nil {
+		return fmt.Errorf("outboxsql: release savepoint: %w", err)
+	}
+	t.Release(name)
 	return nil
 }

@@ -23,6 +23,9 @@ type AdapterFixture struct {
 	InsertBusiness func(ctx context.Context, name string) error
 	// BusinessRows returns the names of the committed business rows.
 	BusinessRows func(t testing.TB) []string
+	// ExecBusiness runs a statement without arguments through the ORM in
+	// the transaction ctx carries.
+	ExecBusiness func(ctx context.Context, query string) error
 	// FailCommitSQL, run in a transaction, makes its COMMIT fail (a
 	// deferred constraint, see outboxsqltest.Backend.CommitFailure); empty
 	// skips the failed-commit test on databases that cannot do it.
@@ -114,20 +117,21 @@ func sameIDs(got, want []string) bool {
 	return slices.Equal(g, w)
 }
 
-// adapterWriter returns a Writer on f with a recording hook.
-func adapterWriter(t testing.TB, f AdapterFixture) (*outbox.Writer, *hookRecorder) {
+// adapterWriter returns a writer-only Client on f with a recording hook.
+func adapterWriter(t testing.TB, f AdapterFixture) (*outbox.Client, *hookRecorder) {
 	t.Helper()
 	h := &hookRecorder{}
-	w, err := outbox.NewWriter(outbox.WriterConfig{TxContext: f.TxContext, Store: f.Store, Hook: h, Logger: quietLogger()})
+	c, err := outbox.New(outbox.Config{Store: f.Store, TxContext: f.TxContext, Mode: outbox.ModeWriterOnly,
+		Hooks: []outbox.WriterHook{h}, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return w, h
+	return c, h
 }
 
 // writeBoth inserts business row name and one event through w in the
 // transaction ctx carries, and returns the event's id.
-func writeBoth(ctx context.Context, f AdapterFixture, w *outbox.Writer, name string) (string, error) {
+func writeBoth(ctx context.Context, f AdapterFixture, w *outbox.Client, name string) (string, error) {
 	if err := f.InsertBusiness(ctx, name); err != nil {
 		return "", err
 	}
@@ -147,7 +151,7 @@ func wantTables(t testing.TB, f AdapterFixture, business, events []string) {
 	if got := f.BusinessRows(t); !sameIDs(got, business) {
 		t.Errorf("business rows %v, want %v", got, business)
 	}
-	recs, err := f.Store.List(context.Background(), f.DB, outbox.Query{Limit: 1000})
+	recs, err := f.Store.List(context.Background(), outbox.Query{Limit: 1000})
 	if err != nil {
 		t.Fatalf("list: %v", err)
 	}
@@ -224,8 +228,7 @@ func adFailedCommit(t *testing.T, f AdapterFixture) {
 		if id, err = writeBoth(ctx, f, w, "a"); err != nil {
 			return err
 		}
-		_, err = current(t, ctx, f.Fixture).Executor().ExecContext(ctx, f.FailCommitSQL)
-		return err
+		return f.ExecBusiness(ctx, f.FailCommitSQL)
 	})
 	if err == nil {
 		t.Fatal("InTx = nil, want the commit's failure")
@@ -236,7 +239,7 @@ func adFailedCommit(t *testing.T, f AdapterFixture) {
 
 // savepointScenario: the outer transaction writes a, a nested one writes b
 // and fails, the outer one swallows the failure, writes c and commits.
-func savepointScenario(t *testing.T, f AdapterFixture, w *outbox.Writer, h *hookRecorder) (a, b, c string) {
+func savepointScenario(t *testing.T, f AdapterFixture, w *outbox.Client, h *hookRecorder) (a, b, c string) {
 	t.Helper()
 	boom := errors.New("nested step fails")
 	err := f.InTx(context.Background(), func(ctx context.Context) (err error) {
@@ -330,13 +333,13 @@ func adThreeLevels(t *testing.T, f AdapterFixture) {
 
 func adHotPathSavepoint(t *testing.T, f AdapterFixture) {
 	l := NewLedger()
-	s := newStack(t, f.Backend(), registry(t, evtPing, l.Listener()), stackOpts{})
-	a, b, c := savepointScenario(t, f, s.w, nil)
-	Eventually(t, 10*time.Second, "committed events delivered", func() bool { return l.Count(a) == 1 && l.Count(c) == 1 })
-	if _, _, err := s.p.PollOnce(context.Background()); err != nil {
+	c := startNode(t, f.Fixture, l.Listener(), outbox.Config{})
+	a, b, cc := savepointScenario(t, f, c, nil)
+	Eventually(t, 10*time.Second, "committed events delivered", func() bool { return l.Count(a) == 1 && l.Count(cc) == 1 })
+	if _, err := c.PollOnce(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	s.close(t)
+	closeClient(t, c)
 	if n := l.Count(b); n != 0 {
 		t.Fatalf("the event rolled back with its savepoint was delivered %d times", n)
 	}

@@ -9,7 +9,7 @@
 //	func TestStore(t *testing.T)     { outboxtest.RunStoreSuite(t, newFixture) }
 //	func TestTxContext(t *testing.T) { outboxtest.RunTxContextSuite(t, newFixture) }
 //	func TestEndToEnd(t *testing.T) {
-//		outboxtest.RunEndToEndSuite(t, func(t *testing.T) outboxtest.Backend { return newFixture(t).Backend() })
+//		outboxtest.RunEndToEndSuite(t, newFixture)
 //	}
 //
 // The suites use explicit timestamps in a non-UTC location, never sleeps,

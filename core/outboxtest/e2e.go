@@ -14,30 +14,19 @@ import (
 	outbox "github.com/go-outbox/outbox/core"
 )
 
-// Backend is what the end-to-end suite needs of a database and a
-// transaction style: a Store on a fresh, empty outbox table, the pool, and a
-// way to run a business transaction that TxContext recognizes.
-type Backend struct {
-	Store     outbox.Store
-	DB        outbox.Executor
-	TxContext outbox.TxContext
-	// InTx runs fn in a transaction: committed if fn returns nil, rolled
-	// back (and fn's error returned) otherwise.
-	InTx func(ctx context.Context, fn func(ctx context.Context) error) error
-}
-
-// RunEndToEndSuite runs writer + hot path + dispatcher + poller scenarios
-// against a backend. newBackend must return a backend on its own empty
-// table. Subtests run one after another (one checks for goroutine leaks).
-// Every delivery is counted per event id,
-// so duplicates are reported, not hidden.
-func RunEndToEndSuite(t *testing.T, newBackend func(t *testing.T) Backend) {
+// RunEndToEndSuite runs scenarios of whole outbox.Clients — writes, the hot
+// path, pollers on several nodes, retries, dead letters, purges — against
+// a backend. newFixture must return a fixture on its own empty table.
+// Subtests run one after another (one checks for goroutine leaks). Every
+// delivery is counted per event id, so duplicates are reported, not hidden.
+func RunEndToEndSuite(t *testing.T, newFixture func(t *testing.T) Fixture) {
 	t.Helper()
 	for _, tc := range []struct {
 		name string
-		fn   func(t *testing.T, b Backend)
+		fn   func(t *testing.T, f Fixture)
 	}{
 		{"HotPathDeliversConcurrentWrites", e2eHotPath},
+		{"HandleRoutesEveryAggregate", e2eHandleAnyAggregate},
 		{"RollbackWritesAndDeliversNothing", e2eRollback},
 		{"WriteOutsideTransactionFails", e2eNoTx},
 		{"HotQueueOverflowLeftToPoller", e2eOverflow},
@@ -56,7 +45,7 @@ func RunEndToEndSuite(t *testing.T, newBackend func(t *testing.T) Backend) {
 		{"NoGoroutineOutlivesClose", e2eNoLeak},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tc.fn(t, newBackend(t))
+			tc.fn(t, newFixture(t))
 		})
 	}
 }
@@ -119,21 +108,6 @@ var (
 	evtFail = outbox.EventName("Fail")
 )
 
-type stackOpts struct {
-	dispatcher func(*outbox.DispatcherConfig)
-	poller     func(*outbox.PollerConfig)
-	noPoller   bool
-	manualPoll bool // build the poller but do not start its loop: the test calls PollOnce
-	noHook     bool
-	clock      outbox.Clock
-}
-
-type stack struct {
-	d *outbox.Dispatcher
-	p *outbox.Poller
-	w *outbox.Writer
-}
-
 func quietLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(discard{}, &slog.HandlerOptions{Level: slog.LevelError + 1}))
 }
@@ -142,64 +116,63 @@ type discard struct{}
 
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
 
-// newStack builds and starts a dispatcher, poller and writer; Close runs at cleanup.
-func newStack(t *testing.T, b Backend, reg outbox.ListenerRegistry, o stackOpts) *stack {
+// newClient returns a Client on f configured by cfg, with the suite's
+// defaults where cfg leaves zero values (quick retries, a 20ms poll
+// interval, a quiet logger); it is closed at cleanup.
+func newClient(t testing.TB, f Fixture, cfg outbox.Config) *outbox.Client {
 	t.Helper()
-	clock := o.clock
-	if clock == nil {
-		clock = outbox.SystemClock
+	cfg.Store, cfg.Purger = f.Store, f.Purger
+	if cfg.TxContext == nil {
+		cfg.TxContext = f.TxContext
 	}
-	dcfg := outbox.DispatcherConfig{
-		Store: b.Store, DB: b.DB, Registry: reg, Clock: clock, Logger: quietLogger(),
-		RetryPolicy:  &outbox.ExponentialBackoff{Base: time.Millisecond, Max: 5 * time.Millisecond, NoJitter: true},
-		DrainTimeout: 5 * time.Second,
+	if cfg.RetryPolicy == nil {
+		cfg.RetryPolicy = &outbox.ExponentialBackoff{Base: time.Millisecond, Max: 5 * time.Millisecond, NoJitter: true}
 	}
-	if o.dispatcher != nil {
-		o.dispatcher(&dcfg)
+	if cfg.PollInterval == 0 {
+		cfg.PollInterval = 20 * time.Millisecond
 	}
-	d, err := outbox.NewDispatcher(dcfg)
+	if cfg.Logger == nil {
+		cfg.Logger = quietLogger()
+	}
+	c, err := outbox.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := d.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	s := &stack{d: d}
-	if !o.noPoller {
-		pcfg := outbox.PollerConfig{Store: b.Store, DB: b.DB, Dispatcher: d, Interval: 20 * time.Millisecond, Clock: clock, Logger: quietLogger()}
-		if o.poller != nil {
-			o.poller(&pcfg)
-		}
-		if s.p, err = outbox.NewPoller(pcfg); err != nil {
-			t.Fatal(err)
-		}
-		if !o.manualPoll {
-			if err := s.p.Start(context.Background()); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	wcfg := outbox.WriterConfig{TxContext: b.TxContext, Store: b.Store, Clock: clock, Logger: quietLogger()}
-	if !o.noHook {
-		wcfg.Hook = d.Hook()
-	}
-	if s.w, err = outbox.NewWriter(wcfg); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.close(t) })
-	return s
+	t.Cleanup(func() { closeClient(t, c) })
+	return c
 }
 
-func (s *stack) close(t *testing.T) {
+// handle registers listener l for event type et on c.
+func handle(t testing.TB, c *outbox.Client, et outbox.EventType, l outbox.Listener) {
+	t.Helper()
+	if err := c.Handle(et, l.Handle); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func start(t testing.TB, c *outbox.Client) {
+	t.Helper()
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// startNode returns a started Client on f with listener l for Ping events.
+func startNode(t testing.TB, f Fixture, l outbox.Listener, cfg outbox.Config) *outbox.Client {
+	t.Helper()
+	c := newClient(t, f, cfg)
+	if l != nil {
+		handle(t, c, evtPing, l)
+	}
+	start(t, c)
+	return c
+}
+
+func closeClient(t testing.TB, c *outbox.Client) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if s.p != nil {
-		if err := s.p.Close(ctx); err != nil {
-			t.Errorf("poller close: %v", err)
-		}
-	}
-	if err := s.d.Close(ctx); err != nil {
-		t.Errorf("dispatcher close: %v", err)
+	if err := c.Close(ctx); err != nil {
+		t.Errorf("client close: %v", err)
 	}
 }
 
@@ -213,10 +186,10 @@ func ping(t testing.TB, opts ...outbox.EnvelopeOption) outbox.Envelope {
 }
 
 // write commits events in one transaction.
-func write(t testing.TB, b Backend, w *outbox.Writer, events ...outbox.Envelope) {
+func write(t testing.TB, f Fixture, c *outbox.Client, events ...outbox.Envelope) {
 	t.Helper()
-	err := b.InTx(context.Background(), func(ctx context.Context) error {
-		_, err := w.Write(ctx, events...)
+	err := f.InTx(context.Background(), func(ctx context.Context) error {
+		_, err := c.Write(ctx, events...)
 		return err
 	})
 	if err != nil {
@@ -224,49 +197,27 @@ func write(t testing.TB, b Backend, w *outbox.Writer, events ...outbox.Envelope)
 	}
 }
 
-func count(t testing.TB, b Backend, statuses ...outbox.Status) int64 {
+func count(t testing.TB, f Fixture, statuses ...outbox.Status) int64 {
 	t.Helper()
-	n, err := b.Store.Count(context.Background(), b.DB, outbox.Query{Statuses: statuses})
+	n, err := f.Store.Count(context.Background(), outbox.Query{Statuses: statuses})
 	if err != nil {
 		t.Fatalf("count: %v", err)
 	}
 	return n
 }
 
-func record(t testing.TB, b Backend, id string) outbox.Record {
+func record(t testing.TB, f Fixture, id string) outbox.Record {
 	t.Helper()
-	q := outbox.Query{Limit: 1000}
-	for {
-		recs, err := b.Store.List(context.Background(), b.DB, q)
-		if err != nil {
-			t.Fatalf("list: %v", err)
-		}
-		for _, r := range recs {
-			if r.ID == id {
-				return r
-			}
-		}
-		if len(recs) < q.Limit {
-			t.Fatalf("event %s not in the table", id)
-		}
-		q.AfterID = recs[len(recs)-1].ID
-	}
-}
-
-func registry(t testing.TB, pairs ...any) *outbox.Registry {
-	t.Helper()
-	r := outbox.NewRegistry()
-	for i := 0; i < len(pairs); i += 2 {
-		if err := r.Register(outbox.GlobalAggregate, pairs[i].(outbox.EventType), pairs[i+1].(outbox.Listener)); err != nil {
-			t.Fatal(err)
-		}
+	r, err := f.Store.Get(context.Background(), id)
+	if err != nil {
+		t.Fatalf("get %s: %v", id, err)
 	}
 	return r
 }
 
-func e2eHotPath(t *testing.T, b Backend) {
+func e2eHotPath(t *testing.T, f Fixture) {
 	l := NewLedger()
-	s := newStack(t, b, registry(t, evtPing, l.Listener()), stackOpts{})
+	c := startNode(t, f, l.Listener(), outbox.Config{})
 	const writers, perWriter = 8, 50
 	var wg sync.WaitGroup
 	for range writers {
@@ -274,13 +225,13 @@ func e2eHotPath(t *testing.T, b Backend) {
 		go func() {
 			defer wg.Done()
 			for range perWriter {
-				write(t, b, s.w, ping(t))
+				write(t, f, c, ping(t))
 			}
 		}()
 	}
 	wg.Wait()
 	const n = writers * perWriter
-	Eventually(t, 30*time.Second, "all events DONE", func() bool { return count(t, b, outbox.StatusDone) == n })
+	Eventually(t, 30*time.Second, "all events DONE", func() bool { return count(t, f, outbox.StatusDone) == n })
 	total, distinct, dups := l.Summary()
 	t.Logf("written=%d delivered=%d distinct=%d duplicates=%d", n, total, distinct, dups)
 	if distinct != n || dups != 0 {
@@ -288,12 +239,35 @@ func e2eHotPath(t *testing.T, b Backend) {
 	}
 }
 
-func e2eRollback(t *testing.T, b Backend) {
+// e2eHandleAnyAggregate: Handle takes an event type on any aggregate;
+// Register for one (aggregate, event) pair wins over it.
+func e2eHandleAnyAggregate(t *testing.T, f Fixture) {
+	general, special := NewLedger(), NewLedger()
+	c := newClient(t, f, outbox.Config{})
+	handle(t, c, evtPing, general.Listener())
+	if err := c.Register(outbox.AggregateName("Invoice"), evtPing, special.Listener()); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Handle(evtPing, func(context.Context, outbox.Envelope) error { return nil }); !errors.Is(err, outbox.ErrDuplicateListener) {
+		t.Fatalf("second Handle = %v, want ErrDuplicateListener", err)
+	}
+	start(t, c)
+	order, invoice, global := ping(t, outbox.WithAggregate(outbox.AggregateName("Order"), "o-1")),
+		ping(t, outbox.WithAggregate(outbox.AggregateName("Invoice"), "i-1")), ping(t)
+	write(t, f, c, order, invoice, global)
+	Eventually(t, 10*time.Second, "all three DONE", func() bool { return count(t, f, outbox.StatusDone) == 3 })
+	if general.Count(order.ID()) != 1 || general.Count(global.ID()) != 1 || special.Count(invoice.ID()) != 1 || general.Count(invoice.ID()) != 0 {
+		t.Fatalf("routing: general got order %d, global %d, invoice %d; special got invoice %d",
+			general.Count(order.ID()), general.Count(global.ID()), general.Count(invoice.ID()), special.Count(invoice.ID()))
+	}
+}
+
+func e2eRollback(t *testing.T, f Fixture) {
 	l := NewLedger()
-	s := newStack(t, b, registry(t, evtPing, l.Listener()), stackOpts{})
+	c := startNode(t, f, l.Listener(), outbox.Config{})
 	boom := errors.New("business failure")
-	err := b.InTx(context.Background(), func(ctx context.Context) error {
-		if _, err := s.w.Write(ctx, ping(t), ping(t)); err != nil {
+	err := f.InTx(context.Background(), func(ctx context.Context) error {
+		if _, err := c.Write(ctx, ping(t), ping(t)); err != nil {
 			return err
 		}
 		return boom
@@ -301,12 +275,12 @@ func e2eRollback(t *testing.T, b Backend) {
 	if !errors.Is(err, boom) {
 		t.Fatalf("InTx returned %v, want the business error", err)
 	}
-	write(t, b, s.w, ping(t)) // a committed event after it, as a marker
+	write(t, f, c, ping(t)) // a committed event after it, as a marker
 	Eventually(t, 10*time.Second, "marker delivered", func() bool { total, _, _ := l.Summary(); return total >= 1 })
-	if _, _, err := s.p.PollOnce(context.Background()); err != nil {
+	if _, err := c.PollOnce(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if n := count(t, b); n != 1 {
+	if n := count(t, f); n != 1 {
 		t.Fatalf("rolled back events left %d rows, want only the marker", n)
 	}
 	if total, _, _ := l.Summary(); total != 1 {
@@ -314,18 +288,18 @@ func e2eRollback(t *testing.T, b Backend) {
 	}
 }
 
-func e2eNoTx(t *testing.T, b Backend) {
-	s := newStack(t, b, registry(t), stackOpts{noPoller: true})
-	_, err := s.w.Write(context.Background(), ping(t))
+func e2eNoTx(t *testing.T, f Fixture) {
+	c := startNode(t, f, nil, outbox.Config{Mode: outbox.ModeHotPathOnly})
+	_, err := c.Write(context.Background(), ping(t))
 	if !errors.Is(err, outbox.ErrNoTransaction) {
 		t.Fatalf("Write outside a transaction: %v, want ErrNoTransaction", err)
 	}
-	if n := count(t, b); n != 0 {
+	if n := count(t, f); n != 0 {
 		t.Fatalf("%d rows written outside a transaction", n)
 	}
 }
 
-func e2eOverflow(t *testing.T, b Backend) {
+func e2eOverflow(t *testing.T, f Fixture) {
 	release := make(chan struct{})
 	l := NewLedger()
 	slow := outbox.ListenerFunc(func(ctx context.Context, e outbox.Envelope) error {
@@ -333,29 +307,25 @@ func e2eOverflow(t *testing.T, b Backend) {
 		l.Record(e.ID())
 		return nil
 	})
-	s := newStack(t, b, registry(t, evtPing, slow), stackOpts{
-		dispatcher: func(c *outbox.DispatcherConfig) { c.Workers, c.HotQueueSize, c.ColdQueueSize = 1, 1, 4 },
-		poller: func(c *outbox.PollerConfig) {
-			c.Interval, c.OwnReclaimAfter = time.Hour, 50*time.Millisecond // only the drop signal wakes it
-		},
-	})
+	// Only the hot path's drop signal wakes the poller.
+	c := startNode(t, f, slow, outbox.Config{Workers: 1, HotQueueSize: 1, ColdQueueSize: 4, PollInterval: time.Hour})
 	const n = 20
 	for range n {
-		write(t, b, s.w, ping(t)) // never blocks nor fails, whatever the queue
+		write(t, f, c, ping(t)) // never blocks nor fails, whatever the queue
 	}
-	if got := count(t, b); got != n {
+	if got := count(t, f); got != n {
 		t.Fatalf("%d rows, want %d: every write must succeed", got, n)
 	}
 	close(release)
 	Eventually(t, 30*time.Second, "overflowed events delivered by the poller", func() bool {
-		return count(t, b, outbox.StatusDone) == n
+		return count(t, f, outbox.StatusDone) == n
 	})
 	if _, distinct, dups := l.Summary(); distinct != n || dups != 0 {
 		t.Fatalf("distinct=%d duplicates=%d, want %d and 0", distinct, dups, n)
 	}
 }
 
-func e2eRetryThenSuccess(t *testing.T, b Backend) {
+func e2eRetryThenSuccess(t *testing.T, f Fixture) {
 	var calls atomic.Int32
 	flaky := outbox.ListenerFunc(func(ctx context.Context, e outbox.Envelope) error {
 		if calls.Add(1) <= 2 {
@@ -363,17 +333,17 @@ func e2eRetryThenSuccess(t *testing.T, b Backend) {
 		}
 		return nil
 	})
-	s := newStack(t, b, registry(t, evtPing, flaky), stackOpts{})
+	c := startNode(t, f, flaky, outbox.Config{})
 	e := ping(t)
-	write(t, b, s.w, e)
-	Eventually(t, 10*time.Second, "event DONE after retries", func() bool { return record(t, b, e.ID()).Status == outbox.StatusDone })
-	r := record(t, b, e.ID())
+	write(t, f, c, e)
+	Eventually(t, 10*time.Second, "event DONE after retries", func() bool { return record(t, f, e.ID()).Status == outbox.StatusDone })
+	r := record(t, f, e.ID())
 	if r.Attempts != 2 || calls.Load() != 3 {
 		t.Fatalf("attempts=%d calls=%d, want 2 failed attempts and 3 calls", r.Attempts, calls.Load())
 	}
 }
 
-func e2eDeadAndReplay(t *testing.T, b Backend) {
+func e2eDeadAndReplay(t *testing.T, f Fixture) {
 	var healthy atomic.Bool
 	var calls atomic.Int32
 	l := outbox.ListenerFunc(func(ctx context.Context, e outbox.Envelope) error {
@@ -383,15 +353,15 @@ func e2eDeadAndReplay(t *testing.T, b Backend) {
 		}
 		return nil
 	})
-	s := newStack(t, b, registry(t, evtPing, l), stackOpts{dispatcher: func(c *outbox.DispatcherConfig) { c.MaxAttempts = 3 }})
+	c := startNode(t, f, l, outbox.Config{MaxAttempts: 3})
 	e := ping(t)
-	write(t, b, s.w, e)
-	Eventually(t, 10*time.Second, "event DEAD", func() bool { return record(t, b, e.ID()).Status == outbox.StatusDead })
-	r := record(t, b, e.ID())
+	write(t, f, c, e)
+	Eventually(t, 10*time.Second, "event DEAD", func() bool { return record(t, f, e.ID()).Status == outbox.StatusDead })
+	r := record(t, f, e.ID())
 	if r.Attempts != 3 || calls.Load() != 3 || r.LastError == "" {
 		t.Fatalf("attempts=%d calls=%d lastError=%q, want 3, 3 and an error", r.Attempts, calls.Load(), r.LastError)
 	}
-	dead := outbox.NewDeadEvents(b.Store, b.DB, nil)
+	dead := c.Dead()
 	if n, err := dead.Count(context.Background(), outbox.Query{}); err != nil || n != 1 {
 		t.Fatalf("dead count = %d, %v; want 1", n, err)
 	}
@@ -402,37 +372,37 @@ func e2eDeadAndReplay(t *testing.T, b Backend) {
 	if err := dead.Replay(context.Background(), e.ID()); !errors.Is(err, outbox.ErrNotFound) {
 		t.Fatalf("second replay: %v, want ErrNotFound", err)
 	}
-	Eventually(t, 10*time.Second, "replayed event DONE", func() bool { return record(t, b, e.ID()).Status == outbox.StatusDone })
+	Eventually(t, 10*time.Second, "replayed event DONE", func() bool { return record(t, f, e.ID()).Status == outbox.StatusDone })
 }
 
-func e2eUnroutable(t *testing.T, b Backend) {
-	s := newStack(t, b, registry(t), stackOpts{})
+func e2eUnroutable(t *testing.T, f Fixture) {
+	c := startNode(t, f, nil, outbox.Config{})
 	e := ping(t)
-	write(t, b, s.w, e)
-	Eventually(t, 10*time.Second, "unroutable event DEAD", func() bool { return record(t, b, e.ID()).Status == outbox.StatusDead })
-	if r := record(t, b, e.ID()); r.Attempts != 0 {
+	write(t, f, c, e)
+	Eventually(t, 10*time.Second, "unroutable event DEAD", func() bool { return record(t, f, e.ID()).Status == outbox.StatusDead })
+	if r := record(t, f, e.ID()); r.Attempts != 0 {
 		t.Fatalf("unroutable event used %d attempts, want 0 (no retries)", r.Attempts)
 	}
 }
 
-func e2ePanic(t *testing.T, b Backend) {
+func e2ePanic(t *testing.T, f Fixture) {
 	l := NewLedger()
-	boom := outbox.ListenerFunc(func(ctx context.Context, e outbox.Envelope) error { panic("listener bug") })
-	s := newStack(t, b, registry(t, evtFail, boom, evtPing, l.Listener()), stackOpts{
-		dispatcher: func(c *outbox.DispatcherConfig) { c.MaxAttempts, c.Workers = 2, 1 },
-	})
+	c := newClient(t, f, outbox.Config{MaxAttempts: 2, Workers: 1})
+	handle(t, c, evtFail, outbox.ListenerFunc(func(ctx context.Context, e outbox.Envelope) error { panic("listener bug") }))
+	handle(t, c, evtPing, l.Listener())
+	start(t, c)
 	bad := outbox.MustEnvelope(evtFail, outbox.WithJSON([]byte(`{}`)))
-	write(t, b, s.w, bad)
-	Eventually(t, 10*time.Second, "panicking event DEAD", func() bool { return record(t, b, bad.ID()).Status == outbox.StatusDead })
+	write(t, f, c, bad)
+	Eventually(t, 10*time.Second, "panicking event DEAD", func() bool { return record(t, f, bad.ID()).Status == outbox.StatusDead })
 	good := ping(t)
-	write(t, b, s.w, good) // the single worker survived the panics
+	write(t, f, c, good) // the single worker survived the panics
 	Eventually(t, 10*time.Second, "next event delivered", func() bool { return l.Count(good.ID()) == 1 })
-	if r := record(t, b, bad.ID()); r.Attempts != 2 {
+	if r := record(t, f, bad.ID()); r.Attempts != 2 {
 		t.Fatalf("attempts=%d, want 2", r.Attempts)
 	}
 }
 
-func e2eRetryAfter(t *testing.T, b Backend) {
+func e2eRetryAfter(t *testing.T, f Fixture) {
 	var calls atomic.Int32
 	l := outbox.ListenerFunc(func(ctx context.Context, e outbox.Envelope) error {
 		if calls.Add(1) <= 3 {
@@ -440,36 +410,36 @@ func e2eRetryAfter(t *testing.T, b Backend) {
 		}
 		return nil
 	})
-	s := newStack(t, b, registry(t, evtPing, l), stackOpts{dispatcher: func(c *outbox.DispatcherConfig) { c.MaxAttempts = 2 }})
+	c := startNode(t, f, l, outbox.Config{MaxAttempts: 2})
 	e := ping(t)
-	write(t, b, s.w, e)
-	Eventually(t, 10*time.Second, "event DONE", func() bool { return record(t, b, e.ID()).Status == outbox.StatusDone })
-	if r := record(t, b, e.ID()); r.Attempts != 0 || calls.Load() != 4 {
+	write(t, f, c, e)
+	Eventually(t, 10*time.Second, "event DONE", func() bool { return record(t, f, e.ID()).Status == outbox.StatusDone })
+	if r := record(t, f, e.ID()); r.Attempts != 0 || calls.Load() != 4 {
 		t.Fatalf("attempts=%d calls=%d, want 0 attempts used and 4 calls (more than MaxAttempts)", r.Attempts, calls.Load())
 	}
 }
 
-func e2eDelayed(t *testing.T, b Backend) {
+func e2eDelayed(t *testing.T, f Fixture) {
 	clock := NewClock(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
 	l := NewLedger()
-	s := newStack(t, b, registry(t, evtPing, l.Listener()), stackOpts{clock: clock, manualPoll: true})
+	c := startNode(t, f, l.Listener(), outbox.Config{Clock: clock, PollInterval: time.Hour})
 	e := ping(t, outbox.WithAvailableAt(clock.Now().Add(time.Hour)))
-	write(t, b, s.w, e)
+	write(t, f, c, e)
 	ctx := context.Background()
-	if n, _, err := s.p.PollOnce(ctx); err != nil || n != 0 {
+	if n, err := c.PollOnce(ctx); err != nil || n != 0 {
 		t.Fatalf("poll before due: queued %d, %v; want 0", n, err)
 	}
 	if got := l.Count(e.ID()); got != 0 {
 		t.Fatalf("delayed event delivered %d times before it was due", got)
 	}
 	clock.Advance(time.Hour)
-	if n, _, err := s.p.PollOnce(ctx); err != nil || n != 1 {
-		t.Fatalf("poll when due: queued %d, %v; want 1", n, err)
+	if _, err := c.PollOnce(ctx); err != nil {
+		t.Fatalf("poll when due: %v", err)
 	}
 	Eventually(t, 10*time.Second, "delayed event delivered", func() bool { return l.Count(e.ID()) == 1 })
 }
 
-func e2eInterceptors(t *testing.T, b Backend) {
+func e2eInterceptors(t *testing.T, f Fixture) {
 	var mu sync.Mutex
 	var trace []string
 	add := func(s string) { mu.Lock(); trace = append(trace, s); mu.Unlock() }
@@ -480,12 +450,10 @@ func e2eInterceptors(t *testing.T, b Backend) {
 		}
 	}
 	l := outbox.ListenerFunc(func(ctx context.Context, e outbox.Envelope) error { add("listener"); return nil })
-	s := newStack(t, b, registry(t, evtPing, l), stackOpts{dispatcher: func(c *outbox.DispatcherConfig) {
-		c.Interceptors = []outbox.Interceptor{ic("a"), ic("b")}
-	}})
+	c := startNode(t, f, l, outbox.Config{Interceptors: []outbox.Interceptor{ic("a"), ic("b")}})
 	e := ping(t)
-	write(t, b, s.w, e)
-	Eventually(t, 10*time.Second, "event DONE", func() bool { return record(t, b, e.ID()).Status == outbox.StatusDone })
+	write(t, f, c, e)
+	Eventually(t, 10*time.Second, "event DONE", func() bool { return record(t, f, e.ID()).Status == outbox.StatusDone })
 	mu.Lock()
 	defer mu.Unlock()
 	want := "[before-a before-b listener after-b(<nil>) after-a(<nil>)]"
@@ -494,15 +462,19 @@ func e2eInterceptors(t *testing.T, b Backend) {
 	}
 }
 
-func e2eWriterOnly(t *testing.T, b Backend) {
-	w, err := outbox.NewWriter(outbox.WriterConfig{TxContext: b.TxContext, Store: b.Store})
-	if err != nil {
-		t.Fatal(err)
-	}
+// writerOnly returns a started writer-only Client: rows are left unclaimed
+// for pollers (or CDC).
+func writerOnly(t testing.TB, f Fixture, clock outbox.Clock) *outbox.Client {
+	t.Helper()
+	return startNode(t, f, nil, outbox.Config{Mode: outbox.ModeWriterOnly, Clock: clock})
+}
+
+func e2eWriterOnly(t *testing.T, f Fixture) {
+	w := writerOnly(t, f, nil)
 	for range 5 {
-		write(t, b, w, ping(t))
+		write(t, f, w, ping(t))
 	}
-	recs, err := b.Store.List(context.Background(), b.DB, outbox.Query{})
+	recs, err := f.Store.List(context.Background(), outbox.Query{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -516,18 +488,15 @@ func e2eWriterOnly(t *testing.T, b Backend) {
 	}
 }
 
-func e2eConcurrentPollers(t *testing.T, b Backend) {
+func e2eConcurrentPollers(t *testing.T, f Fixture) {
 	const n, nodes = 600, 3
-	w, err := outbox.NewWriter(outbox.WriterConfig{TxContext: b.TxContext, Store: b.Store})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := writerOnly(t, f, nil)
 	for i := 0; i < n; i += 50 {
 		batch := make([]outbox.Envelope, 50)
 		for j := range batch {
 			batch[j] = ping(t)
 		}
-		write(t, b, w, batch...)
+		write(t, f, w, batch...)
 	}
 	l := NewLedger()
 	perNode := make([]atomic.Int32, nodes)
@@ -537,11 +506,9 @@ func e2eConcurrentPollers(t *testing.T, b Backend) {
 			l.Record(e.ID())
 			return nil
 		})
-		newStack(t, b, registry(t, evtPing, listener), stackOpts{noHook: true, poller: func(c *outbox.PollerConfig) {
-			c.Interval, c.BatchSize = 5*time.Millisecond, 20
-		}})
+		startNode(t, f, listener, outbox.Config{Mode: outbox.ModePollerOnly, PollInterval: 5 * time.Millisecond, PollBatchSize: 20})
 	}
-	Eventually(t, 60*time.Second, "all events DONE", func() bool { return count(t, b, outbox.StatusDone) == n })
+	Eventually(t, 60*time.Second, "all events DONE", func() bool { return count(t, f, outbox.StatusDone) == n })
 	total, distinct, dups := l.Summary()
 	t.Logf("nodes=%d events=%d delivered=%d duplicates=%d per-node=[%d %d %d]", nodes, n, total, dups, perNode[0].Load(), perNode[1].Load(), perNode[2].Load())
 	if distinct != n || dups != 0 {
@@ -549,7 +516,7 @@ func e2eConcurrentPollers(t *testing.T, b Backend) {
 	}
 }
 
-func e2eLeaseExpiry(t *testing.T, b Backend) {
+func e2eLeaseExpiry(t *testing.T, f Fixture) {
 	clock := NewClock(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
 	started, unblock := make(chan struct{}), make(chan struct{})
 	stuck := outbox.ListenerFunc(func(ctx context.Context, e outbox.Envelope) error {
@@ -558,27 +525,21 @@ func e2eLeaseExpiry(t *testing.T, b Backend) {
 		return nil
 	})
 	var stale atomic.Int32
-	metrics := staleCounter{n: &stale}
-	manual := func(c *outbox.PollerConfig) { c.Lease = time.Minute }
-	a := newStack(t, b, registry(t, evtPing, stuck), stackOpts{clock: clock, noHook: true, manualPoll: true, poller: manual,
-		dispatcher: func(c *outbox.DispatcherConfig) { c.Metrics = metrics }})
 	e := ping(t)
-	write(t, b, a.w, e)
-	if n, _, err := a.p.PollOnce(context.Background()); err != nil || n != 1 {
-		t.Fatalf("node A poll: %d, %v", n, err)
-	}
+	write(t, f, writerOnly(t, f, clock), e)
+	// Node A claims the event at its first poll and its listener hangs.
+	startNode(t, f, stuck, outbox.Config{Mode: outbox.ModePollerOnly, Clock: clock, Lease: time.Minute,
+		PollInterval: time.Hour, Metrics: staleCounter{n: &stale}})
 	<-started
 	clock.Advance(2 * time.Minute) // A's lease expires while its listener hangs
+	// Node B takes it over at its first poll.
 	l := NewLedger()
-	bNode := newStack(t, b, registry(t, evtPing, l.Listener()), stackOpts{clock: clock, noHook: true, manualPoll: true, poller: manual})
-	if n, _, err := bNode.p.PollOnce(context.Background()); err != nil || n != 1 {
-		t.Fatalf("node B poll after lease expiry: %d, %v; want the event", n, err)
-	}
-	Eventually(t, 10*time.Second, "B delivers the event", func() bool { return record(t, b, e.ID()).Status == outbox.StatusDone })
-	doneAt := record(t, b, e.ID()).DoneAt
+	startNode(t, f, l.Listener(), outbox.Config{Mode: outbox.ModePollerOnly, Clock: clock, Lease: time.Minute, PollInterval: time.Hour})
+	Eventually(t, 10*time.Second, "B delivers the event", func() bool { return record(t, f, e.ID()).Status == outbox.StatusDone })
+	doneAt := record(t, f, e.ID()).DoneAt
 	close(unblock) // A finishes late: its ack must change nothing
 	Eventually(t, 10*time.Second, "A's stale ack fenced off", func() bool { return stale.Load() == 1 })
-	if r := record(t, b, e.ID()); r.Status != outbox.StatusDone || !r.DoneAt.Equal(doneAt) {
+	if r := record(t, f, e.ID()); r.Status != outbox.StatusDone || !r.DoneAt.Equal(doneAt) {
 		t.Fatalf("after the stale ack: status %s done_at %v, want DONE at %v", r.Status, r.DoneAt, doneAt)
 	}
 }
@@ -590,7 +551,7 @@ type staleCounter struct {
 
 func (m staleCounter) StaleUpdates(n int) { m.n.Add(int32(n)) }
 
-func e2eCloseReleases(t *testing.T, b Backend) {
+func e2eCloseReleases(t *testing.T, f Fixture) {
 	block := make(chan struct{})
 	defer close(block)
 	stuck := outbox.ListenerFunc(func(ctx context.Context, e outbox.Envelope) error {
@@ -600,94 +561,66 @@ func e2eCloseReleases(t *testing.T, b Backend) {
 		}
 		return ctx.Err()
 	})
-	d, err := outbox.NewDispatcher(outbox.DispatcherConfig{Store: b.Store, DB: b.DB, Registry: registry(t, evtPing, stuck),
-		Workers: 1, DrainTimeout: 50 * time.Millisecond, Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	w, err := outbox.NewWriter(outbox.WriterConfig{TxContext: b.TxContext, Store: b.Store, Hook: d.Hook()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := startNode(t, f, stuck, outbox.Config{Mode: outbox.ModeHotPathOnly, Workers: 1, DrainTimeout: 50 * time.Millisecond})
 	const n = 5
 	for range n {
-		write(t, b, w, ping(t))
+		write(t, f, c, ping(t))
 	}
-	if err := d.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	closeClient(t, c)
 	// Every row is still pending and, released, claimable by a new node at once.
-	if got := count(t, b, outbox.StatusNew, outbox.StatusRetry); got != n {
+	if got := count(t, f, outbox.StatusNew, outbox.StatusRetry); got != n {
 		t.Fatalf("%d pending rows after Close, want %d", got, n)
 	}
 	l := NewLedger()
-	newStack(t, b, registry(t, evtPing, l.Listener()), stackOpts{noHook: true})
+	startNode(t, f, l.Listener(), outbox.Config{Mode: outbox.ModePollerOnly})
 	Eventually(t, 10*time.Second, "released events delivered by another node", func() bool {
-		return count(t, b, outbox.StatusDone) == n
+		return count(t, f, outbox.StatusDone) == n
 	})
 }
 
-func e2eNoLeak(t *testing.T, b Backend) {
+func e2eNoLeak(t *testing.T, f Fixture) {
 	before := runtime.NumGoroutine()
 	func() {
 		l := NewLedger()
-		s := newStack(t, b, registry(t, evtPing, l.Listener()), stackOpts{})
-		ps, err := outbox.NewPurgeScheduler(outbox.PurgeConfig{Purger: b.Store.(outbox.Purger), DB: b.DB, Logger: quietLogger()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := ps.Start(context.Background()); err != nil {
-			t.Fatal(err)
-		}
+		c := startNode(t, f, l.Listener(), outbox.Config{})
 		for range 20 {
-			write(t, b, s.w, ping(t))
+			write(t, f, c, ping(t))
 		}
 		Eventually(t, 10*time.Second, "delivered", func() bool { total, _, _ := l.Summary(); return total == 20 })
-		s.close(t)
-		if err := ps.Close(context.Background()); err != nil {
-			t.Fatal(err)
-		}
+		closeClient(t, c)
 	}()
 	// Pool connections and the test runner may settle a little later.
 	Eventually(t, 5*time.Second, "goroutines back to the baseline", func() bool { return runtime.NumGoroutine() <= before })
 }
 
-func e2ePurge(t *testing.T, b Backend) {
+func e2ePurge(t *testing.T, f Fixture) {
+	if f.Purger == nil {
+		t.Skip("the fixture has no Purger")
+	}
 	clock := NewClock(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
 	l := NewLedger()
-	s := newStack(t, b, registry(t, evtPing, l.Listener()), stackOpts{clock: clock, noPoller: true})
+	c := startNode(t, f, l.Listener(), outbox.Config{Mode: outbox.ModeHotPathOnly, Clock: clock, PurgeBatchSize: 2})
 	for range 5 {
-		write(t, b, s.w, ping(t))
+		write(t, f, c, ping(t))
 	}
-	write(t, b, s.w, outbox.MustEnvelope(evtFail, outbox.WithJSON([]byte(`{}`)))) // no listener: DEAD
+	write(t, f, c, outbox.MustEnvelope(evtFail, outbox.WithJSON([]byte(`{}`)))) // no listener: DEAD
 	Eventually(t, 10*time.Second, "5 DONE and 1 DEAD", func() bool {
-		return count(t, b, outbox.StatusDone) == 5 && count(t, b, outbox.StatusDead) == 1
+		return count(t, f, outbox.StatusDone) == 5 && count(t, f, outbox.StatusDead) == 1
 	})
-	cdc, err := outbox.NewWriter(outbox.WriterConfig{TxContext: b.TxContext, Store: b.Store, Clock: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	write(t, b, cdc, ping(t), ping(t)) // pending, and old by the time we purge
+	write(t, f, writerOnly(t, f, clock), ping(t), ping(t)) // pending, and old by the time we purge
 	clock.Advance(8 * 24 * time.Hour)
 	recent := ping(t)
-	write(t, b, s.w, recent) // terminal but younger than the retention
-	Eventually(t, 10*time.Second, "recent event DONE", func() bool { return record(t, b, recent.ID()).Status == outbox.StatusDone })
+	write(t, f, c, recent) // terminal but younger than the retention
+	Eventually(t, 10*time.Second, "recent event DONE", func() bool { return record(t, f, recent.ID()).Status == outbox.StatusDone })
 
-	ps, err := outbox.NewPurgeScheduler(outbox.PurgeConfig{Purger: b.Store.(outbox.Purger), DB: b.DB, BatchSize: 2, Clock: clock, Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := ps.PurgeOnce(context.Background())
+	n, err := c.PurgeOnce(context.Background())
 	if err != nil || n != 6 {
 		t.Fatalf("PurgeOnce deleted %d, %v; want the 6 old terminal events (in batches of 2)", n, err)
 	}
-	if got := count(t, b, outbox.StatusNew); got != 2 {
+	if got := count(t, f, outbox.StatusNew); got != 2 {
 		t.Fatalf("%d pending rows left, want the 2 untouched", got)
 	}
-	if got := count(t, b, outbox.StatusDone); got != 1 {
+	if got := count(t, f, outbox.StatusDone); got != 1 {
 		t.Fatalf("%d DONE rows left, want the recent one", got)
 	}
 }

@@ -57,6 +57,8 @@ func RunStoreSuite(t *testing.T, newFixture func(t *testing.T) Fixture) {
 		{"MarkDead", storeMarkDead},
 		{"Release", storeRelease},
 		{"Replay", storeReplay},
+		{"GetOneWithItsState", storeGet},
+		{"InsertOutsideItsTransactionFails", storeInsertWrongTx},
 		{"ListCountFiltersAndPaging", storeListCount},
 		{"Stats", storeStats},
 		{"Purge", storePurge},
@@ -116,9 +118,21 @@ func recIDs(recs []outbox.Record) []string {
 
 func insert(t testing.TB, f Fixture, now time.Time, owner string, evs ...outbox.Envelope) {
 	t.Helper()
-	if err := f.Store.Insert(context.Background(), f.DB, now, owner, evs); err != nil {
+	if err := insertInTx(context.Background(), f, now, owner, evs); err != nil {
 		t.Fatalf("insert: %v", err)
 	}
+}
+
+// insertInTx inserts events in a transaction of their own: the only way a
+// Store inserts.
+func insertInTx(ctx context.Context, f Fixture, now time.Time, owner string, evs []outbox.Envelope) error {
+	return f.InTx(ctx, func(ctx context.Context) error {
+		tx, err := f.TxContext.Current(ctx)
+		if err != nil {
+			return err
+		}
+		return f.Store.Insert(ctx, tx, now, owner, evs)
+	})
 }
 
 func claim(t testing.TB, f Fixture, req outbox.ClaimRequest) []outbox.Record {
@@ -126,7 +140,7 @@ func claim(t testing.TB, f Fixture, req outbox.ClaimRequest) []outbox.Record {
 	if req.Lease == 0 {
 		req.Lease = lease
 	}
-	recs, err := f.Store.Claim(context.Background(), f.DB, req)
+	recs, err := f.Store.Claim(context.Background(), req)
 	if err != nil {
 		t.Fatalf("claim: %v", err)
 	}
@@ -144,7 +158,7 @@ func listAll(t testing.TB, f Fixture, q outbox.Query) []outbox.Record {
 	q.Limit = 7 // small pages exercise keyset paging
 	var all []outbox.Record
 	for {
-		recs, err := f.Store.List(context.Background(), f.DB, q)
+		recs, err := f.Store.List(context.Background(), q)
 		if err != nil {
 			t.Fatalf("list: %v", err)
 		}
@@ -170,7 +184,7 @@ func get(t testing.TB, f Fixture, id string) outbox.Record {
 
 func countRows(t testing.TB, f Fixture, q outbox.Query) int64 {
 	t.Helper()
-	n, err := f.Store.Count(context.Background(), f.DB, q)
+	n, err := f.Store.Count(context.Background(), q)
 	if err != nil {
 		t.Fatalf("count: %v", err)
 	}
@@ -268,11 +282,11 @@ func storeInsertMany(t *testing.T, f Fixture) {
 	if n := countRows(t, f, outbox.Query{}); n != 1201 {
 		t.Fatalf("count = %d, want 1201", n)
 	}
-	n, err := f.Store.MarkDone(context.Background(), f.DB, ownerA, ids(evs), t0)
+	n, err := f.Store.MarkDone(context.Background(), ownerA, ids(evs), t0)
 	if err != nil || n != 1201 {
 		t.Fatalf("MarkDone of 1201 ids = %d, %v; want 1201", n, err)
 	}
-	if err := f.Store.Insert(context.Background(), f.DB, t0, "", nil); err != nil {
+	if err := insertInTx(context.Background(), f, t0, "", nil); err != nil {
 		t.Fatalf("insert of no events: %v", err)
 	}
 }
@@ -280,7 +294,7 @@ func storeInsertMany(t *testing.T, f Fixture) {
 func storeInsertDuplicate(t *testing.T, f Fixture) {
 	e := event(t)
 	insert(t, f, t0, "", e)
-	if err := f.Store.Insert(context.Background(), f.DB, t0, "", []outbox.Envelope{e}); err == nil {
+	if err := insertInTx(context.Background(), f, t0, "", []outbox.Envelope{e}); err == nil {
 		t.Fatal("inserting an existing event id succeeded")
 	}
 	if n := countRows(t, f, outbox.Query{}); n != 1 {
@@ -297,7 +311,7 @@ func storeInsertInTx(t *testing.T, f Fixture) {
 			if err != nil {
 				return err
 			}
-			if err := f.Store.Insert(ctx, tx.Executor(), t0, "", []outbox.Envelope{e}); err != nil {
+			if err := f.Store.Insert(ctx, tx, t0, "", []outbox.Envelope{e}); err != nil {
 				return err
 			}
 			return result
@@ -410,7 +424,7 @@ func storeClaimConcurrent(t *testing.T, f Fixture) {
 			defer wg.Done()
 			owner := fmt.Sprintf("worker-%d", w)
 			for {
-				recs, err := f.Store.Claim(context.Background(), f.DB, outbox.ClaimRequest{Owner: owner, Now: t0, Lease: lease, Limit: batch})
+				recs, err := f.Store.Claim(context.Background(), outbox.ClaimRequest{Owner: owner, Now: t0, Lease: lease, Limit: batch})
 				if err != nil {
 					errs <- fmt.Errorf("%s: %w", owner, err)
 					return
@@ -465,16 +479,16 @@ func storeLeaseExpiry(t *testing.T, f Fixture) {
 	wantTime(t, "re-claimed at", got[0].LockedAt, later)
 	// A's stale updates are fenced off.
 	now := later.Add(time.Second)
-	if n, err := f.Store.MarkDone(ctx, f.DB, ownerA, []string{e.ID()}, now); err != nil || n != 0 {
+	if n, err := f.Store.MarkDone(ctx, ownerA, []string{e.ID()}, now); err != nil || n != 0 {
 		t.Errorf("stale MarkDone = %d, %v; want 0", n, err)
 	}
-	if ok, err := f.Store.MarkRetry(ctx, f.DB, ownerA, e.ID(), now, "stale", true); err != nil || ok {
+	if ok, err := f.Store.MarkRetry(ctx, outbox.Outcome{Owner: ownerA, ID: e.ID(), At: now, Error: "stale", CountAttempt: true}); err != nil || ok {
 		t.Errorf("stale MarkRetry = %v, %v; want false", ok, err)
 	}
-	if ok, err := f.Store.MarkDead(ctx, f.DB, ownerA, e.ID(), now, "stale", true); err != nil || ok {
+	if ok, err := f.Store.MarkDead(ctx, outbox.Outcome{Owner: ownerA, ID: e.ID(), At: now, Error: "stale", CountAttempt: true}); err != nil || ok {
 		t.Errorf("stale MarkDead = %v, %v; want false", ok, err)
 	}
-	if n, err := f.Store.Release(ctx, f.DB, ownerA, []string{e.ID()}); err != nil || n != 0 {
+	if n, err := f.Store.Release(ctx, ownerA, []string{e.ID()}); err != nil || n != 0 {
 		t.Errorf("stale Release = %d, %v; want 0", n, err)
 	}
 	r := get(t, f, e.ID())
@@ -482,7 +496,7 @@ func storeLeaseExpiry(t *testing.T, f Fixture) {
 	if r.LastError != "" {
 		t.Errorf("stale update recorded error %q", r.LastError)
 	}
-	if n, err := f.Store.MarkDone(ctx, f.DB, ownerB, []string{e.ID()}, now); err != nil || n != 1 {
+	if n, err := f.Store.MarkDone(ctx, ownerB, []string{e.ID()}, now); err != nil || n != 1 {
 		t.Fatalf("MarkDone by the current owner = %d, %v; want 1", n, err)
 	}
 	wantState(t, get(t, f, e.ID()), outbox.StatusDone, 0, "")
@@ -520,7 +534,7 @@ func storeMarkDone(t *testing.T, f Fixture) {
 	insert(t, f, t0, ownerB, theirs...)
 	all := append(append(ids(mine), ids(theirs)...), "no-such-id")
 	now := t0.Add(time.Second)
-	n, err := f.Store.MarkDone(ctx, f.DB, ownerA, all, now)
+	n, err := f.Store.MarkDone(ctx, ownerA, all, now)
 	if err != nil || n != 5 {
 		t.Fatalf("MarkDone = %d, %v; want 5 (only A's rows)", n, err)
 	}
@@ -532,10 +546,10 @@ func storeMarkDone(t *testing.T, f Fixture) {
 	for _, e := range theirs {
 		wantState(t, get(t, f, e.ID()), outbox.StatusNew, 0, ownerB)
 	}
-	if n, err := f.Store.MarkDone(ctx, f.DB, ownerA, ids(mine), now); err != nil || n != 0 {
+	if n, err := f.Store.MarkDone(ctx, ownerA, ids(mine), now); err != nil || n != 0 {
 		t.Fatalf("second MarkDone = %d, %v; want 0", n, err)
 	}
-	if n, err := f.Store.MarkDone(ctx, f.DB, ownerA, nil, now); err != nil || n != 0 {
+	if n, err := f.Store.MarkDone(ctx, ownerA, nil, now); err != nil || n != 0 {
 		t.Fatalf("MarkDone of no ids = %d, %v; want 0", n, err)
 	}
 }
@@ -545,10 +559,10 @@ func storeMarkRetry(t *testing.T, f Fixture) {
 	e := event(t)
 	insert(t, f, t0, ownerA, e)
 	next := t0.Add(10 * time.Second)
-	if ok, err := f.Store.MarkRetry(ctx, f.DB, ownerB, e.ID(), next, "not mine", true); err != nil || ok {
+	if ok, err := f.Store.MarkRetry(ctx, outbox.Outcome{Owner: ownerB, ID: e.ID(), At: next, Error: "not mine", CountAttempt: true}); err != nil || ok {
 		t.Fatalf("MarkRetry by another owner = %v, %v; want false", ok, err)
 	}
-	if ok, err := f.Store.MarkRetry(ctx, f.DB, ownerA, e.ID(), next, "first failure", true); err != nil || !ok {
+	if ok, err := f.Store.MarkRetry(ctx, outbox.Outcome{Owner: ownerA, ID: e.ID(), At: next, Error: "first failure", CountAttempt: true}); err != nil || !ok {
 		t.Fatalf("MarkRetry = %v, %v; want true", ok, err)
 	}
 	r := get(t, f, e.ID())
@@ -565,7 +579,7 @@ func storeMarkRetry(t *testing.T, f Fixture) {
 		t.Fatal("retry not claimable when due")
 	}
 	wantState(t, got[0], outbox.StatusRetry, 1, ownerB)
-	if ok, err := f.Store.MarkRetry(ctx, f.DB, ownerB, e.ID(), next.Add(time.Minute), "busy", false); err != nil || !ok {
+	if ok, err := f.Store.MarkRetry(ctx, outbox.Outcome{Owner: ownerB, ID: e.ID(), At: next.Add(time.Minute), Error: "busy"}); err != nil || !ok {
 		t.Fatalf("MarkRetry without counting = %v, %v", ok, err)
 	}
 	r = get(t, f, e.ID())
@@ -580,13 +594,13 @@ func storeMarkDead(t *testing.T, f Fixture) {
 	counted, uncounted := event(t), event(t)
 	insert(t, f, t0, ownerA, counted, uncounted)
 	now := t0.Add(time.Second)
-	if ok, err := f.Store.MarkDead(ctx, f.DB, ownerB, counted.ID(), now, "not mine", true); err != nil || ok {
+	if ok, err := f.Store.MarkDead(ctx, outbox.Outcome{Owner: ownerB, ID: counted.ID(), At: now, Error: "not mine", CountAttempt: true}); err != nil || ok {
 		t.Fatalf("MarkDead by another owner = %v, %v; want false", ok, err)
 	}
-	if ok, err := f.Store.MarkDead(ctx, f.DB, ownerA, counted.ID(), now, "gave up", true); err != nil || !ok {
+	if ok, err := f.Store.MarkDead(ctx, outbox.Outcome{Owner: ownerA, ID: counted.ID(), At: now, Error: "gave up", CountAttempt: true}); err != nil || !ok {
 		t.Fatalf("MarkDead = %v, %v", ok, err)
 	}
-	if ok, err := f.Store.MarkDead(ctx, f.DB, ownerA, uncounted.ID(), now, "unroutable", false); err != nil || !ok {
+	if ok, err := f.Store.MarkDead(ctx, outbox.Outcome{Owner: ownerA, ID: uncounted.ID(), At: now, Error: "unroutable"}); err != nil || !ok {
 		t.Fatalf("MarkDead = %v, %v", ok, err)
 	}
 	r := get(t, f, counted.ID())
@@ -599,7 +613,7 @@ func storeMarkDead(t *testing.T, f Fixture) {
 	if got := claim(t, f, outbox.ClaimRequest{Owner: ownerA, Now: now.Add(24 * time.Hour), Lease: lease, Limit: 10}); len(got) != 0 {
 		t.Fatalf("claimed DEAD rows %v", recIDs(got))
 	}
-	if ok, err := f.Store.MarkDead(ctx, f.DB, ownerA, counted.ID(), now, "again", true); err != nil || ok {
+	if ok, err := f.Store.MarkDead(ctx, outbox.Outcome{Owner: ownerA, ID: counted.ID(), At: now, Error: "again", CountAttempt: true}); err != nil || ok {
 		t.Fatalf("MarkDead of a DEAD row = %v, %v; want false", ok, err)
 	}
 }
@@ -608,13 +622,13 @@ func storeRelease(t *testing.T, f Fixture) {
 	ctx := context.Background()
 	e, done := event(t), event(t)
 	insert(t, f, t0, ownerA, e, done)
-	if _, err := f.Store.MarkDone(ctx, f.DB, ownerA, []string{done.ID()}, t0); err != nil {
+	if _, err := f.Store.MarkDone(ctx, ownerA, []string{done.ID()}, t0); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := f.Store.Release(ctx, f.DB, ownerB, []string{e.ID()}); err != nil || n != 0 {
+	if n, err := f.Store.Release(ctx, ownerB, []string{e.ID()}); err != nil || n != 0 {
 		t.Fatalf("Release by another owner = %d, %v; want 0", n, err)
 	}
-	if n, err := f.Store.Release(ctx, f.DB, ownerA, []string{e.ID(), done.ID(), "no-such-id"}); err != nil || n != 1 {
+	if n, err := f.Store.Release(ctx, ownerA, []string{e.ID(), done.ID(), "no-such-id"}); err != nil || n != 1 {
 		t.Fatalf("Release = %d, %v; want 1", n, err)
 	}
 	r := get(t, f, e.ID())
@@ -630,11 +644,11 @@ func storeReplay(t *testing.T, f Fixture) {
 	ctx := context.Background()
 	dead, pending := event(t), event(t)
 	insert(t, f, t0, ownerA, dead, pending)
-	if _, err := f.Store.MarkDead(ctx, f.DB, ownerA, dead.ID(), t0, "poison", true); err != nil {
+	if _, err := f.Store.MarkDead(ctx, outbox.Outcome{Owner: ownerA, ID: dead.ID(), At: t0, Error: "poison", CountAttempt: true}); err != nil {
 		t.Fatal(err)
 	}
 	now := t0.Add(time.Hour).In(zoneWest)
-	n, err := f.Store.Replay(ctx, f.DB, []string{dead.ID(), pending.ID(), "no-such-id"}, now)
+	n, err := f.Store.Replay(ctx, []string{dead.ID(), pending.ID(), "no-such-id"}, now)
 	if err != nil || n != 1 {
 		t.Fatalf("Replay = %d, %v; want 1 (only the DEAD row)", n, err)
 	}
@@ -646,7 +660,7 @@ func storeReplay(t *testing.T, f Fixture) {
 		t.Errorf("replay dropped the last error: %q", r.LastError)
 	}
 	wantState(t, get(t, f, pending.ID()), outbox.StatusNew, 0, ownerA)
-	if n, err := f.Store.Replay(ctx, f.DB, []string{dead.ID()}, now); err != nil || n != 0 {
+	if n, err := f.Store.Replay(ctx, []string{dead.ID()}, now); err != nil || n != 0 {
 		t.Fatalf("second Replay = %d, %v; want 0", n, err)
 	}
 	got := claim(t, f, outbox.ClaimRequest{Owner: ownerB, Now: now, Lease: 2 * time.Hour, Limit: 10})
@@ -675,12 +689,12 @@ func seedStatuses(t *testing.T, f Fixture) map[outbox.Status][]string {
 			ok = true
 		case outbox.StatusDone:
 			var n int64
-			n, err = f.Store.MarkDone(ctx, f.DB, ownerA, []string{e.ID()}, t0)
+			n, err = f.Store.MarkDone(ctx, ownerA, []string{e.ID()}, t0)
 			ok = n == 1
 		case outbox.StatusRetry:
-			ok, err = f.Store.MarkRetry(ctx, f.DB, ownerA, e.ID(), t0, "x", true)
+			ok, err = f.Store.MarkRetry(ctx, outbox.Outcome{Owner: ownerA, ID: e.ID(), At: t0, Error: "x", CountAttempt: true})
 		case outbox.StatusDead:
-			ok, err = f.Store.MarkDead(ctx, f.DB, ownerA, e.ID(), t0, "x", true)
+			ok, err = f.Store.MarkDead(ctx, outbox.Outcome{Owner: ownerA, ID: e.ID(), At: t0, Error: "x", CountAttempt: true})
 		}
 		if err != nil || !ok {
 			t.Fatalf("move to %v: %v, %v", st, ok, err)
@@ -734,7 +748,7 @@ func storeListCount(t *testing.T, f Fixture) {
 	}
 	// Keyset: AfterID is exclusive; Count honours it too.
 	all := recIDs(listAll(t, f, outbox.Query{}))
-	recs, err := f.Store.List(context.Background(), f.DB, outbox.Query{AfterID: all[9], Limit: 5})
+	recs, err := f.Store.List(context.Background(), outbox.Query{AfterID: all[9], Limit: 5})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -746,7 +760,7 @@ func storeListCount(t *testing.T, f Fixture) {
 	}
 	// Default limit.
 	insert(t, f, t0, "", events(t, 100)...)
-	recs, err = f.Store.List(context.Background(), f.DB, outbox.Query{})
+	recs, err = f.Store.List(context.Background(), outbox.Query{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -757,7 +771,7 @@ func storeListCount(t *testing.T, f Fixture) {
 
 func storeStats(t *testing.T, f Fixture) {
 	ctx := context.Background()
-	st, err := f.Store.Stats(ctx, f.DB)
+	st, err := f.Store.Stats(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -769,7 +783,7 @@ func storeStats(t *testing.T, f Fixture) {
 		t.Fatalf("stats of an empty table: %+v", st)
 	}
 	seedStatuses(t, f) // pending rows created at t0+0s (NEW) and t0+2s (RETRY) first
-	st, err = f.Store.Stats(ctx, f.DB)
+	st, err = f.Store.Stats(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -793,31 +807,31 @@ func storePurge(t *testing.T, f Fixture) {
 	insert(t, f, old, ownerA, oldDone, oldDead, doneLate, oldNew, oldRetry, oldClaimed)
 	insert(t, f, cutoff.Add(-time.Minute), ownerA, recentDone)
 	mustDone := func(id string, at time.Time) {
-		if n, err := f.Store.MarkDone(ctx, f.DB, ownerA, []string{id}, at); err != nil || n != 1 {
+		if n, err := f.Store.MarkDone(ctx, ownerA, []string{id}, at); err != nil || n != 1 {
 			t.Fatalf("MarkDone = %d, %v", n, err)
 		}
 	}
 	mustDone(oldDone.ID(), old)
 	mustDone(recentDone.ID(), cutoff) // done exactly at the cutoff: kept
 	mustDone(doneLate.ID(), cutoff.Add(time.Hour))
-	if ok, err := f.Store.MarkDead(ctx, f.DB, ownerA, oldDead.ID(), old.Add(time.Second), "x", true); err != nil || !ok {
+	if ok, err := f.Store.MarkDead(ctx, outbox.Outcome{Owner: ownerA, ID: oldDead.ID(), At: old.Add(time.Second), Error: "x", CountAttempt: true}); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
-	if ok, err := f.Store.MarkRetry(ctx, f.DB, ownerA, oldRetry.ID(), old, "x", true); err != nil || !ok {
+	if ok, err := f.Store.MarkRetry(ctx, outbox.Outcome{Owner: ownerA, ID: oldRetry.ID(), At: old, Error: "x", CountAttempt: true}); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
-	if n, err := f.Purger.Purge(ctx, f.DB, cutoff, 0); err != nil || n != 0 {
+	if n, err := f.Purger.Purge(ctx, cutoff, 0); err != nil || n != 0 {
 		t.Fatalf("Purge with limit 0 = %d, %v; want 0", n, err)
 	}
-	n, err := f.Purger.Purge(ctx, f.DB, cutoff.In(zoneWest), 1)
+	n, err := f.Purger.Purge(ctx, cutoff.In(zoneWest), 1)
 	if err != nil || n != 1 {
 		t.Fatalf("Purge(limit 1) = %d, %v; want 1", n, err)
 	}
-	n, err = f.Purger.Purge(ctx, f.DB, cutoff, 10)
+	n, err = f.Purger.Purge(ctx, cutoff, 10)
 	if err != nil || n != 1 {
 		t.Fatalf("second Purge = %d, %v; want 1 (the other old terminal row)", n, err)
 	}
-	if n, err := f.Purger.Purge(ctx, f.DB, cutoff, 10); err != nil || n != 0 {
+	if n, err := f.Purger.Purge(ctx, cutoff, 10); err != nil || n != 0 {
 		t.Fatalf("third Purge = %d, %v; want 0", n, err)
 	}
 	got := recIDs(listAll(t, f, outbox.Query{}))
@@ -833,10 +847,10 @@ func storeErrorTruncation(t *testing.T, f Fixture) {
 	long := strings.Repeat("é", 10) + strings.Repeat("x", outbox.MaxErrorLen) + "tail"
 	retry, dead := event(t), event(t)
 	insert(t, f, t0, ownerA, retry, dead)
-	if ok, err := f.Store.MarkRetry(ctx, f.DB, ownerA, retry.ID(), t0, long, true); err != nil || !ok {
+	if ok, err := f.Store.MarkRetry(ctx, outbox.Outcome{Owner: ownerA, ID: retry.ID(), At: t0, Error: long, CountAttempt: true}); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
-	if ok, err := f.Store.MarkDead(ctx, f.DB, ownerA, dead.ID(), t0, long, true); err != nil || !ok {
+	if ok, err := f.Store.MarkDead(ctx, outbox.Outcome{Owner: ownerA, ID: dead.ID(), At: t0, Error: long, CountAttempt: true}); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
 	for _, id := range []string{retry.ID(), dead.ID()} {
@@ -869,7 +883,7 @@ func storeTimeZones(t *testing.T, f Fixture) {
 	west, east := event(t), event(t)
 	insert(t, f, t0.In(zoneWest), "", west)
 	insert(t, f, t0.Add(time.Second).In(zoneEast), "", east)
-	st, err := f.Store.Stats(context.Background(), f.DB)
+	st, err := f.Store.Stats(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -881,8 +895,8 @@ func storeTimeZones(t *testing.T, f Fixture) {
 }
 
 func storeCorruptHeaders(t *testing.T, f Fixture) {
-	if f.Table == "" {
-		t.Skip("the fixture does not expose its table")
+	if f.Exec == nil {
+		t.Skip("the fixture cannot run SQL on its table (Fixture.Exec is nil), so it cannot damage a row")
 	}
 	ctx := context.Background()
 	good := event(t, outbox.WithHeader("h", "v"))
@@ -890,10 +904,10 @@ func storeCorruptHeaders(t *testing.T, f Fixture) {
 	insert(t, f, t0, "", good, bad)
 	// Ids are ULIDs (letters and digits): safe to write as a literal, which
 	// keeps this statement free of dialect-specific placeholders.
-	if _, err := f.DB.ExecContext(ctx, "UPDATE "+f.Table+" SET headers = '{not json' WHERE event_id = '"+bad.ID()+"'"); err != nil {
+	if err := f.Exec(ctx, "UPDATE "+f.Table+" SET headers = '{not json' WHERE event_id = '"+bad.ID()+"'"); err != nil {
 		t.Fatalf("corrupt the row: %v", err)
 	}
-	recs, err := f.Store.Claim(ctx, f.DB, outbox.ClaimRequest{Owner: ownerA, Now: t0, Lease: lease, Limit: 10})
+	recs, err := f.Store.Claim(ctx, outbox.ClaimRequest{Owner: ownerA, Now: t0, Lease: lease, Limit: 10})
 	if err != nil {
 		t.Fatalf("a corrupt row failed the whole claim: %v", err)
 	}
@@ -917,10 +931,68 @@ func storeCorruptHeaders(t *testing.T, f Fixture) {
 			}
 		}
 	}
-	if _, err := f.Store.List(ctx, f.DB, outbox.Query{}); err != nil {
+	if _, err := f.Store.List(ctx, outbox.Query{}); err != nil {
 		t.Errorf("a corrupt row failed List: %v", err)
 	}
-	if ok, err := f.Store.MarkDead(ctx, f.DB, ownerA, bad.ID(), t0, "decode", false); err != nil || !ok {
+	if ok, err := f.Store.MarkDead(ctx, outbox.Outcome{Owner: ownerA, ID: bad.ID(), At: t0, Error: "decode"}); err != nil || !ok {
 		t.Fatalf("MarkDead of the corrupt row = %v, %v", ok, err)
 	}
 }
+
+func storeGet(t *testing.T, f Fixture) {
+	ctx := context.Background()
+	e := event(t, outbox.WithAggregate(outbox.AggregateName("Order"), "o-1"), outbox.WithHeader("h", "v"))
+	insert(t, f, t0, ownerA, e)
+	r, err := f.Store.Get(ctx, e.ID())
+	if err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	if r.ID != e.ID() || r.Status != outbox.StatusNew || r.LockedBy != ownerA || r.Envelope.AggregateID() != "o-1" || r.Envelope.PayloadString() != e.PayloadString() {
+		t.Fatalf("Get = %+v, want the event as inserted, claimed by %s", r, ownerA)
+	}
+	if h, _ := r.Envelope.Header("h"); h != "v" {
+		t.Errorf("header h = %q, want v", h)
+	}
+	if _, err := f.Store.MarkDone(ctx, ownerA, []string{e.ID()}, t0); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := f.Store.Get(ctx, e.ID()); err != nil || r.Status != outbox.StatusDone || r.LockedBy != "" {
+		t.Fatalf("Get after MarkDone = %+v, %v; want DONE and unclaimed", r, err)
+	}
+	if _, err := f.Store.Get(ctx, "no-such-id"); !errors.Is(err, outbox.ErrNotFound) {
+		t.Fatalf("Get of an unknown id = %v, want ErrNotFound", err)
+	}
+	// The id filter of List and Count.
+	others := events(t, 3)
+	insert(t, f, t0, "", others...)
+	want := []string{others[0].ID(), others[2].ID()}
+	q := outbox.Query{IDs: append(want, "no-such-id")}
+	if got := recIDs(listAll(t, f, q)); !slices.Equal(got, want) {
+		t.Errorf("List by ids = %v, want %v", got, want)
+	}
+	if n := countRows(t, f, q); n != 2 {
+		t.Errorf("Count by ids = %d, want 2", n)
+	}
+	q.Statuses = []outbox.Status{outbox.StatusDone}
+	if n := countRows(t, f, q); n != 0 {
+		t.Errorf("Count by ids and DONE = %d, want 0", n)
+	}
+}
+
+// storeInsertWrongTx checks that Insert refuses a transaction it cannot
+// write in, rather than writing elsewhere.
+func storeInsertWrongTx(t *testing.T, f Fixture) {
+	err := f.Store.Insert(context.Background(), foreignTx{}, t0, "", []outbox.Envelope{event(t)})
+	if !errors.Is(err, outbox.ErrInvalidConfig) {
+		t.Fatalf("Insert with a foreign Tx = %v, want ErrInvalidConfig", err)
+	}
+	if n := countRows(t, f, outbox.Query{}); n != 0 {
+		t.Fatalf("count = %d, want 0", n)
+	}
+}
+
+// foreignTx is an outbox.Tx of no store.
+type foreignTx struct{}
+
+func (foreignTx) AfterCommit(func())   {}
+func (foreignTx) AfterRollback(func()) {}

@@ -14,8 +14,9 @@ import (
 // outbox Writer requires: callbacks after a real commit only, exactly once;
 // after-rollback only on rollback; ErrNoTransaction outside a transaction;
 // nested transactions whose callbacks wait for the outermost commit; writes
-// through Current(ctx).Executor() that commit and roll back with the
-// transaction. It writes with fixture.Store and counts with fixture.DB.
+// through Current(ctx) that commit and roll back with the transaction;
+// nested transactions in savepoints whose failure undoes only their own
+// writes and callbacks. It writes and counts with fixture.Store.
 // newFixture is called once per subtest; subtests run in parallel.
 func RunTxContextSuite(t *testing.T, newFixture func(t *testing.T) Fixture) {
 	t.Helper()
@@ -26,7 +27,9 @@ func RunTxContextSuite(t *testing.T, newFixture func(t *testing.T) Fixture) {
 		{"CommitRunsAfterCommitOnce", txCommit},
 		{"RollbackRunsAfterRollbackOnly", txRollback},
 		{"NoTransaction", txNone},
-		{"ReadYourWrites", txReadYourWrites},
+		{"WritesInvisibleUntilCommit", txInvisibleUntilCommit},
+		{"FinishedTransactionIsNoTransaction", txFinished},
+		{"NestedFailureUndoesItsSavepointOnly", txNestedSavepoint},
 		{"NestedCallbacksWaitForOutermostCommit", txNestedCommit},
 		{"NestedCallbacksDroppedOnOuterRollback", txNestedOuterRollback},
 		{"NestedErrorPropagatedRollsBackAll", txNestedInnerError},
@@ -90,7 +93,7 @@ func writeRow(ctx context.Context, f Fixture, tx outbox.Tx) error {
 	if err != nil {
 		return err
 	}
-	return f.Store.Insert(ctx, tx.Executor(), t0, "", []outbox.Envelope{e})
+	return f.Store.Insert(ctx, tx, t0, "", []outbox.Envelope{e})
 }
 
 func rows(t testing.TB, f Fixture) int64 { return countRows(t, f, outbox.Query{}) }
@@ -155,23 +158,83 @@ func txNone(t *testing.T, f Fixture) {
 	}
 }
 
-func txReadYourWrites(t *testing.T, f Fixture) {
+// txInvisibleUntilCommit checks that Insert writes in the caller's
+// transaction, not on the store's pool: the row is not visible outside the
+// transaction before it commits.
+func txInvisibleUntilCommit(t *testing.T, f Fixture) {
 	err := f.InTx(context.Background(), func(ctx context.Context) error {
-		tx := current(t, ctx, f)
-		if err := writeRow(ctx, f, tx); err != nil {
+		if err := writeRow(ctx, f, current(t, ctx, f)); err != nil {
 			return err
 		}
-		n, err := f.Store.Count(ctx, tx.Executor(), outbox.Query{})
-		if err != nil {
-			return err
-		}
-		if n != 1 {
-			t.Errorf("the transaction sees %d of its own rows, want 1", n)
+		if n := rows(t, f); n != 0 {
+			t.Errorf("the store's pool sees %d rows before the commit, want 0", n)
 		}
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if n := rows(t, f); n != 1 {
+		t.Fatalf("%d rows after the commit, want 1", n)
+	}
+}
+
+// txFinished checks that the context of a transaction that has ended
+// carries no transaction any more: a write with it fails with
+// ErrNoTransaction rather than with a driver error.
+func txFinished(t *testing.T, f Fixture) {
+	var kept context.Context
+	if err := f.InTx(context.Background(), func(ctx context.Context) error {
+		kept = ctx
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.TxContext.Current(kept); !errors.Is(err, outbox.ErrNoTransaction) {
+		t.Fatalf("Current after commit = %v, want ErrNoTransaction", err)
+	}
+	boom := errors.New("boom")
+	_ = f.InTx(context.Background(), func(ctx context.Context) error {
+		kept = ctx
+		return boom
+	})
+	if _, err := f.TxContext.Current(kept); !errors.Is(err, outbox.ErrNoTransaction) {
+		t.Fatalf("Current after rollback = %v, want ErrNoTransaction", err)
+	}
+}
+
+// txNestedSavepoint: a nested transaction that fails is rolled back to its
+// savepoint; the enclosing one may still commit its own work. The inner
+// events must never be delivered: their after-commit callbacks never run.
+func txNestedSavepoint(t *testing.T, f Fixture) {
+	c := newCounter()
+	boom := errors.New("inner fails")
+	err := f.InTx(context.Background(), func(ctx context.Context) error {
+		outer := current(t, ctx, f)
+		if err := writeRow(ctx, f, outer); err != nil {
+			return err
+		}
+		outer.AfterCommit(c.fn("outer-commit"))
+		err := f.InTx(ctx, func(ctx context.Context) error {
+			inner := current(t, ctx, f)
+			if err := writeRow(ctx, f, inner); err != nil {
+				return err
+			}
+			inner.AfterCommit(c.fn("inner-commit"))
+			inner.AfterRollback(c.fn("inner-rollback"))
+			return boom
+		})
+		if !errors.Is(err, boom) {
+			t.Errorf("nested InTx = %v, want %v", err, boom)
+		}
+		return nil // the outer transaction goes on and commits
+	})
+	if err != nil {
+		t.Fatalf("outer InTx = %v, want nil", err)
+	}
+	c.want(t, "after the outer commit", map[string]int{"outer-commit": 1, "inner-commit": 0, "inner-rollback": 1})
+	if n := rows(t, f); n != 1 {
+		t.Fatalf("%d rows, want the outer one only", n)
 	}
 }
 

@@ -4,14 +4,14 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
-
-	outbox "github.com/go-outbox/outbox/core"
 )
 
-// Scope tracks the callbacks of one database transaction by savepoint. The
-// zero value is not usable; call NewScope. A Scope is safe for concurrent
-// use. Callbacks never run while the Scope's lock is held, so a callback may
-// use the Scope.
+// Scope tracks the callbacks of one database transaction by savepoint: it
+// is the one transaction contract of the outbox, shared by outboxsql's
+// TxManager, the ORM adapters and outboxpgx. Its AfterCommit and
+// AfterRollback methods are those of outbox.Tx. The zero value is not
+// usable; call NewScope. A Scope is safe for concurrent use. Callbacks
+// never run while the Scope's lock is held, so a callback may use the Scope.
 type Scope struct {
 	mu     sync.Mutex
 	logger *slog.Logger
@@ -25,7 +25,7 @@ type Scope struct {
 
 type level struct {
 	name string // normalized savepoint name; empty for the transaction
-	cb   *outbox.Callbacks
+	cb   *callbacks
 }
 
 // NewScope returns the Scope of a transaction that has just begun. logger
@@ -36,18 +36,18 @@ func NewScope(logger *slog.Logger) *Scope {
 	return s
 }
 
-func (s *Scope) newCallbacks() *outbox.Callbacks { return &outbox.Callbacks{Logger: s.logger} }
+func (s *Scope) newCallbacks() *callbacks { return &callbacks{logger: s.logger} }
 
-// chained returns new Callbacks that run when parent runs, in the position
+// chained returns new callbacks that run when parent runs, in the position
 // of this call among parent's registrations.
-func (s *Scope) chained(parent *outbox.Callbacks) *outbox.Callbacks {
+func (s *Scope) chained(parent *callbacks) *callbacks {
 	child := s.newCallbacks()
-	parent.AfterCommit(child.RunCommit)
-	parent.AfterRollback(child.RunRollback)
+	parent.afterCommit(child.runCommit)
+	parent.afterRollback(child.runRollback)
 	return child
 }
 
-func (s *Scope) top() *outbox.Callbacks {
+func (s *Scope) top() *callbacks {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.levels[len(s.levels)-1].cb
@@ -56,13 +56,13 @@ func (s *Scope) top() *outbox.Callbacks {
 // AfterCommit registers fn to run once after the outermost transaction
 // commits, unless the innermost savepoint open now is rolled back first.
 // After the transaction ended, it does nothing.
-func (s *Scope) AfterCommit(fn func()) { s.top().AfterCommit(fn) }
+func (s *Scope) AfterCommit(fn func()) { s.top().afterCommit(fn) }
 
 // AfterRollback registers fn to run once when the work registered with it
 // is rolled back: at the rollback of the transaction, or at the ROLLBACK TO
 // of the innermost savepoint open now. After the transaction ended, it does
 // nothing.
-func (s *Scope) AfterRollback(fn func()) { s.top().AfterRollback(fn) }
+func (s *Scope) AfterRollback(fn func()) { s.top().afterRollback(fn) }
 
 // Savepoint records that the savepoint name was set.
 func (s *Scope) Savepoint(name string) {
@@ -119,7 +119,7 @@ func (s *Scope) RollbackTo(name string) {
 		s.levels[i].cb = s.chained(s.levels[i-1].cb)
 	}
 	s.mu.Unlock()
-	undone.RunRollback()
+	undone.runRollback()
 }
 
 // Commit records that the transaction committed and runs the after-commit
@@ -141,9 +141,9 @@ func (s *Scope) end(committed bool) {
 	s.levels = s.levels[:1]
 	s.mu.Unlock()
 	if committed {
-		root.RunCommit()
+		root.runCommit()
 	} else {
-		root.RunRollback()
+		root.runRollback()
 	}
 }
 
@@ -178,19 +178,6 @@ func (s *Scope) Observe(query string) bool {
 	}
 	return true
 }
-
-// Tx returns the outbox.Tx that writes through ex and registers its
-// callbacks in s.
-func (s *Scope) Tx(ex outbox.Executor) outbox.Tx { return scopeTx{ex: ex, s: s} }
-
-type scopeTx struct {
-	ex outbox.Executor
-	s  *Scope
-}
-
-func (t scopeTx) Executor() outbox.Executor { return t.ex }
-func (t scopeTx) AfterCommit(fn func())     { t.s.AfterCommit(fn) }
-func (t scopeTx) AfterRollback(fn func())   { t.s.AfterRollback(fn) }
 
 // normalizeName folds an unquoted savepoint name to lower case (PostgreSQL
 // folds unquoted identifiers, MySQL and SQLite compare savepoint names

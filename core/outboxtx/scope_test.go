@@ -2,6 +2,7 @@ package outboxtx
 
 import (
 	"bytes"
+	outbox "github.com/go-outbox/outbox/core"
 	"log/slog"
 	"strings"
 	"sync"
@@ -224,13 +225,10 @@ func TestScopeConcurrentRegistration(t *testing.T) {
 	}
 }
 
-func TestScopeTx(t *testing.T) {
+func TestScopeIsAnOutboxTx(t *testing.T) {
 	var j journal
 	s := NewScope(nil)
-	tx := s.Tx(nil)
-	if tx.Executor() != nil {
-		t.Error("Executor() is not the executor given")
-	}
+	var tx outbox.Tx = s
 	tx.AfterCommit(j.fn("c"))
 	tx.AfterRollback(j.fn("r"))
 	s.Rollback()

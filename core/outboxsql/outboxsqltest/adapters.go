@@ -1,13 +1,25 @@
 package outboxsqltest
 
 import (
+	"context"
 	"database/sql"
 	"fmt"
 	"testing"
 
+	outbox "github.com/go-outbox/outbox/core"
 	"github.com/go-outbox/outbox/core/outboxsql"
 	"github.com/go-outbox/outbox/core/outboxtest"
+	"github.com/go-outbox/outbox/core/sqlstore"
 )
+
+// Fixture returns the test fixture of store, a Store on db, written through
+// the TxContext tc whose transactions inTx runs.
+func Fixture(db *sql.DB, store *outboxsql.Store, tc outbox.TxContext, inTx func(ctx context.Context, fn func(ctx context.Context) error) error) outboxtest.Fixture {
+	return outboxtest.Fixture{
+		Store: store, Purger: store, TxContext: tc, InTx: inTx, Table: store.Table(),
+		Exec: func(ctx context.Context, query string) error { _, err := db.ExecContext(ctx, query); return err },
+	}
+}
 
 // RunAdapterSuites runs the suites every ORM adapter passes, on every
 // backend: the TxContext suite and the adapter suite once per transaction
@@ -33,13 +45,13 @@ func RunAdapterSuites[S fmt.Stringer](t *testing.T, styles []S, newFixture func(
 	t.Run("AdapterSuite", func(t *testing.T) { perStyle(t, outboxtest.RunAdapterSuite) })
 	t.Run("EndToEndSuite", func(t *testing.T) {
 		Run(t, func(t *testing.T, b Backend) {
-			outboxtest.RunEndToEndSuite(t, func(t *testing.T) outboxtest.Backend { return newFixture(t, b, styles[0]).Backend() })
+			outboxtest.RunEndToEndSuite(t, func(t *testing.T) outboxtest.Fixture { return newFixture(t, b, styles[0]).Fixture })
 		})
 	})
 }
 
 // RunModelSuites checks an ORM model of the outbox table on every backend:
-// create must create the table (outboxsql.DefaultTable) in db, a database of
+// create must create the table (sqlstore.DefaultTable) in db, a database of
 // its own (see OpenIsolated), the way the ORM's users do. The table must
 // have the shape of outboxsql's DDL (CompareWithDDL), and outboxsql's Store
 // must pass the store suite on it.
@@ -49,18 +61,18 @@ func RunModelSuites(t *testing.T, create func(t *testing.T, b Backend, db *sql.D
 		t.Run("MatchesDDL", func(t *testing.T) {
 			db := b.OpenIsolated(t)
 			create(t, b, db)
-			b.CompareWithDDL(t, db, outboxsql.DefaultTable)
+			b.CompareWithDDL(t, db, sqlstore.DefaultTable)
 		})
 		t.Run("StoreSuite", func(t *testing.T) {
 			outboxtest.RunStoreSuite(t, func(t *testing.T) outboxtest.Fixture {
 				db := b.OpenIsolated(t)
 				create(t, b, db)
-				store, err := outboxsql.New(b.Dialect)
+				store, err := outboxsql.Open(db, outboxsql.WithDialect(b.Dialect))
 				if err != nil {
 					t.Fatal(err)
 				}
 				txm := outboxsql.NewTxManager(db)
-				return outboxtest.Fixture{Store: store, Purger: store, DB: db, TxContext: txm, InTx: txm.InTx, Table: store.Table()}
+				return Fixture(db, store, txm, txm.InTx)
 			})
 		})
 	})

@@ -132,11 +132,11 @@ func (b Backend) Open(t *testing.T) *sql.DB {
 func (b Backend) NewStore(t *testing.T, db *sql.DB, opts ...outboxsql.Option) *outboxsql.Store {
 	t.Helper()
 	table := TableName("outbox_test")
-	store, err := outboxsql.New(b.Dialect, append(opts, outboxsql.WithTable(table))...)
+	store, err := outboxsql.Open(db, append([]outboxsql.Option{outboxsql.WithDialect(b.Dialect)}, append(opts, outboxsql.WithTable(table))...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := store.Migrate(context.Background(), db); err != nil {
+	if err := store.Migrate(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _, _ = db.ExecContext(context.Background(), "DROP TABLE IF EXISTS "+table) })

@@ -118,11 +118,11 @@ func (s Shape) Diff(other Shape) []string {
 func (b Backend) CompareWithDDL(t *testing.T, db *sql.DB, table string) {
 	t.Helper()
 	ref := b.OpenIsolated(t)
-	store, err := outboxsql.New(b.Dialect, outboxsql.WithTable(table))
+	store, err := outboxsql.Open(ref, outboxsql.WithDialect(b.Dialect), outboxsql.WithTable(table))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := store.Migrate(context.Background(), ref); err != nil {
+	if err := store.Migrate(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	want, got := b.Shape(t, ref, table), b.Shape(t, db, table)

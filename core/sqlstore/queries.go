@@ -1,4 +1,4 @@
-package outboxsql
+package sqlstore
 
 import (
 	"strings"
@@ -18,6 +18,9 @@ const (
 	insertRowArgs = 13
 )
 
+// copyColumns are the columns of a bulk copy: insertColumns as a list.
+var copyColumns = strings.Split(insertColumns, ", ")
+
 // claimWhere selects claimable rows. Parameters: now (due), created cutoff
 // (skip recent), lease cutoff; with own-reclaim also owner and its cutoff.
 const (
@@ -31,19 +34,19 @@ const queryWhere = " WHERE status IN (?, ?, ?, ?) AND (? = '' OR aggregate_type 
 
 // queries is every statement of one Store, built once by buildQueries.
 type queries struct {
-	insert    *batchSQL
-	claim     string // UPDATE … RETURNING, without own-reclaim
-	claimOwn  string // the same with own-reclaim
-	markDone  *batchSQL
-	markRetry string
-	markDead  string
-	release   *batchSQL
-	replay    *batchSQL
-	list      string
-	count     string
-	stats     string
-	oldest    string
-	purge     string
+	queryWhere string // queryWhere, rebound: List and Count append to it
+	get        string
+	insert     *batchSQL
+	claim      string // UPDATE … RETURNING, without own-reclaim
+	claimOwn   string // the same with own-reclaim
+	markDone   *batchSQL
+	markRetry  string
+	markDead   string
+	release    *batchSQL
+	replay     *batchSQL
+	stats      string
+	oldest     string
+	purge      string
 }
 
 func buildQueries(d *dialect, t string) *queries {
@@ -59,10 +62,10 @@ func buildQueries(d *dialect, t string) *queries {
 			" WHERE locked_by = ? AND status IN (0, 2) AND event_id IN (", "?", 1, ", ", ")"),
 		replay: newBatchSQL(d, "UPDATE "+t+" SET status = 0, attempts = 0, available_at = ?, done_at = NULL,"+
 			" locked_by = NULL, locked_at = NULL WHERE status = 3 AND event_id IN (", "?", 1, ", ", ")"),
-		list:   d.rebind("SELECT "+columns+" FROM "+t+queryWhere+" ORDER BY event_id LIMIT ?", 1),
-		count:  d.rebind("SELECT COUNT(*) FROM "+t+queryWhere, 1),
-		stats:  "SELECT status, COUNT(*) FROM " + t + " GROUP BY status",
-		oldest: "SELECT MIN(created_at) FROM " + t + " WHERE status IN (0, 2)",
+		queryWhere: queryWhere,
+		get:        d.rebind("SELECT "+columns+" FROM "+t+" WHERE event_id = ?", 1),
+		stats:      "SELECT status, COUNT(*) FROM " + t + " GROUP BY status",
+		oldest:     "SELECT MIN(created_at) FROM " + t + " WHERE status IN (0, 2)",
 	}
 	claim := func(where string) string {
 		return d.rebind("UPDATE "+t+" SET locked_by = ?, locked_at = ? WHERE "+d.inSubquery("SELECT event_id FROM "+t+

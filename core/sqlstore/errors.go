@@ -1,4 +1,4 @@
-package outboxsql
+package sqlstore
 
 import (
 	"errors"
@@ -8,7 +8,7 @@ import (
 // ErrNoTable is wrapped by the errors of a Store whose table does not exist.
 // Create the table with Store.Migrate, or apply the DDL of Store.Schema
 // with your migration tool.
-var ErrNoTable = errors.New("outboxsql: outbox table does not exist")
+var ErrNoTable = errors.New("sqlstore: outbox table does not exist")
 
 // noTableError is a database error that says the store's table is missing.
 type noTableError struct {

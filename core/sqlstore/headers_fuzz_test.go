@@ -1,4 +1,4 @@
-package outboxsql
+package sqlstore
 
 import (
 	"maps"

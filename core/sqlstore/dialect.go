@@ -1,10 +1,7 @@
-package outboxsql
+package sqlstore
 
 import (
 	"context"
-	"database/sql"
-	"fmt"
-	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -12,10 +9,8 @@ import (
 	outbox "github.com/go-outbox/outbox/core"
 )
 
-// Dialect is the SQL flavour of one database family. The package provides
-// one value per supported database (SQLite); it cannot be implemented
-// outside this package. Use DetectDialect or Open to pick one from a
-// *sql.DB, or pass one to New explicitly.
+// Dialect is the SQL flavour of one database family: PostgreSQL, MySQL or
+// SQLite. It cannot be implemented outside this package.
 type Dialect interface {
 	// Name returns the dialect's short name, such as "sqlite".
 	Name() string
@@ -23,13 +18,10 @@ type Dialect interface {
 }
 
 // dialect is what a database family provides. A new dialect is one file
-// declaring one *dialect value, registering it in init, plus its DDL in
+// declaring one *dialect value, plus its DDL in
 // schema/<name>.sql; everything else is shared.
 type dialect struct {
 	name string
-	// drivers are the database/sql driver types this dialect serves, as
-	// "<package path>.<type name>" of the driver's (dereferenced) type.
-	drivers []string
 	// schemaFile is the DDL template under schema/, see renderSchema.
 	schemaFile string
 	// placeholder returns the bind marker of the i-th parameter (1-based).
@@ -44,7 +36,7 @@ type dialect struct {
 	// claim, when set, replaces the shared single-statement claim
 	// (UPDATE … WHERE event_id IN (SELECT … LIMIT n) RETURNING …), for
 	// databases that need several statements.
-	claim func(ctx context.Context, s *Store, ex outbox.Executor, req outbox.ClaimRequest) ([]outbox.Record, error)
+	claim func(ctx context.Context, s *Store, req outbox.ClaimRequest) ([]outbox.Record, error)
 	// purgeSQL, when set, replaces the shared purge statement
 	// (DELETE … WHERE event_id IN (SELECT … LIMIT n)). It receives the
 	// table name and must bind the cutoff, then the limit.
@@ -70,11 +62,6 @@ func (d *dialect) inSubquery(sub string) string {
 	}
 	return "event_id IN (" + sub + ")"
 }
-
-// dialects is every dialect compiled in, for DetectDialect.
-var dialects []*dialect
-
-func register(d *dialect) { dialects = append(dialects, d) }
 
 // questionMark is the placeholder of SQLite and MySQL.
 func questionMark(int) string { return "?" }
@@ -109,39 +96,6 @@ func (d *dialect) rebind(query string, first int) string {
 		b.WriteRune(r)
 	}
 	return b.String()
-}
-
-// driverName returns "<package path>.<type name>" of db's driver.
-func driverName(db *sql.DB) string {
-	t := reflect.TypeOf(db.Driver())
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	return t.PkgPath() + "." + t.Name()
-}
-
-// DetectDialect picks the Dialect for db from the type of its driver,
-// without importing any driver: modernc.org/sqlite is SQLite. For another
-// driver it returns an error wrapping outbox.ErrInvalidConfig; pass a Dialect
-// to New explicitly then.
-func DetectDialect(db *sql.DB) (Dialect, error) {
-	if db == nil {
-		return nil, fmt.Errorf("%w: outboxsql: nil *sql.DB", outbox.ErrInvalidConfig)
-	}
-	name := driverName(db)
-	for _, d := range dialects {
-		for _, drv := range d.drivers {
-			if drv == name {
-				return d, nil
-			}
-		}
-	}
-	known := make([]string, 0, len(dialects))
-	for _, d := range dialects {
-		known = append(known, d.name+" ("+strings.Join(d.drivers, ", ")+")")
-	}
-	return nil, fmt.Errorf("%w: outboxsql: cannot detect the SQL dialect of driver %s; known drivers: %s; pass a dialect explicitly with outboxsql.New(outboxsql.<Dialect>, ...)",
-		outbox.ErrInvalidConfig, name, strings.Join(known, "; "))
 }
 
 // timeCol scans a nullable timestamp column with a dialect's decoder. It

@@ -1,4 +1,4 @@
-package outboxsql
+package sqlstore
 
 import (
 	"fmt"
@@ -12,12 +12,7 @@ import (
 var PostgreSQL Dialect = postgresDialect
 
 var postgresDialect = &dialect{
-	name: "postgres",
-	drivers: []string{
-		"github.com/lib/pq.Driver",
-		"github.com/jackc/pgx/v5/stdlib.Driver",
-		"github.com/jackc/pgx/v4/stdlib.Driver",
-	},
+	name:        "postgres",
 	schemaFile:  "schema/postgres.sql",
 	placeholder: dollar,
 	// An instant: TIMESTAMPTZ compares instants, whatever the session's
@@ -36,13 +31,11 @@ var postgresDialect = &dialect{
 	maxBatch:     500,
 }
 
-func init() { register(postgresDialect) }
-
 // scanTimeValue accepts the time.Time that drivers return for timestamp
 // columns.
 func scanTimeValue(src any) (time.Time, error) {
 	if t, ok := src.(time.Time); ok {
 		return t, nil
 	}
-	return time.Time{}, fmt.Errorf("outboxsql: timestamp column holds %T %v, want a time", src, src)
+	return time.Time{}, fmt.Errorf("sqlstore: timestamp column holds %T %v, want a time", src, src)
 }

@@ -1,4 +1,4 @@
-package outboxsql
+package sqlstore
 
 import (
 	"context"
@@ -24,7 +24,7 @@ var tableNameRE = regexp.MustCompile(`^(?:[A-Za-z_][A-Za-z0-9_]{0,63}\.)?[A-Za-z
 // names are ever written into SQL text. The error wraps outbox.ErrInvalidConfig.
 func ValidateTableName(name string) error {
 	if !tableNameRE.MatchString(name) {
-		return fmt.Errorf("%w: outboxsql: table name %q is not allowed: use letters, digits and underscores "+
+		return fmt.Errorf("%w: sqlstore: table name %q is not allowed: use letters, digits and underscores "+
 			"(1-64, not starting with a digit), optionally prefixed by \"schema.\"", outbox.ErrInvalidConfig, name)
 	}
 	return nil
@@ -36,7 +36,7 @@ func ValidateTableName(name string) error {
 func renderSchema(d *dialect, table string) ([]string, error) {
 	raw, err := schemaFS.ReadFile(d.schemaFile)
 	if err != nil {
-		return nil, fmt.Errorf("outboxsql: %s schema: %w", d.name, err)
+		return nil, fmt.Errorf("sqlstore: %s schema: %w", d.name, err)
 	}
 	schema, name := "", table
 	if i := strings.IndexByte(table, '.'); i >= 0 {
@@ -70,18 +70,13 @@ func renderSchema(d *dialect, table string) ([]string, error) {
 // semicolons, for users who run migrations with their own tools.
 func (s *Store) Schema() []string { return append([]string(nil), s.schema...) }
 
-// Migrate creates the store's table and indexes if they do not exist. It is
-// safe to run at every start. ex may be a *sql.DB, a *sql.Tx or a *sql.Conn.
-func (s *Store) Migrate(ctx context.Context, ex outbox.Executor) error {
+// Migrate creates the store's table and indexes if they do not exist, on
+// the store's pool. It is safe to run at every start.
+func (s *Store) Migrate(ctx context.Context) error {
 	for _, stmt := range s.schema {
-		if _, err := ex.ExecContext(ctx, stmt); err != nil {
-			return fmt.Errorf("outboxsql: migrate %s: %w", s.table, err)
+		if _, err := s.db.Exec(ctx, stmt); err != nil {
+			return fmt.Errorf("sqlstore: migrate %s: %w", s.table, err)
 		}
 	}
 	return nil
-}
-
-// CreateSchema is Migrate.
-func (s *Store) CreateSchema(ctx context.Context, ex outbox.Executor) error {
-	return s.Migrate(ctx, ex)
 }

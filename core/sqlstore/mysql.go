@@ -1,8 +1,7 @@
-package outboxsql
+package sqlstore
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"strings"
@@ -25,7 +24,6 @@ var MySQL Dialect = mysqlDialect
 
 var mysqlDialect = &dialect{
 	name:        "mysql",
-	drivers:     []string{"github.com/go-sql-driver/mysql.MySQLDriver"},
 	schemaFile:  "schema/mysql.sql",
 	placeholder: questionMark,
 	timeArg:     func(t time.Time) any { return t.UTC().Format(mysqlTimeFormat) },
@@ -38,8 +36,6 @@ var mysqlDialect = &dialect{
 	maxBatch:     500,
 }
 
-func init() { register(mysqlDialect) }
-
 // mysqlTimeFormat is how timestamps are bound: DATETIME(6) text in UTC.
 const mysqlTimeFormat = "2006-01-02 15:04:05.000000"
 
@@ -50,7 +46,7 @@ const mysqlClaimWhere = "claim_at <= ? AND created_at <= ? AND (locked_by IS NUL
 // mysqlDSNError says that the driver's DSN lacks an option the store needs.
 type mysqlDSNError struct{ msg string }
 
-func (e *mysqlDSNError) Error() string { return "outboxsql: mysql: " + e.msg }
+func (e *mysqlDSNError) Error() string { return "sqlstore: mysql: " + e.msg }
 
 // Unwrap makes the error match outbox.ErrInvalidConfig.
 func (e *mysqlDSNError) Unwrap() error { return outbox.ErrInvalidConfig }
@@ -70,7 +66,7 @@ func scanMySQLTime(src any) (time.Time, error) {
 		return time.Time{}, &mysqlDSNError{"DATETIME read as text: add parseTime=true to the DSN " +
 			"(for example user:pass@tcp(host:3306)/db?parseTime=true)"}
 	}
-	return time.Time{}, fmt.Errorf("outboxsql: timestamp column holds %T %v, want a time", src, src)
+	return time.Time{}, fmt.Errorf("sqlstore: timestamp column holds %T %v, want a time", src, src)
 }
 
 // mysqlErrorNumber returns the error number of a go-sql-driver/mysql error
@@ -82,78 +78,49 @@ func mysqlErrorNumber(err error) uint64 {
 	return 0
 }
 
-// txBeginner is an executor that can begin a *sql.Tx: *sql.DB, *sql.Conn.
-type txBeginner interface {
-	BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error)
-}
-
-// txLike is an executor that already is a transaction: *sql.Tx and the
-// transaction types of sqlx, bun and the like.
-type txLike interface {
-	Commit() error
-	Rollback() error
-}
-
 // mysqlClaim locks up to req.Limit claimable rows with SELECT … FOR UPDATE
 // SKIP LOCKED (rows another claim holds are skipped, not waited for), sets
-// their owner and claim time, and commits. On a pool or a connection it
-// runs its own READ COMMITTED transaction, so that rows the scan rejects
-// are not kept locked; on a transaction, it runs in it.
-func mysqlClaim(ctx context.Context, s *Store, ex outbox.Executor, req outbox.ClaimRequest) ([]outbox.Record, error) {
+// their owner and claim time, and commits, in a READ COMMITTED transaction
+// of its own, so that rows the scan rejects are not kept locked.
+func mysqlClaim(ctx context.Context, s *Store, req outbox.ClaimRequest) ([]outbox.Record, error) {
 	_, args := s.claimArgs(req) // SET owner, now; then WHERE …, LIMIT
 	where := mysqlClaimWhere
 	if req.OwnReclaimAfter > 0 {
 		where += claimOwn
 	}
 	query := "SELECT " + columns + " FROM " + s.table + " WHERE " + where + ") ORDER BY claim_at, event_id LIMIT ? FOR UPDATE SKIP LOCKED"
-	claim := func(tx outbox.Executor) ([]outbox.Record, error) {
-		recs, err := s.queryRecords(ctx, tx, query, args[2:]...)
+	var recs []outbox.Record
+	err := s.db.ReadCommitted(ctx, func(tx Conn) error {
+		var err error
+		recs, err = s.queryRecords(ctx, tx, query, args[2:]...)
 		if err != nil {
 			if mysqlErrorNumber(err) == 1064 && strings.Contains(err.Error(), "SKIP LOCKED") { // ER_PARSE_ERROR
 				err = fmt.Errorf("%w (the claim needs FOR UPDATE SKIP LOCKED: MySQL 8.0+ or MariaDB 10.6+)", err)
 			}
-			return nil, err
+			return err
 		}
 		if len(recs) == 0 {
-			return nil, nil
+			return nil
 		}
 		ids := make([]any, 0, 2+len(recs))
 		ids = append(ids, args[0], args[1])
 		for _, r := range recs {
 			var dsnErr *mysqlDSNError
 			if errors.As(r.Err, &dsnErr) {
-				return nil, dsnErr // the pool is misconfigured, not the row: claim nothing
+				return dsnErr // the pool is misconfigured, not the row: claim nothing
 			}
 			ids = append(ids, r.ID)
 		}
 		update := "UPDATE " + s.table + " SET locked_by = ?, locked_at = ? WHERE event_id IN (?" + strings.Repeat(", ?", len(recs)-1) + ")"
-		if _, err := tx.ExecContext(ctx, update, ids...); err != nil {
-			return nil, err
-		}
-		lockedAt := req.Now.UTC().Truncate(time.Microsecond) // as bound: microseconds
-		for i := range recs {
-			recs[i].LockedBy, recs[i].LockedAt = req.Owner, lockedAt
-		}
-		return recs, nil
+		_, err = tx.Exec(ctx, update, ids...)
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
-	switch db := ex.(type) {
-	case txLike:
-		return claim(ex)
-	case txBeginner:
-		tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
-		if err != nil {
-			return nil, err
-		}
-		recs, err := claim(tx)
-		if err != nil {
-			_ = tx.Rollback()
-			return nil, err
-		}
-		if err := tx.Commit(); err != nil {
-			return nil, err
-		}
-		return recs, nil
+	lockedAt := req.Now.UTC().Truncate(time.Microsecond) // as bound: microseconds
+	for i := range recs {
+		recs[i].LockedBy, recs[i].LockedAt = req.Owner, lockedAt
 	}
-	return nil, fmt.Errorf("%w: outboxsql: the mysql claim needs a transaction: pass a *sql.DB, *sql.Conn or *sql.Tx, not %T",
-		outbox.ErrInvalidConfig, ex)
+	return recs, nil
 }

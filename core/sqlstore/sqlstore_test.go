@@ -1,6 +1,7 @@
-package outboxsql
+package sqlstore
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"strings"
@@ -17,7 +18,7 @@ func TestValidateTableName(t *testing.T) {
 		if err := ValidateTableName(name); err != nil {
 			t.Errorf("ValidateTableName(%q) = %v, want nil", name, err)
 		}
-		if _, err := New(SQLite, WithTable(name)); err != nil {
+		if _, err := New(noDB{}, WithDialect(SQLite), WithTable(name)); err != nil {
 			t.Errorf("New with table %q: %v", name, err)
 		}
 	}
@@ -26,7 +27,7 @@ func TestValidateTableName(t *testing.T) {
 		if !errors.Is(err, outbox.ErrInvalidConfig) {
 			t.Errorf("ValidateTableName(%q) = %v, want ErrInvalidConfig", name, err)
 		}
-		s, err := New(SQLite, WithTable(name))
+		s, err := New(noDB{}, WithDialect(SQLite), WithTable(name))
 		if s != nil || !errors.Is(err, outbox.ErrInvalidConfig) {
 			t.Errorf("New with table %q = %v, %v; want ErrInvalidConfig", name, s, err)
 		}
@@ -38,16 +39,16 @@ func TestValidateTableName(t *testing.T) {
 }
 
 func TestNewRejectsNilDialect(t *testing.T) {
-	if _, err := New(nil); !errors.Is(err, outbox.ErrInvalidConfig) {
-		t.Fatalf("New(nil) = %v, want ErrInvalidConfig", err)
+	if _, err := New(noDB{}); !errors.Is(err, outbox.ErrInvalidConfig) {
+		t.Fatalf("New without a dialect = %v, want ErrInvalidConfig", err)
 	}
-	if _, err := DetectDialect(nil); !errors.Is(err, outbox.ErrInvalidConfig) {
-		t.Fatalf("DetectDialect(nil) = %v, want ErrInvalidConfig", err)
+	if _, err := New(nil, WithDialect(SQLite)); !errors.Is(err, outbox.ErrInvalidConfig) {
+		t.Fatalf("New without a DB = %v, want ErrInvalidConfig", err)
 	}
 }
 
 func TestSchemaUsesTheTableName(t *testing.T) {
-	s, err := New(SQLite, WithTable("app.my_outbox"))
+	s, err := New(noDB{}, WithDialect(SQLite), WithTable("app.my_outbox"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,18 +73,18 @@ func TestSchemaUsesTheTableName(t *testing.T) {
 	if s.Schema()[0] == "changed" {
 		t.Error("Schema returns the store's own slice")
 	}
-	if d, _ := New(SQLite); d.Table() != DefaultTable || d.Dialect() != SQLite || SQLite.Name() != "sqlite" {
+	if d, _ := New(noDB{}, WithDialect(SQLite)); d.Table() != DefaultTable || d.Dialect() != SQLite || SQLite.Name() != "sqlite" {
 		t.Error("defaults: table or dialect")
 	}
 }
 
 func TestNoStatementReadsTheDatabaseClock(t *testing.T) {
-	s, err := New(SQLite)
+	s, err := New(noDB{}, WithDialect(SQLite))
 	if err != nil {
 		t.Fatal(err)
 	}
 	q := s.q
-	all := append([]string{q.claim, q.claimOwn, q.markRetry, q.markDead, q.list, q.count, q.stats, q.oldest, q.purge,
+	all := append([]string{q.claim, q.claimOwn, q.markRetry, q.markDead, q.get, q.stats, q.oldest, q.purge,
 		q.insert.sql(3), q.markDone.sql(2), q.release.sql(2), q.replay.sql(2)}, s.Schema()...)
 	for _, st := range all {
 		up := strings.ToUpper(st)
@@ -111,7 +112,7 @@ func TestRebindNumbersPlaceholders(t *testing.T) {
 	if n := strings.Count(ins.sql(500), "$"); n != 1000 {
 		t.Errorf("a 500-row insert has %d placeholders, want 1000", n)
 	}
-	s, err := New(SQLite)
+	s, err := New(noDB{}, WithDialect(SQLite))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,3 +141,12 @@ func TestQueryArgsStatusSlots(t *testing.T) {
 		}
 	}
 }
+
+// noDB is a DB for tests that build statements and never run them.
+type noDB struct{}
+
+var errNoDB = errors.New("noDB runs no SQL")
+
+func (noDB) Exec(context.Context, string, ...any) (int64, error)      { return 0, errNoDB }
+func (noDB) Query(context.Context, string, ...any) (Rows, error)      { return nil, errNoDB }
+func (noDB) ReadCommitted(context.Context, func(tx Conn) error) error { return errNoDB }

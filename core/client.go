@@ -1,0 +1,341 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// Mode selects which parts of the outbox run in a process.
+type Mode int
+
+const (
+	// ModeFull writes, delivers committed events right after commit (the
+	// hot path), polls for everything else and purges: the default.
+	ModeFull Mode = iota
+	// ModeWriterOnly only writes. Other processes, or a CDC pipeline, deliver.
+	ModeWriterOnly
+	// ModePollerOnly delivers what its poller claims and purges; Write
+	// leaves its rows unclaimed for any poller. For worker processes, or
+	// for services whose writes must never wait for a listener.
+	ModePollerOnly
+	// ModeHotPathOnly writes and delivers its own events right after commit,
+	// with no poller: retries, delayed events and rows the full hot queue
+	// refused wait for a poller in another process.
+	ModeHotPathOnly
+)
+
+// String returns the mode's name.
+func (m Mode) String() string {
+	switch m {
+	case ModeFull:
+		return "full"
+	case ModeWriterOnly:
+		return "writer-only"
+	case ModePollerOnly:
+		return "poller-only"
+	case ModeHotPathOnly:
+		return "hot-path-only"
+	}
+	return fmt.Sprintf("Mode(%d)", int(m))
+}
+
+// Config configures a Client. Zero values take the documented defaults;
+// negative numbers and durations are errors.
+type Config struct {
+	// Store holds the outbox table and owns its connection pool (required).
+	Store Store
+	// TxContext finds the caller's transaction for Write (required unless
+	// Mode is ModePollerOnly).
+	TxContext TxContext
+	// Purger deletes old terminal events; default: Store, if it is one.
+	Purger Purger
+	// Mode selects what runs in this process (default ModeFull).
+	Mode Mode
+
+	// Owner identifies this process in claims (default NewOwnerID()). It
+	// must be unique per process start.
+	Owner string
+	// Lease is how long a claim protects a row from other instances
+	// (default 5m). Keep it above the slowest listener run.
+	Lease time.Duration
+
+	// Workers is the number of concurrent deliveries (default 4).
+	Workers int
+	// HotQueueSize and ColdQueueSize bound the queues (default 1000 each).
+	HotQueueSize  int
+	ColdQueueSize int
+	// MaxAttempts is the number of failed deliveries after which an event
+	// is DEAD (default 10).
+	MaxAttempts int
+	// RetryPolicy spaces retries (default &ExponentialBackoff{}).
+	RetryPolicy RetryPolicy
+	// Interceptors run around every delivery.
+	Interceptors []Interceptor
+	// DrainTimeout bounds how long Close delivers what is queued (default 5s).
+	DrainTimeout time.Duration
+	// AckBatchSize and AckInterval bound the batching of DONE updates
+	// (defaults 256 and 5ms).
+	AckBatchSize int
+	AckInterval  time.Duration
+
+	// PollInterval is the wait between polls when there is nothing to do
+	// (default 5s); PollBatchSize the most rows claimed per poll (default 50).
+	PollInterval  time.Duration
+	PollBatchSize int
+	// SkipRecent leaves events younger than this to the hot path (default 0).
+	SkipRecent time.Duration
+	// MaxPollBackoff caps the wait between polls after database errors (default 1m).
+	MaxPollBackoff time.Duration
+
+	// Retention keeps DONE and DEAD events this long (default 7 days);
+	// PurgeInterval spaces purges (default 1h); PurgeBatchSize bounds each
+	// DELETE (default 500). DisablePurge leaves purging to another process.
+	Retention      time.Duration
+	PurgeInterval  time.Duration
+	PurgeBatchSize int
+	DisablePurge   bool
+
+	// Hooks shape writes and observe commits (see WriterHook).
+	Hooks []WriterHook
+
+	// Clock, Logger and Metrics are shared by every part (defaults
+	// SystemClock, slog.Default() and no-op metrics).
+	Clock   Clock
+	Logger  *slog.Logger
+	Metrics Metrics
+}
+
+// Client is the outbox for one table: it writes events in the caller's
+// transaction and, depending on its Mode, delivers them to the listeners
+// registered on it — right after commit, and through a poller that any
+// number of instances can run side by side — retries, moves events that
+// keep failing to DEAD, and purges old ones. Every part shares one clock,
+// logger, metrics, owner id and lease.
+//
+// Register listeners with Handle or Register, call Start, write with Write,
+// and Close on shutdown. A Client is safe for concurrent use.
+type Client struct {
+	cfg      Config
+	registry Registry
+	writer   *Writer
+	d        *Dispatcher
+	poller   *Poller
+	purge    *PurgeScheduler
+	dead     *DeadEvents
+
+	mu      sync.Mutex
+	started bool
+	closed  bool
+}
+
+// New validates cfg and assembles a Client; call Start to run it. Errors
+// wrap ErrInvalidConfig.
+func New(cfg Config) (*Client, error) {
+	if cfg.Store == nil {
+		return nil, configErr("client needs a Store")
+	}
+	if cfg.Mode < ModeFull || cfg.Mode > ModeHotPathOnly {
+		return nil, configErr("unknown mode %d", int(cfg.Mode))
+	}
+	if cfg.TxContext == nil && cfg.Mode != ModePollerOnly {
+		return nil, configErr("client needs a TxContext to write (or Mode: ModePollerOnly)")
+	}
+	// Every setting is checked, also those of parts this mode does not run.
+	for name, v := range map[string]int{"Workers": cfg.Workers, "HotQueueSize": cfg.HotQueueSize, "ColdQueueSize": cfg.ColdQueueSize,
+		"MaxAttempts": cfg.MaxAttempts, "AckBatchSize": cfg.AckBatchSize, "PollBatchSize": cfg.PollBatchSize, "PurgeBatchSize": cfg.PurgeBatchSize} {
+		if v < 0 {
+			return nil, configErr("%s must not be negative, got %d", name, v)
+		}
+	}
+	for name, v := range map[string]time.Duration{"Lease": cfg.Lease, "DrainTimeout": cfg.DrainTimeout, "AckInterval": cfg.AckInterval,
+		"PollInterval": cfg.PollInterval, "SkipRecent": cfg.SkipRecent, "MaxPollBackoff": cfg.MaxPollBackoff,
+		"Retention": cfg.Retention, "PurgeInterval": cfg.PurgeInterval} {
+		if v < 0 {
+			return nil, configErr("%s must not be negative, got %s", name, v)
+		}
+	}
+	if len(cfg.Owner) > maxOwnerLen {
+		return nil, configErr("owner id longer than %d characters", maxOwnerLen)
+	}
+	if cfg.Owner == "" {
+		cfg.Owner = NewOwnerID()
+	}
+	cfg.Clock = clockOr(cfg.Clock)
+	cfg.Logger = loggerOr(cfg.Logger)
+	cfg.Metrics = metricsOr(cfg.Metrics)
+	if cfg.Purger == nil {
+		cfg.Purger, _ = cfg.Store.(Purger)
+	}
+	c := &Client{cfg: cfg, dead: NewDeadEvents(cfg.Store, cfg.Clock)}
+	var err error
+	if cfg.Mode != ModeWriterOnly {
+		c.d, err = NewDispatcher(DispatcherConfig{
+			Store: cfg.Store, Registry: &c.registry, Owner: cfg.Owner, Workers: cfg.Workers,
+			HotQueueSize: cfg.HotQueueSize, ColdQueueSize: cfg.ColdQueueSize, MaxAttempts: cfg.MaxAttempts,
+			RetryPolicy: cfg.RetryPolicy, Interceptors: cfg.Interceptors, DrainTimeout: cfg.DrainTimeout,
+			Lease: cfg.Lease, AckBatchSize: cfg.AckBatchSize, AckInterval: cfg.AckInterval,
+			Metrics: cfg.Metrics, Logger: cfg.Logger, Clock: cfg.Clock,
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Mode == ModeFull || cfg.Mode == ModePollerOnly {
+		c.poller, err = NewPoller(PollerConfig{Dispatcher: c.d, Interval: cfg.PollInterval, BatchSize: cfg.PollBatchSize,
+			SkipRecent: cfg.SkipRecent, MaxBackoff: cfg.MaxPollBackoff})
+		if err != nil {
+			return nil, err
+		}
+		if cfg.Purger != nil && !cfg.DisablePurge {
+			c.purge, err = NewPurgeScheduler(PurgeConfig{Purger: cfg.Purger, Retention: cfg.Retention,
+				BatchSize: cfg.PurgeBatchSize, Interval: cfg.PurgeInterval, Logger: cfg.Logger, Clock: cfg.Clock})
+			if err != nil {
+				return nil, err
+			}
+		}
+	}
+	if cfg.TxContext != nil {
+		hot := c.d
+		if cfg.Mode == ModePollerOnly {
+			hot = nil
+		}
+		c.writer, err = NewWriter(WriterConfig{TxContext: cfg.TxContext, Store: cfg.Store, Dispatcher: hot,
+			Hooks: cfg.Hooks, Clock: cfg.Clock, Logger: cfg.Logger})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// Handle routes events of type et, on any aggregate type, to fn: the
+// common case. fn must be idempotent (deduplicate by Envelope.ID); an
+// error retries the event, RetryAfter retries it without using an attempt.
+// A second listener for the same event type fails with ErrDuplicateListener.
+func (c *Client) Handle(et EventType, fn func(ctx context.Context, e Envelope) error) error {
+	return c.registry.Handle(et, fn)
+}
+
+// Register routes events of type et on aggregate type at to l. It wins over
+// a Handle for et.
+func (c *Client) Register(at AggregateType, et EventType, l Listener) error {
+	return c.registry.Register(at, et, l)
+}
+
+// Write inserts events in the transaction carried by ctx and returns their
+// ids. With no transaction in ctx it fails with an error wrapping
+// ErrNoTransaction and writes nothing. After commit the events are
+// delivered in this process at once (ModeFull, ModeHotPathOnly), or by a
+// poller. A Client in ModePollerOnly without a TxContext cannot write.
+func (c *Client) Write(ctx context.Context, events ...Envelope) ([]string, error) {
+	if c.writer == nil {
+		return nil, configErr("this client has no TxContext and cannot write")
+	}
+	return c.writer.Write(ctx, events...)
+}
+
+// Start runs the dispatcher, then the poller and the purge scheduler, as
+// the Mode asks. ctx lends its values to listeners; its cancellation does
+// not stop the Client, Close does.
+func (c *Client) Start(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return ErrClosed
+	}
+	if c.started {
+		return configErr("client already started")
+	}
+	if c.d != nil {
+		if err := c.d.Start(ctx); err != nil {
+			return err
+		}
+	}
+	if c.poller != nil {
+		if err := c.poller.Start(ctx); err != nil {
+			return errors.Join(err, c.d.Close(ctx))
+		}
+	}
+	if c.purge != nil {
+		if err := c.purge.Start(ctx); err != nil {
+			return errors.Join(err, c.poller.Close(ctx), c.d.Close(ctx))
+		}
+	}
+	c.started = true
+	c.cfg.Logger.Info("outbox: client started", "outbox_owner", c.cfg.Owner, "mode", c.cfg.Mode.String())
+	return nil
+}
+
+// Close stops the purge scheduler and the poller, then lets the dispatcher
+// deliver what is queued for up to DrainTimeout (or until ctx ends) and
+// gives back the claims of what it could not deliver, so that other
+// instances take those events at once. Writes after Close still succeed;
+// their events are left to pollers. Close is idempotent and waits for every
+// goroutine the Client started.
+func (c *Client) Close(ctx context.Context) error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	c.mu.Unlock()
+	var errs []error
+	if c.purge != nil {
+		errs = append(errs, c.purge.Close(ctx))
+	}
+	if c.poller != nil {
+		errs = append(errs, c.poller.Close(ctx))
+	}
+	if c.d != nil {
+		errs = append(errs, c.d.Close(ctx))
+	}
+	return errors.Join(errs...)
+}
+
+// Owner returns the owner id this Client claims rows with.
+func (c *Client) Owner() string { return c.cfg.Owner }
+
+// Dead returns the dead-letter admin: list, count and replay DEAD events.
+func (c *Client) Dead() *DeadEvents { return c.dead }
+
+// Get returns one stored event with its delivery state, or an error
+// wrapping ErrNotFound.
+func (c *Client) Get(ctx context.Context, id string) (Record, error) {
+	return c.cfg.Store.Get(ctx, id)
+}
+
+// Stats counts the table's events by status and finds the oldest pending one.
+func (c *Client) Stats(ctx context.Context) (Stats, error) { return c.cfg.Store.Stats(ctx) }
+
+// PollOnce claims one batch and queues it for delivery, as the poller does
+// on its own, and returns how many events were queued. It needs a started
+// Client with a poller (ModeFull or ModePollerOnly).
+func (c *Client) PollOnce(ctx context.Context) (int, error) {
+	if c.poller == nil {
+		return 0, configErr("PollOnce needs a poller (ModeFull or ModePollerOnly)")
+	}
+	n, _, err := c.poller.PollOnce(ctx)
+	return n, err
+}
+
+// PurgeOnce deletes terminal events older than the retention now, in
+// batches, and returns how many. It needs a Purger.
+func (c *Client) PurgeOnce(ctx context.Context) (int64, error) {
+	if c.purge == nil {
+		if c.cfg.Purger == nil {
+			return 0, configErr("PurgeOnce needs a Purger")
+		}
+		s, err := NewPurgeScheduler(PurgeConfig{Purger: c.cfg.Purger, Retention: c.cfg.Retention,
+			BatchSize: c.cfg.PurgeBatchSize, Logger: c.cfg.Logger, Clock: c.cfg.Clock})
+		if err != nil {
+			return 0, err
+		}
+		return s.PurgeOnce(ctx)
+	}
+	return c.purge.PurgeOnce(ctx)
+}

@@ -1,0 +1,139 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+)
+
+// deliver runs one event through interceptors and its listener and records
+// the outcome.
+func (d *Dispatcher) deliver(ctx context.Context, q queued) {
+	e := q.env
+	err := d.dispatch(context.WithValue(ctx, attemptKey{}, q.attempts+1), e)
+	if err == nil {
+		d.metrics.DispatchSuccess()
+		d.acks <- e.ID() // released from in-flight once the ack is written
+		return
+	}
+	defer d.finish(e.ID())
+	now := utcNow(d.clock)
+	var ra *RetryAfterError
+	switch {
+	case ctx.Err() != nil:
+		// Cut off by Close: not the listener's failure. Give the row back.
+		d.record(ctx, e, "release", func(ctx context.Context) (bool, error) {
+			n, err := d.cfg.Store.Release(ctx, d.owner, []string{e.ID()})
+			return n > 0, err
+		})
+	case errors.Is(err, ErrUnroutable):
+		d.metrics.DispatchDead()
+		d.log.Error("outbox: event has no listener, moved to DEAD", "event_id", e.ID(), "event_type", e.Type(), "aggregate_type", e.AggregateType())
+		d.record(ctx, e, "dead", func(ctx context.Context) (bool, error) {
+			return d.cfg.Store.MarkDead(ctx, Outcome{Owner: d.owner, ID: e.ID(), At: now, Error: err.Error()})
+		})
+	case errors.As(err, &ra):
+		d.log.Debug("outbox: listener asked for a retry", "event_id", e.ID(), "delay", ra.Delay)
+		d.record(ctx, e, "retry", func(ctx context.Context) (bool, error) {
+			return d.cfg.Store.MarkRetry(ctx, Outcome{Owner: d.owner, ID: e.ID(), At: now.Add(ra.Delay), Error: TruncateError(err.Error())})
+		})
+	case q.attempts+1 >= d.cfg.MaxAttempts:
+		d.metrics.DispatchDead()
+		d.log.Error("outbox: event failed its last attempt, moved to DEAD", "event_id", e.ID(), "event_type", e.Type(), "attempts", q.attempts+1, "error", err)
+		d.record(ctx, e, "dead", func(ctx context.Context) (bool, error) {
+			return d.cfg.Store.MarkDead(ctx, Outcome{Owner: d.owner, ID: e.ID(), At: now, Error: TruncateError(err.Error()), CountAttempt: true})
+		})
+	default:
+		d.metrics.DispatchFailure()
+		delay := d.cfg.RetryPolicy.Delay(q.attempts + 1)
+		d.log.Warn("outbox: delivery failed, will retry", "event_id", e.ID(), "event_type", e.Type(), "attempts", q.attempts+1, "retry_in", delay, "error", err)
+		d.record(ctx, e, "retry", func(ctx context.Context) (bool, error) {
+			return d.cfg.Store.MarkRetry(ctx, Outcome{Owner: d.owner, ID: e.ID(), At: now.Add(delay), Error: TruncateError(err.Error()), CountAttempt: true})
+		})
+	}
+}
+
+// record writes a RETRY, DEAD or release outcome, retrying database errors.
+// It runs even while stopping hard, so an outcome already decided is not
+// thrown away.
+func (d *Dispatcher) record(ctx context.Context, e Envelope, what string, update func(context.Context) (bool, error)) {
+	var changed bool
+	err := storeRetry(ctx, func(ctx context.Context) (err error) {
+		changed, err = update(ctx)
+		return err
+	})
+	switch {
+	case err != nil:
+		d.log.Error("outbox: could not record delivery outcome; the event will be delivered again", "event_id", e.ID(), "outcome", what, "error", err)
+	case !changed:
+		d.metrics.StaleUpdates(1)
+		d.log.Warn("outbox: claim was taken over, outcome not recorded", "event_id", e.ID(), "outcome", what)
+	}
+}
+
+// Outcome writes ride out short database outages (a failover, a cut
+// connection): a few attempts with growing pauses, about 1.5s in all.
+const (
+	storeAttempts   = 5
+	storeFirstPause = 50 * time.Millisecond
+)
+
+// storeRetry runs op until it succeeds, storeAttempts times at most, each
+// attempt bounded by releaseTimeoutOnStop. It keeps going after ctx is
+// cancelled: an outcome already decided should be stored.
+func storeRetry(ctx context.Context, op func(context.Context) error) error {
+	ctx = context.WithoutCancel(ctx)
+	var err error
+	pause := storeFirstPause
+	for attempt := range storeAttempts {
+		if attempt > 0 {
+			time.Sleep(pause)
+			pause *= 2
+		}
+		actx, cancel := context.WithTimeout(ctx, releaseTimeoutOnStop)
+		err = op(actx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+	}
+	return err
+}
+
+// dispatch runs interceptors and the listener, turning panics into errors.
+func (d *Dispatcher) dispatch(ctx context.Context, e Envelope) (err error) {
+	ics := d.cfg.Interceptors
+	ran := 0
+	defer func() {
+		for i := ran - 1; i >= 0; i-- {
+			if after := ics[i].After; after != nil {
+				safeCall(d.log, "interceptor After", func() { after(ctx, e, err) })
+			}
+		}
+	}()
+	for _, ic := range ics {
+		ran++
+		if ic.Before != nil {
+			if err = guard(func() error { return ic.Before(ctx, e) }); err != nil {
+				return fmt.Errorf("interceptor: %w", err)
+			}
+		}
+	}
+	l := d.cfg.Registry.listenerFor(e.AggregateType(), e.Type())
+	if l == nil {
+		return fmt.Errorf("%w: (%s, %s)", ErrUnroutable, e.AggregateType(), e.Type())
+	}
+	return guard(func() error { return l.Handle(ctx, e) })
+}
+
+// guard calls fn, returning a *PanicError if it panics.
+func guard(fn func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &PanicError{Value: r, Stack: debug.Stack()}
+		}
+	}()
+	return fn()
+}

@@ -1,0 +1,434 @@
+package outboxmem
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	outbox "github.com/go-outbox/outbox/core"
+)
+
+var (
+	_ outbox.Store     = (*Store)(nil)
+	_ outbox.Purger    = (*Store)(nil)
+	_ outbox.TxContext = (*Store)(nil)
+)
+
+// DefaultListLimit is how many records List returns when Query.Limit is
+// zero, as in the SQL stores.
+const DefaultListLimit = 100
+
+// Store is an in-memory outbox table: an outbox.Store, an outbox.Purger
+// and, with InTx, the outbox.TxContext of its own transactions. Create one
+// with New; the zero value is not usable. It is safe for concurrent use.
+type Store struct {
+	mu   sync.Mutex
+	rows map[string]*row // committed events
+	// staged holds the ids inserted by transactions that have not ended
+	// yet, like the unique index of a database: another insert of the
+	// same id fails at once.
+	staged map[string]*memTx
+}
+
+// New returns an empty Store.
+func New() *Store {
+	return &Store{rows: make(map[string]*row), staged: make(map[string]*memTx)}
+}
+
+// row is one stored event with its delivery state. Times are UTC,
+// truncated to microseconds; the zero time stands for NULL.
+type row struct {
+	f           outbox.EnvelopeFields // Headers is owned by the row
+	status      outbox.Status
+	attempts    int
+	createdAt   time.Time
+	availableAt time.Time
+	doneAt      time.Time
+	lastError   string
+	lockedBy    string
+	lockedAt    time.Time
+}
+
+// ts converts t the way the SQL stores keep timestamps: UTC, truncated to
+// microseconds. The zero time stays zero.
+func ts(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Time{}
+	}
+	return t.UTC().Truncate(time.Microsecond)
+}
+
+func pending(r *row) bool { return r.status == outbox.StatusNew || r.status == outbox.StatusRetry }
+
+func (r *row) unlock() { r.lockedBy, r.lockedAt = "", time.Time{} }
+
+// newRow builds the row Insert adds for e: NEW, created at now, due at
+// max(now, e.AvailableAt()), claimed by owner unless owner is empty or e is
+// delayed.
+func newRow(e outbox.Envelope, now time.Time, owner string) *row {
+	r := &row{
+		f: outbox.EnvelopeFields{
+			ID: e.ID(), Type: e.Type(), AggregateType: e.AggregateType(), AggregateID: e.AggregateID(),
+			TenantID: e.TenantID(), OccurredAt: ts(e.OccurredAt()), Payload: e.PayloadString(), Kind: e.PayloadKind(),
+		},
+		status: outbox.StatusNew, createdAt: now, availableAt: now,
+	}
+	if e.NumHeaders() > 0 {
+		r.f.Headers = e.Headers() // a copy
+	}
+	if at := ts(e.AvailableAt()); at.After(now) {
+		r.availableAt = at
+	}
+	if owner != "" && !e.Delayed() {
+		r.lockedBy, r.lockedAt = owner, now
+	}
+	return r
+}
+
+// record returns a copy of r as a Record. Its Envelope is rebuilt with
+// RestoreEnvelope, as a SQL store rebuilds it from the row: its
+// AvailableAt is the row's due time.
+func (r *row) record() outbox.Record {
+	f := r.f
+	f.Headers = maps.Clone(r.f.Headers)
+	f.AvailableAt = r.availableAt
+	env, err := outbox.RestoreEnvelope(f)
+	return outbox.Record{
+		ID: r.f.ID, Envelope: env, Err: err, Status: r.status, Attempts: r.attempts,
+		CreatedAt: r.createdAt, AvailableAt: r.availableAt, DoneAt: r.doneAt,
+		LastError: r.lastError, LockedBy: r.lockedBy, LockedAt: r.lockedAt,
+	}
+}
+
+func byID(a, b *row) int { return cmp.Compare(a.f.ID, b.f.ID) }
+
+// Insert stages events as NEW in tx, a transaction of this Store's InTx,
+// created at now and due at max(now, AvailableAt); they become visible when
+// the outermost transaction commits. With an owner, events that are not
+// Delayed are inserted claimed by it. A Tx of another kind (or of another
+// Store) is an error wrapping outbox.ErrInvalidConfig, an ended one an
+// error wrapping outbox.ErrNoTransaction. An id that is already stored, or
+// staged by a transaction that has not ended, fails the whole insert:
+// nothing is staged.
+func (s *Store) Insert(ctx context.Context, tx outbox.Tx, now time.Time, owner string, events []outbox.Envelope) error {
+	t, ok := tx.(*memTx)
+	if !ok || t.store != s {
+		return fmt.Errorf("%w: outboxmem: the transaction (%T) is not one of this Store: write inside its InTx, with the Store as the TxContext",
+			outbox.ErrInvalidConfig, tx)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("outboxmem: insert: %w", err)
+	}
+	now = ts(now)
+	rows := make([]*row, 0, len(events))
+	ids := make(map[string]struct{}, len(events))
+	for i, e := range events {
+		if e.IsZero() {
+			return fmt.Errorf("%w: outboxmem: event %d is the zero Envelope", outbox.ErrInvalidEnvelope, i)
+		}
+		if _, dup := ids[e.ID()]; dup {
+			return fmt.Errorf("outboxmem: insert: event id %s appears twice in the batch", e.ID())
+		}
+		ids[e.ID()] = struct{}{}
+		rows = append(rows, newRow(e, now, owner))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t.ended {
+		return fmt.Errorf("%w: outboxmem: the transaction has already ended", outbox.ErrNoTransaction)
+	}
+	for _, r := range rows {
+		if _, dup := s.rows[r.f.ID]; dup {
+			return fmt.Errorf("outboxmem: insert: event id %s is already stored", r.f.ID)
+		}
+		if _, dup := s.staged[r.f.ID]; dup {
+			return fmt.Errorf("outboxmem: insert: event id %s is already written by a transaction in progress", r.f.ID)
+		}
+	}
+	top := t.levels[len(t.levels)-1]
+	top.rows = append(top.rows, rows...)
+	for _, r := range rows {
+		s.staged[r.f.ID] = t
+	}
+	return nil
+}
+
+// claimable reports whether req may claim r at now: pending, due, old
+// enough for SkipRecent, and unclaimed, or claimed longer ago than the
+// lease, or claimed by req.Owner longer ago than OwnReclaimAfter.
+func claimable(r *row, req outbox.ClaimRequest, now time.Time) bool {
+	if !pending(r) || r.availableAt.After(now) || r.createdAt.After(ts(now.Add(-req.SkipRecent))) {
+		return false
+	}
+	switch {
+	case r.lockedBy == "":
+		return true
+	case !r.lockedAt.After(ts(now.Add(-req.Lease))):
+		return true
+	case req.OwnReclaimAfter > 0 && r.lockedBy == req.Owner && !r.lockedAt.After(ts(now.Add(-req.OwnReclaimAfter))):
+		return true
+	}
+	return false
+}
+
+// Claim atomically claims up to req.Limit due pending events for req.Owner
+// and returns them oldest due first (by due time, then id).
+func (s *Store) Claim(ctx context.Context, req outbox.ClaimRequest) ([]outbox.Record, error) {
+	if req.Limit <= 0 {
+		return nil, nil
+	}
+	if req.Owner == "" {
+		return nil, fmt.Errorf("%w: outboxmem: claim without an owner", outbox.ErrInvalidConfig)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("outboxmem: claim: %w", err)
+	}
+	now := ts(req.Now)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var due []*row
+	for _, r := range s.rows {
+		if claimable(r, req, now) {
+			due = append(due, r)
+		}
+	}
+	slices.SortFunc(due, func(a, b *row) int {
+		return cmp.Or(a.availableAt.Compare(b.availableAt), byID(a, b))
+	})
+	due = due[:min(len(due), req.Limit)]
+	recs := make([]outbox.Record, len(due))
+	for i, r := range due {
+		r.lockedBy, r.lockedAt = req.Owner, now
+		recs[i] = r.record()
+	}
+	return recs, nil
+}
+
+// fenced calls fn for each distinct id of a pending row claimed by owner
+// and returns how many there were.
+func (s *Store) fenced(owner string, ids []string, fn func(r *row)) int64 {
+	var n int64
+	seen := make(map[string]struct{}, len(ids))
+	for _, id := range ids {
+		if _, dup := seen[id]; dup {
+			continue
+		}
+		seen[id] = struct{}{}
+		if r, ok := s.rows[id]; ok && pending(r) && r.lockedBy == owner {
+			fn(r)
+			n++
+		}
+	}
+	return n
+}
+
+// MarkDone marks owner's claimed events DONE at now and returns how many
+// rows changed; ids not claimed by owner are left alone.
+func (s *Store) MarkDone(ctx context.Context, owner string, ids []string, now time.Time) (int64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("outboxmem: mark done: %w", err)
+	}
+	now = ts(now)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.fenced(owner, ids, func(r *row) {
+		r.status, r.doneAt = outbox.StatusDone, now
+		r.unlock()
+	}), nil
+}
+
+// outcome applies the fenced update of MarkRetry or MarkDead.
+func (s *Store) outcome(ctx context.Context, what string, o outbox.Outcome, apply func(r *row, at time.Time)) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, fmt.Errorf("outboxmem: %s %s: %w", what, o.ID, err)
+	}
+	at := ts(o.At)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.fenced(o.Owner, []string{o.ID}, func(r *row) {
+		apply(r, at)
+		r.lastError = outbox.TruncateError(o.Error)
+		if o.CountAttempt {
+			r.attempts++
+		}
+		r.unlock()
+	})
+	return n > 0, nil
+}
+
+// MarkRetry makes o.Owner's claimed event pending again (RETRY) at o.At,
+// records o.Error (truncated to outbox.MaxErrorLen characters) and, with
+// o.CountAttempt, increments attempts. It reports whether the row changed.
+func (s *Store) MarkRetry(ctx context.Context, o outbox.Outcome) (bool, error) {
+	return s.outcome(ctx, "mark retry", o, func(r *row, at time.Time) {
+		r.status, r.availableAt = outbox.StatusRetry, at
+	})
+}
+
+// MarkDead moves o.Owner's claimed event to DEAD at o.At, records o.Error
+// (truncated) and, with o.CountAttempt, increments attempts. It reports
+// whether the row changed.
+func (s *Store) MarkDead(ctx context.Context, o outbox.Outcome) (bool, error) {
+	return s.outcome(ctx, "mark dead", o, func(r *row, at time.Time) {
+		r.status, r.doneAt = outbox.StatusDead, at
+	})
+}
+
+// Release drops owner's claim on pending events and returns how many rows
+// changed. Their due time is unchanged: they are claimable at once.
+func (s *Store) Release(ctx context.Context, owner string, ids []string) (int64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("outboxmem: release: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.fenced(owner, ids, (*row).unlock), nil
+}
+
+// Replay moves DEAD events back to NEW: zero attempts, due at now,
+// unclaimed, no completion time; the last error is kept. It returns how
+// many rows changed.
+func (s *Store) Replay(ctx context.Context, ids []string, now time.Time) (int64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("outboxmem: replay: %w", err)
+	}
+	now = ts(now)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n int64
+	for _, id := range ids {
+		if r, ok := s.rows[id]; ok && r.status == outbox.StatusDead {
+			r.status, r.attempts, r.availableAt, r.doneAt = outbox.StatusNew, 0, now, time.Time{}
+			r.unlock()
+			n++
+		}
+	}
+	return n, nil
+}
+
+// Get returns a copy of the event id with its state, or an error wrapping
+// outbox.ErrNotFound.
+func (s *Store) Get(ctx context.Context, id string) (outbox.Record, error) {
+	if err := ctx.Err(); err != nil {
+		return outbox.Record{}, fmt.Errorf("outboxmem: get %s: %w", id, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.rows[id]
+	if !ok {
+		return outbox.Record{}, fmt.Errorf("%w: no event with id %s", outbox.ErrNotFound, id)
+	}
+	return r.record(), nil
+}
+
+// matching returns the committed rows q selects (ignoring q.Limit),
+// ordered by id. Statuses outside NEW..DEAD match no row.
+func (s *Store) matching(q outbox.Query) []*row {
+	var ids map[string]struct{}
+	if len(q.IDs) > 0 {
+		ids = make(map[string]struct{}, len(q.IDs))
+		for _, id := range q.IDs {
+			ids[id] = struct{}{}
+		}
+	}
+	var out []*row
+	for _, r := range s.rows {
+		if len(q.Statuses) > 0 && !slices.Contains(q.Statuses, r.status) ||
+			q.AggregateType != "" && r.f.AggregateType != q.AggregateType ||
+			q.EventType != "" && r.f.Type != q.EventType ||
+			r.f.ID <= q.AfterID {
+			continue
+		}
+		if ids != nil {
+			if _, ok := ids[r.f.ID]; !ok {
+				continue
+			}
+		}
+		out = append(out, r)
+	}
+	slices.SortFunc(out, byID)
+	return out
+}
+
+// List returns copies of the events matching q ordered by id, at most
+// q.Limit (DefaultListLimit when zero).
+func (s *Store) List(ctx context.Context, q outbox.Query) ([]outbox.Record, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("outboxmem: list: %w", err)
+	}
+	limit := q.Limit
+	if limit <= 0 {
+		limit = DefaultListLimit
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rows := s.matching(q)
+	rows = rows[:min(len(rows), limit)]
+	recs := make([]outbox.Record, len(rows))
+	for i, r := range rows {
+		recs[i] = r.record()
+	}
+	return recs, nil
+}
+
+// Count returns how many events match q; q.Limit is ignored.
+func (s *Store) Count(ctx context.Context, q outbox.Query) (int64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("outboxmem: count: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return int64(len(s.matching(q))), nil
+}
+
+// Stats counts events by status (statuses with no event are absent from
+// ByStatus) and finds the creation time of the oldest pending one.
+func (s *Store) Stats(ctx context.Context) (outbox.Stats, error) {
+	st := outbox.Stats{ByStatus: make(map[outbox.Status]int64, 4)}
+	if err := ctx.Err(); err != nil {
+		return st, fmt.Errorf("outboxmem: stats: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range s.rows {
+		st.ByStatus[r.status]++
+		if pending(r) && (st.OldestPending.IsZero() || r.createdAt.Before(st.OldestPending)) {
+			st.OldestPending = r.createdAt
+		}
+	}
+	return st, nil
+}
+
+// Purge deletes at most limit DONE or DEAD events completed (or, without a
+// completion time, created) before before, and returns how many.
+func (s *Store) Purge(ctx context.Context, before time.Time, limit int) (int64, error) {
+	if limit <= 0 {
+		return 0, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("outboxmem: purge: %w", err)
+	}
+	before = ts(before)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var old []*row
+	for _, r := range s.rows {
+		end := r.doneAt
+		if end.IsZero() {
+			end = r.createdAt
+		}
+		if (r.status == outbox.StatusDone || r.status == outbox.StatusDead) && end.Before(before) {
+			old = append(old, r)
+		}
+	}
+	slices.SortFunc(old, byID)
+	old = old[:min(len(old), limit)]
+	for _, r := range old {
+		delete(s.rows, r.f.ID)
+	}
+	return int64(len(old)), nil
+}

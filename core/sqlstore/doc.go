@@ -1,0 +1,25 @@
+// Package sqlstore is the outbox Store and Purger for SQL databases —
+// PostgreSQL, MySQL/MariaDB/TiDB and SQLite — independent of the driver API.
+//
+// It holds everything about the outbox table: the schema of every dialect
+// (Migrate, Schema), the statements (built once per Store), how timestamps
+// are bound and read, the claim and purge queries, decoding rows into
+// records. It runs them through two small interfaces: DB, the pool the
+// Store owns, and Tx, the caller's transaction that Insert writes in.
+// Package outboxsql binds them to database/sql (and through it the GORM,
+// bun and sqlx adapters); outboxpgx binds them to pgx with no database/sql
+// in between. Most users never import this package directly.
+//
+// # Time
+//
+// Every timestamp is given by the caller (the outbox Clock) and converted
+// to UTC by the application; the SQL never reads the database's clock or
+// its session time zone. SQLite stores timestamps as INTEGER Unix
+// microseconds; values read back are UTC with microsecond precision.
+//
+// # Concurrency
+//
+// A Store is safe for concurrent use. Claims are atomic: two pollers never
+// claim the same row while its lease runs, and every status update is
+// fenced by the owner that claimed the row.
+package sqlstore

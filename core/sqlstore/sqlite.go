@@ -1,0 +1,37 @@
+package sqlstore
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// SQLite is the dialect of SQLite 3.35 or later (for UPDATE … RETURNING), as
+// served by modernc.org/sqlite. Timestamps are stored as INTEGER Unix
+// microseconds in UTC; the claim is a single UPDATE … RETURNING statement
+// over a partial index of pending rows.
+var SQLite Dialect = sqliteDialect
+
+var sqliteDialect = &dialect{
+	name:        "sqlite",
+	schemaFile:  "schema/sqlite.sql",
+	placeholder: questionMark,
+	timeArg:     func(t time.Time) any { return t.UnixMicro() },
+	scanTime:    scanUnixMicro,
+	missingTable: func(err error) bool {
+		return strings.Contains(err.Error(), "no such table")
+	},
+	maxBatch: 500,
+}
+
+func scanUnixMicro(src any) (time.Time, error) {
+	switch v := src.(type) {
+	case int64:
+		return time.UnixMicro(v), nil
+	case float64:
+		return time.UnixMicro(int64(v)), nil
+	case time.Time:
+		return v, nil
+	}
+	return time.Time{}, fmt.Errorf("sqlstore: timestamp column holds %T %v, want INTEGER Unix microseconds", src, src)
+}

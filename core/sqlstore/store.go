@@ -1,0 +1,575 @@
+package sqlstore
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	outbox "github.com/go-outbox/outbox/core"
+)
+
+var (
+	_ outbox.Store  = (*Store)(nil)
+	_ outbox.Purger = (*Store)(nil)
+)
+
+// DefaultListLimit is how many records List returns when Query.Limit is zero.
+const DefaultListLimit = 100
+
+// Store is an outbox.Store and outbox.Purger on one SQL table. It owns its
+// pool (a DB): only Insert runs in the caller's transaction. It is safe for
+// concurrent use.
+type Store struct {
+	db     DB
+	d      *dialect
+	table  string
+	q      *queries
+	schema []string
+}
+
+// Option configures a Store.
+type Option func(*Options)
+
+// Options is what the Options of New set.
+type Options struct {
+	// Table is the outbox table's name (default DefaultTable).
+	Table string
+	// Dialect is the table's database (required by New; outboxsql detects
+	// it from the driver, outboxpgx sets PostgreSQL).
+	Dialect Dialect
+}
+
+// Apply returns the Options opts set over the defaults, for bindings that
+// need to know them before calling New.
+func Apply(opts ...Option) Options {
+	o := Options{Table: DefaultTable}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o
+}
+
+// WithDialect sets the table's database.
+func WithDialect(d Dialect) Option {
+	return func(o *Options) { o.Dialect = d }
+}
+
+// WithTable sets the outbox table's name (default DefaultTable), optionally
+// schema-qualified ("app.outbox_event"). See ValidateTableName.
+func WithTable(name string) Option {
+	return func(o *Options) { o.Table = name }
+}
+
+// New returns a Store on the table the options name (WithTable; the
+// dialect is required: WithDialect), running its statements on db. Every
+// SQL statement is built here, once. It does not touch the database.
+// Errors wrap outbox.ErrInvalidConfig.
+func New(db DB, opts ...Option) (*Store, error) {
+	o := Apply(opts...)
+	if db == nil || o.Dialect == nil {
+		return nil, fmt.Errorf("%w: sqlstore: New needs a DB and a Dialect (WithDialect)", outbox.ErrInvalidConfig)
+	}
+	if err := ValidateTableName(o.Table); err != nil {
+		return nil, err
+	}
+	spec := o.Dialect.spec()
+	schema, err := renderSchema(spec, o.Table)
+	if err != nil {
+		return nil, err
+	}
+	return &Store{db: db, d: spec, table: o.Table, q: buildQueries(spec, o.Table), schema: schema}, nil
+}
+
+// Table returns the name of the store's table.
+func (s *Store) Table() string { return s.table }
+
+// Dialect returns the store's dialect.
+func (s *Store) Dialect() Dialect { return s.d }
+
+func (s *Store) t(t time.Time) any { return s.d.timeArg(t.UTC()) }
+
+// encodeHeaders returns the headers as a JSON object, or nil (NULL) when
+// there are none.
+func encodeHeaders(e outbox.Envelope) (any, error) {
+	if e.NumHeaders() == 0 {
+		return nil, nil
+	}
+	b, err := json.Marshal(e.Headers())
+	if err != nil {
+		return nil, err
+	}
+	return string(b), nil
+}
+
+// decodeHeaders reads what encodeHeaders wrote: a JSON object of strings.
+func decodeHeaders(s string) (map[string]string, error) {
+	var h map[string]string
+	if err := json.Unmarshal([]byte(s), &h); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// Insert adds events as NEW in tx, in multi-row INSERTs of at most the
+// dialect's batch size. With an owner, events that are not Delayed are
+// inserted claimed by it. tx must be a Tx (see the package outboxsql and
+// outboxpgx TxContexts).
+func (s *Store) Insert(ctx context.Context, tx outbox.Tx, now time.Time, owner string, events []outbox.Envelope) error {
+	t, ok := tx.(Tx)
+	if !ok {
+		return fmt.Errorf("%w: sqlstore: the transaction (%T) carries no SQL connection: use the TxContext of outboxsql, of an ORM adapter or of outboxpgx",
+			outbox.ErrInvalidConfig, tx)
+	}
+	ex := t.Conn()
+	now = now.UTC()
+	if c, ok := ex.(Copier); ok && len(events) >= CopyThreshold {
+		rows := make([][]any, 0, len(events))
+		for _, e := range events {
+			args, err := s.insertArgs(e, now, owner)
+			if err != nil {
+				return err
+			}
+			// The multi-row INSERT writes status and attempts as literals.
+			rows = append(rows, append(args[:8:8], append([]any{0, 0}, args[8:]...)...))
+		}
+		if _, err := c.CopyFrom(ctx, s.table, copyColumns, rows); err != nil {
+			return fmt.Errorf("sqlstore: copy %d events into %s: %w", len(events), s.table, s.explain(err))
+		}
+		return nil
+	}
+	for chunk := range slices.Chunk(events, s.d.maxBatch) {
+		args := make([]any, 0, len(chunk)*insertRowArgs)
+		for _, e := range chunk {
+			row, err := s.insertArgs(e, now, owner)
+			if err != nil {
+				return err
+			}
+			args = append(args, row...)
+		}
+		if _, err := ex.Exec(ctx, s.q.insert.sql(len(chunk)), args...); err != nil {
+			return fmt.Errorf("sqlstore: insert %d events into %s: %w", len(chunk), s.table, s.explain(err))
+		}
+	}
+	return nil
+}
+
+// insertArgs returns the bind arguments of one inserted row, in the order
+// of insertRow.
+func (s *Store) insertArgs(e outbox.Envelope, now time.Time, owner string) ([]any, error) {
+	var payload, payloadBytes any
+	if e.PayloadKind() == outbox.PayloadBytes {
+		payloadBytes = append([]byte{}, e.PayloadString()...)
+	} else {
+		payload = e.PayloadString()
+	}
+	headers, err := encodeHeaders(e)
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: insert: headers of event %s: %w", e.ID(), err)
+	}
+	available := now
+	if e.AvailableAt().After(now) {
+		available = e.AvailableAt()
+	}
+	var lockedBy, lockedAt any
+	if owner != "" && !e.Delayed() {
+		lockedBy, lockedAt = owner, s.t(now)
+	}
+	return []any{e.ID(), e.Type(), e.AggregateType(), e.AggregateID(), e.TenantID(),
+		payload, payloadBytes, headers, s.t(e.OccurredAt()), s.t(available), s.t(now), lockedBy, lockedAt}, nil
+}
+
+// Claim atomically claims up to req.Limit due pending events for req.Owner
+// and returns them oldest due first. A row that cannot be decoded is
+// returned with Record.Err set rather than failing the claim.
+func (s *Store) Claim(ctx context.Context, req outbox.ClaimRequest) ([]outbox.Record, error) {
+	if req.Limit <= 0 {
+		return nil, nil
+	}
+	if req.Owner == "" {
+		return nil, fmt.Errorf("%w: sqlstore: claim without an owner", outbox.ErrInvalidConfig)
+	}
+	var recs []outbox.Record
+	var err error
+	if s.d.claim != nil {
+		recs, err = s.d.claim(ctx, s, req)
+	} else {
+		query, args := s.claimArgs(req)
+		recs, err = s.queryRecords(ctx, s.db, query, args...)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: claim from %s: %w", s.table, s.explain(err))
+	}
+	sortDue(recs)
+	return recs, nil
+}
+
+// claimArgs returns the statement and arguments of the shared claim:
+// SET owner, now; WHERE due, created cutoff, lease cutoff[, owner, own
+// cutoff]; LIMIT.
+func (s *Store) claimArgs(req outbox.ClaimRequest) (string, []any) {
+	now := req.Now.UTC()
+	args := []any{req.Owner, s.t(now), s.t(now), s.t(now.Add(-req.SkipRecent)), s.t(now.Add(-req.Lease))}
+	query := s.q.claim
+	if req.OwnReclaimAfter > 0 {
+		query = s.q.claimOwn
+		args = append(args, req.Owner, s.t(now.Add(-req.OwnReclaimAfter)))
+	}
+	return query, append(args, req.Limit)
+}
+
+// sortDue orders records by due time, then id: the order of the claim.
+func sortDue(recs []outbox.Record) {
+	slices.SortFunc(recs, func(a, b outbox.Record) int {
+		return cmp.Or(a.AvailableAt.Compare(b.AvailableAt), cmp.Compare(a.ID, b.ID))
+	})
+}
+
+// execIDs runs a batch statement over ids in chunks, with fixed arguments
+// first, and returns the rows affected.
+func (s *Store) execIDs(ctx context.Context, b *batchSQL, fixed []any, ids []string) (int64, error) {
+	var total int64
+	for chunk := range slices.Chunk(ids, s.d.maxBatch) {
+		args := make([]any, 0, len(fixed)+len(chunk))
+		args = append(args, fixed...)
+		for _, id := range chunk {
+			args = append(args, id)
+		}
+		n, err := s.db.Exec(ctx, b.sql(len(chunk)), args...)
+		total += n
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+// MarkDone marks owner's claimed events DONE at now and returns how many
+// rows changed; ids not claimed by owner are left alone.
+func (s *Store) MarkDone(ctx context.Context, owner string, ids []string, now time.Time) (int64, error) {
+	n, err := s.execIDs(ctx, s.q.markDone, []any{s.t(now), owner}, ids)
+	if err != nil {
+		return n, fmt.Errorf("sqlstore: mark done in %s: %w", s.table, s.explain(err))
+	}
+	return n, nil
+}
+
+// outcome runs the fenced single-row update of MarkRetry or MarkDead.
+func (s *Store) outcome(ctx context.Context, what, query string, o outbox.Outcome) (bool, error) {
+	count := 0
+	if o.CountAttempt {
+		count = 1
+	}
+	n, err := s.db.Exec(ctx, query, s.t(o.At), outbox.TruncateError(o.Error), count, o.ID, o.Owner)
+	if err != nil {
+		return false, fmt.Errorf("sqlstore: %s %s in %s: %w", what, o.ID, s.table, s.explain(err))
+	}
+	return n > 0, nil
+}
+
+// MarkRetry makes o.Owner's claimed event pending again (RETRY) at o.At,
+// records o.Error (truncated to outbox.MaxErrorLen characters) and, with
+// o.CountAttempt, increments attempts. It reports whether the row changed.
+func (s *Store) MarkRetry(ctx context.Context, o outbox.Outcome) (bool, error) {
+	return s.outcome(ctx, "mark retry", s.q.markRetry, o)
+}
+
+// MarkDead moves o.Owner's claimed event to DEAD at o.At, records o.Error
+// (truncated) and, with o.CountAttempt, increments attempts. It reports
+// whether the row changed.
+func (s *Store) MarkDead(ctx context.Context, o outbox.Outcome) (bool, error) {
+	return s.outcome(ctx, "mark dead", s.q.markDead, o)
+}
+
+// Release drops owner's claim on pending events and returns how many rows
+// changed.
+func (s *Store) Release(ctx context.Context, owner string, ids []string) (int64, error) {
+	n, err := s.execIDs(ctx, s.q.release, []any{owner}, ids)
+	if err != nil {
+		return n, fmt.Errorf("sqlstore: release in %s: %w", s.table, s.explain(err))
+	}
+	return n, nil
+}
+
+// Replay moves DEAD events back to NEW: zero attempts, due at now,
+// unclaimed, no completion time; the last error is kept. It returns how
+// many rows changed.
+func (s *Store) Replay(ctx context.Context, ids []string, now time.Time) (int64, error) {
+	n, err := s.execIDs(ctx, s.q.replay, []any{s.t(now)}, ids)
+	if err != nil {
+		return n, fmt.Errorf("sqlstore: replay in %s: %w", s.table, s.explain(err))
+	}
+	return n, nil
+}
+
+// Get returns the event id with its state, or an error wrapping
+// outbox.ErrNotFound.
+func (s *Store) Get(ctx context.Context, id string) (outbox.Record, error) {
+	recs, err := s.queryRecords(ctx, s.db, s.q.get, id)
+	if err != nil {
+		return outbox.Record{}, fmt.Errorf("sqlstore: get %s from %s: %w", id, s.table, s.explain(err))
+	}
+	if len(recs) == 0 {
+		return outbox.Record{}, fmt.Errorf("%w: no event with id %s in %s", outbox.ErrNotFound, id, s.table)
+	}
+	return recs[0], nil
+}
+
+// queryArgs binds the filters of q (see queryWhere): the four status slots
+// hold the wanted statuses, repeated to fill them, or all four when q asks
+// for none. Statuses outside NEW..DEAD match no row.
+func queryArgs(q outbox.Query) []any {
+	statuses := []int{int(outbox.StatusNew), int(outbox.StatusDone), int(outbox.StatusRetry), int(outbox.StatusDead)}
+	if len(q.Statuses) > 0 {
+		statuses = statuses[:0]
+		for _, st := range q.Statuses {
+			if st >= outbox.StatusNew && st <= outbox.StatusDead && !slices.Contains(statuses, int(st)) {
+				statuses = append(statuses, int(st))
+			}
+		}
+		if len(statuses) == 0 {
+			statuses = append(statuses, -1) // only unknown statuses: match nothing
+		}
+	}
+	args := make([]any, 0, 10)
+	for i := range 4 {
+		args = append(args, statuses[i%len(statuses)])
+	}
+	return append(args, q.AggregateType, q.AggregateType, q.EventType, q.EventType, q.AfterID)
+}
+
+// filtered runs fn once per chunk of q.IDs (at most the dialect's batch
+// size), or once when q selects no ids, with the statement's WHERE clause
+// and its arguments.
+func (s *Store) filtered(q outbox.Query, fn func(where string, args []any) error) error {
+	if len(q.IDs) == 0 {
+		return fn(s.q.queryWhere, queryArgs(q))
+	}
+	for chunk := range slices.Chunk(q.IDs, s.d.maxBatch) {
+		args := queryArgs(q)
+		for _, id := range chunk {
+			args = append(args, id)
+		}
+		if err := fn(s.q.queryWhere+" AND event_id IN (?"+strings.Repeat(", ?", len(chunk)-1)+")", args); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// List returns events matching q ordered by id, at most q.Limit
+// (DefaultListLimit when zero).
+func (s *Store) List(ctx context.Context, q outbox.Query) ([]outbox.Record, error) {
+	limit := q.Limit
+	if limit <= 0 {
+		limit = DefaultListLimit
+	}
+	var recs []outbox.Record
+	err := s.filtered(q, func(where string, args []any) error {
+		got, err := s.queryRecords(ctx, s.db, s.d.rebind("SELECT "+columns+" FROM "+s.table+where+" ORDER BY event_id LIMIT ?", 1), append(args, limit)...)
+		recs = append(recs, got...)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: list %s: %w", s.table, s.explain(err))
+	}
+	if len(q.IDs) > s.d.maxBatch { // several chunks: merge them
+		slices.SortFunc(recs, func(a, b outbox.Record) int { return cmp.Compare(a.ID, b.ID) })
+		recs = recs[:min(len(recs), limit)]
+	}
+	return recs, nil
+}
+
+// Count returns how many events match q; q.Limit is ignored.
+func (s *Store) Count(ctx context.Context, q outbox.Query) (int64, error) {
+	var total int64
+	err := s.filtered(q, func(where string, args []any) error {
+		n, err := s.queryInt(ctx, s.d.rebind("SELECT COUNT(*) FROM "+s.table+where, 1), args...)
+		total += n
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("sqlstore: count %s: %w", s.table, s.explain(err))
+	}
+	return total, nil
+}
+
+// queryInt runs a query that returns one integer.
+func (s *Store) queryInt(ctx context.Context, query string, args ...any) (int64, error) {
+	rows, err := s.db.Query(ctx, query, args...)
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	var n int64
+	if rows.Next() {
+		if err := rows.Scan(&n); err != nil {
+			return 0, err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return 0, err
+	}
+	return n, rows.Close()
+}
+
+// Stats counts events by status and finds the creation time of the oldest
+// pending one.
+func (s *Store) Stats(ctx context.Context) (outbox.Stats, error) {
+	st := outbox.Stats{ByStatus: make(map[outbox.Status]int64, 4)}
+	rows, err := s.db.Query(ctx, s.q.stats)
+	if err != nil {
+		return st, fmt.Errorf("sqlstore: stats of %s: %w", s.table, s.explain(err))
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var status, n int64
+		if err := rows.Scan(&status, &n); err != nil {
+			return st, fmt.Errorf("sqlstore: stats of %s: %w", s.table, err)
+		}
+		st.ByStatus[outbox.Status(status)] = n
+	}
+	if err := rows.Err(); err != nil {
+		return st, fmt.Errorf("sqlstore: stats of %s: %w", s.table, err)
+	}
+	if err := rows.Close(); err != nil {
+		return st, fmt.Errorf("sqlstore: stats of %s: %w", s.table, err)
+	}
+	oldest := timeCol{d: s.d}
+	if err := s.scanOne(ctx, s.q.oldest, &oldest); err != nil {
+		return st, fmt.Errorf("sqlstore: stats of %s: %w", s.table, err)
+	}
+	if oldest.err != nil {
+		return st, fmt.Errorf("sqlstore: stats of %s: %w", s.table, oldest.err)
+	}
+	st.OldestPending = oldest.t
+	return st, nil
+}
+
+// Purge deletes at most limit DONE or DEAD events completed (or, without a
+// completion time, created) before before, and returns how many.
+func (s *Store) Purge(ctx context.Context, before time.Time, limit int) (int64, error) {
+	if limit <= 0 {
+		return 0, nil
+	}
+	n, err := s.db.Exec(ctx, s.q.purge, s.t(before), limit)
+	if err != nil {
+		return 0, fmt.Errorf("sqlstore: purge %s: %w", s.table, s.explain(err))
+	}
+	return n, nil
+}
+
+// scanOne runs a query that returns one row and scans it into dest.
+func (s *Store) scanOne(ctx context.Context, query string, dest ...any) error {
+	rows, err := s.db.Query(ctx, query)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		return fmt.Errorf("sqlstore: %q returned no row", query)
+	}
+	if err := rows.Scan(dest...); err != nil {
+		return err
+	}
+	return rows.Close()
+}
+
+// queryRecords runs a query that selects columns and scans every row.
+func (s *Store) queryRecords(ctx context.Context, ex Conn, query string, args ...any) ([]outbox.Record, error) {
+	rows, err := ex.Query(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var recs []outbox.Record
+	for rows.Next() {
+		r, err := s.scanRecord(rows)
+		if err != nil {
+			return nil, err
+		}
+		recs = append(recs, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return recs, rows.Close()
+}
+
+// scanRecord reads one row of columns. Only database errors fail it; a row
+// whose content cannot be decoded is returned with Record.Err set.
+func (s *Store) scanRecord(rows Rows) (outbox.Record, error) {
+	var (
+		r                            outbox.Record
+		f                            outbox.EnvelopeFields
+		payload, headers             nullBytes
+		lastErr, lockedBy            nullBytes
+		payloadBytes                 nullBytes
+		status, attempts             int64
+		occurred, available, created = timeCol{d: s.d}, timeCol{d: s.d}, timeCol{d: s.d}
+		done, lockedAt               = timeCol{d: s.d}, timeCol{d: s.d}
+	)
+	if err := rows.Scan(&f.ID, &f.Type, &f.AggregateType, &f.AggregateID, &f.TenantID, &payload, &payloadBytes, &headers,
+		&status, &attempts, &occurred, &available, &created, &done, &lastErr, &lockedBy, &lockedAt); err != nil {
+		return r, err
+	}
+	r.ID = f.ID
+	r.Status = outbox.Status(status)
+	r.Attempts = int(attempts)
+	r.AvailableAt, r.CreatedAt, r.DoneAt, r.LockedAt = available.t, created.t, done.t, lockedAt.t
+	r.LastError, r.LockedBy = lastErr.s, lockedBy.s
+	f.OccurredAt, f.AvailableAt = occurred.t, available.t
+	var errs []error
+	for _, c := range []*timeCol{&occurred, &available, &created, &done, &lockedAt} {
+		if c.err != nil {
+			errs = append(errs, c.err)
+		}
+	}
+	switch {
+	case payload.valid:
+		f.Kind, f.Payload = outbox.PayloadJSON, payload.s
+	case payloadBytes.valid:
+		f.Kind, f.Payload = outbox.PayloadBytes, payloadBytes.s
+	}
+	if headers.valid {
+		h, err := decodeHeaders(headers.s)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("headers: %w", err))
+		}
+		f.Headers = h
+	}
+	if err := errors.Join(errs...); err != nil {
+		r.Err = fmt.Errorf("%w: stored event %s cannot be decoded: %w", outbox.ErrInvalidEnvelope, f.ID, err)
+		return r, nil
+	}
+	r.Envelope, r.Err = outbox.RestoreEnvelope(f)
+	return r, nil
+}
+
+// nullBytes scans a nullable text or BLOB column, telling NULL from an
+// empty value (which drivers may return as a nil slice).
+type nullBytes struct {
+	s     string
+	valid bool
+}
+
+func (b *nullBytes) Scan(src any) error {
+	switch v := src.(type) {
+	case nil:
+		b.s, b.valid = "", false
+	case []byte:
+		b.s, b.valid = string(v), true
+	case string:
+		b.s, b.valid = v, true
+	default:
+		return fmt.Errorf("sqlstore: column holds %T, want text or bytes", src)
+	}
+	return nil
+}
