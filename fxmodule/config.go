@@ -9,7 +9,7 @@ import (
 	"time"
 
 	outbox "github.com/go-outbox/outbox/core"
-	"github.com/go-outbox/outbox/core/outboxsql"
+	"github.com/go-outbox/outbox/core/sqlstore"
 )
 
 // Upper bounds that catch typos before they allocate gigabytes of queue.
@@ -19,17 +19,16 @@ const (
 	maxBatchSize = 100_000
 )
 
-// Config configures one data source: its table, which parts run, and every
-// knob of the dispatcher, poller and purge scheduler. Zero values take the
-// documented defaults (the reference specification's); negative values are
-// errors. The Disable* switches are phrased negatively so that the zero
-// Config is the full default stack.
+// Config configures one data source: its table, its outbox.Mode, and the
+// knobs of its outbox.Client. Zero values take the documented defaults
+// (the reference specification's); negative values are errors. The zero
+// Config runs everything (outbox.ModeFull).
 //
 // Build one in code, start from a Preset, or load it from the environment
 // with LoadEnv (see EnvPrefix for the variable names).
 type Config struct {
 	// Table is the outbox table, optionally schema-qualified
-	// (default outboxsql.DefaultTable, "outbox_event").
+	// (default sqlstore.DefaultTable, "outbox_event").
 	Table string
 	// Migrate creates the table and its indexes, if missing, when the app
 	// starts (default false: the schema is managed elsewhere).
@@ -38,17 +37,14 @@ type Config struct {
 	// host, pid and random bits). It must be unique per process start.
 	Owner string
 
-	// DisableRelay makes the data source writer-only: no dispatcher, no
-	// hot path, no poller. Events stay NEW in the table for change data
-	// capture or for a relay running elsewhere.
-	DisableRelay bool
-	// DisableHotPath leaves every event to the poller instead of delivering
-	// it right after commit.
-	DisableHotPath bool
-	// DisablePoller runs no poller in this process. Retries, delayed and
-	// replayed events, and events the hot path could not queue are then
-	// delivered only by pollers of other processes.
-	DisablePoller bool
+	// Mode selects what runs in this process (default outbox.ModeFull: hot
+	// path, poller and purge). outbox.ModeWriterOnly delivers nothing:
+	// events stay NEW for change data capture or a relay elsewhere.
+	// outbox.ModePollerOnly leaves every event to the poller.
+	// outbox.ModeHotPathOnly runs no poller: retries, delayed and replayed
+	// events wait for pollers of other processes. Only ModeFull and
+	// ModePollerOnly purge.
+	Mode outbox.Mode
 	// DisablePurge runs no purge scheduler in this process.
 	DisablePurge bool
 
@@ -79,11 +75,9 @@ type Config struct {
 	// SkipRecent leaves events younger than this to the hot path (default 0).
 	SkipRecent time.Duration
 	// Lease is how long a claim protects a row from other instances
-	// (default 5m). It must exceed the longest listener run.
+	// (default 5m), for the hot path and the poller alike. It must exceed
+	// the longest listener run.
 	Lease time.Duration
-	// OwnReclaimAfter is how soon the poller takes back rows its own
-	// dispatcher claimed but does not hold (default 1s, at most PollInterval).
-	OwnReclaimAfter time.Duration
 	// PollMaxBackoff caps the wait between polls after database errors (default 1m).
 	PollMaxBackoff time.Duration
 
@@ -99,9 +93,12 @@ type Config struct {
 // outbox.ErrInvalidConfig, naming the field.
 func (c Config) Validate() error {
 	if c.Table != "" {
-		if err := outboxsql.ValidateTableName(c.Table); err != nil {
+		if err := sqlstore.ValidateTableName(c.Table); err != nil {
 			return err
 		}
+	}
+	if c.Mode < outbox.ModeFull || c.Mode > outbox.ModeHotPathOnly {
+		return invalid("Mode", "is unknown (%d)", int(c.Mode))
 	}
 	if len(c.Owner) > 128 {
 		return invalid("Owner", "is longer than 128 characters")
@@ -132,7 +129,7 @@ func (c Config) Validate() error {
 	}{
 		{"RetryBase", c.RetryBase}, {"RetryMax", c.RetryMax}, {"DrainTimeout", c.DrainTimeout},
 		{"AckInterval", c.AckInterval}, {"PollInterval", c.PollInterval}, {"SkipRecent", c.SkipRecent},
-		{"Lease", c.Lease}, {"OwnReclaimAfter", c.OwnReclaimAfter}, {"PollMaxBackoff", c.PollMaxBackoff},
+		{"Lease", c.Lease}, {"PollMaxBackoff", c.PollMaxBackoff},
 		{"Retention", c.Retention}, {"PurgeInterval", c.PurgeInterval},
 	} {
 		if f.v < 0 {
@@ -150,7 +147,7 @@ func invalid(field, format string, args ...any) error {
 }
 
 // WithDefaults returns c with every zero value replaced by its default, as
-// the components will run it. Owner stays empty if unset: each start draws
+// the Client will run it. Owner stays empty if unset: each start draws
 // a fresh one.
 func (c Config) WithDefaults() Config {
 	def := func(v *time.Duration, d time.Duration) {
@@ -164,7 +161,7 @@ func (c Config) WithDefaults() Config {
 		}
 	}
 	if c.Table == "" {
-		c.Table = outboxsql.DefaultTable
+		c.Table = sqlstore.DefaultTable
 	}
 	defInt(&c.Workers, outbox.DefaultWorkers)
 	defInt(&c.HotQueueSize, outbox.DefaultQueueSize)
@@ -178,12 +175,16 @@ func (c Config) WithDefaults() Config {
 	def(&c.PollInterval, outbox.DefaultPollInterval)
 	defInt(&c.PollBatchSize, outbox.DefaultPollBatchSize)
 	def(&c.Lease, outbox.DefaultLease)
-	def(&c.OwnReclaimAfter, min(outbox.DefaultOwnReclaimAfter, c.PollInterval))
 	def(&c.PollMaxBackoff, outbox.DefaultMaxPollBackoff)
 	def(&c.Retention, outbox.DefaultRetention)
 	defInt(&c.PurgeBatchSize, outbox.DefaultPurgeBatch)
 	def(&c.PurgeInterval, outbox.DefaultPurgeInterval)
 	return c
+}
+
+// purges reports whether a Client with this Config runs a purge scheduler.
+func (c Config) purges() bool {
+	return (c.Mode == outbox.ModeFull || c.Mode == outbox.ModePollerOnly) && !c.DisablePurge
 }
 
 // Preset names a starting Config for a kind of deployment.
@@ -205,8 +206,8 @@ const (
 	// lease is pinned at the default 5 minutes, which must exceed the
 	// longest listener run; pollers of all instances claim side by side.
 	PresetMultiNode Preset = "multi-node"
-	// PresetWriterOnly writes events and delivers none: no dispatcher, no
-	// hot path, no poller, no purge. For change data capture (Debezium
+	// PresetWriterOnly writes events and delivers none (outbox.ModeWriterOnly):
+	// no hot path, no poller, no purge. For change data capture (Debezium
 	// reading the table) or for a separate relay process.
 	PresetWriterOnly Preset = "writer-only"
 )
@@ -227,7 +228,7 @@ func (p Preset) Config() (Config, error) {
 	case PresetMultiNode:
 		return Config{Owner: outbox.NewOwnerID(), Lease: outbox.DefaultLease}, nil
 	case PresetWriterOnly:
-		return Config{DisableRelay: true, DisablePurge: true}, nil
+		return Config{Mode: outbox.ModeWriterOnly}, nil
 	}
 	names := make([]string, 0, 4)
 	for _, q := range Presets() {
@@ -253,7 +254,7 @@ type EnvVar struct {
 	Name string
 	// Field is the Config field it sets.
 	Field string
-	// Kind is "bool", "int", "duration", "string" or "preset".
+	// Kind is "bool", "int", "duration", "string", "mode" or "preset".
 	Kind string
 	set  func(c *Config, v string) error
 }
@@ -308,9 +309,14 @@ func EnvVars() []EnvVar {
 		str("TABLE", "Table", func(c *Config) *string { return &c.Table }),
 		boolean("MIGRATE", "Migrate", false, func(c *Config) *bool { return &c.Migrate }),
 		str("OWNER", "Owner", func(c *Config) *string { return &c.Owner }),
-		boolean("RELAY_ENABLED", "DisableRelay", true, func(c *Config) *bool { return &c.DisableRelay }),
-		boolean("HOT_PATH_ENABLED", "DisableHotPath", true, func(c *Config) *bool { return &c.DisableHotPath }),
-		boolean("POLLER_ENABLED", "DisablePoller", true, func(c *Config) *bool { return &c.DisablePoller }),
+		{"MODE", "Mode", "mode", func(c *Config, v string) error {
+			m, ok := parseMode(v)
+			if !ok {
+				return fmt.Errorf("want one of %s", strings.Join(modeNames(), ", "))
+			}
+			c.Mode = m
+			return nil
+		}},
 		boolean("PURGE_ENABLED", "DisablePurge", true, func(c *Config) *bool { return &c.DisablePurge }),
 		integer("WORKERS", "Workers", func(c *Config) *int { return &c.Workers }),
 		integer("HOT_QUEUE_SIZE", "HotQueueSize", func(c *Config) *int { return &c.HotQueueSize }),
@@ -325,12 +331,43 @@ func EnvVars() []EnvVar {
 		integer("BATCH_SIZE", "PollBatchSize", func(c *Config) *int { return &c.PollBatchSize }),
 		duration("SKIP_RECENT", "SkipRecent", func(c *Config) *time.Duration { return &c.SkipRecent }),
 		duration("LEASE", "Lease", func(c *Config) *time.Duration { return &c.Lease }),
-		duration("OWN_RECLAIM_AFTER", "OwnReclaimAfter", func(c *Config) *time.Duration { return &c.OwnReclaimAfter }),
 		duration("POLL_MAX_BACKOFF", "PollMaxBackoff", func(c *Config) *time.Duration { return &c.PollMaxBackoff }),
 		duration("RETENTION", "Retention", func(c *Config) *time.Duration { return &c.Retention }),
 		integer("PURGE_BATCH_SIZE", "PurgeBatchSize", func(c *Config) *int { return &c.PurgeBatchSize }),
 		duration("PURGE_INTERVAL", "PurgeInterval", func(c *Config) *time.Duration { return &c.PurgeInterval }),
 	}
+}
+
+// modes lists every outbox.Mode, in order.
+var modes = []outbox.Mode{outbox.ModeFull, outbox.ModeWriterOnly, outbox.ModePollerOnly, outbox.ModeHotPathOnly}
+
+func modeNames() []string {
+	names := make([]string, len(modes))
+	for i, m := range modes {
+		names[i] = m.String()
+	}
+	return names
+}
+
+// parseMode maps a mode's name ("full", "writer-only", "poller-only",
+// "hot-path-only", any case) to the mode.
+func parseMode(v string) (outbox.Mode, bool) {
+	for _, m := range modes {
+		if strings.EqualFold(v, m.String()) {
+			return m, true
+		}
+	}
+	return 0, false
+}
+
+// removedEnv lists the variables earlier versions read that no longer
+// exist, with what replaces them. LoadEnv rejects them rather than ignore
+// a setting an operator relies on.
+var removedEnv = []struct{ name, hint string }{
+	{"RELAY_ENABLED", "set MODE=writer-only instead of RELAY_ENABLED=false"},
+	{"HOT_PATH_ENABLED", "set MODE=poller-only instead of HOT_PATH_ENABLED=false"},
+	{"POLLER_ENABLED", "set MODE=hot-path-only instead of POLLER_ENABLED=false"},
+	{"OWN_RECLAIM_AFTER", "the poller no longer has this delay (stopping hands claims back at once); remove it"},
 }
 
 // parseDuration accepts Go durations ("1.5s", "2h45m") and whole days ("7d").
@@ -352,14 +389,21 @@ func parseDuration(v string) (time.Duration, error) {
 // LoadEnv returns c overlaid with the variables named prefix+EnvVar.Name
 // that lookup finds (os.LookupEnv if nil), then validated. Unset variables
 // leave their field alone; a set but empty variable is an error, as is any
-// value that does not parse. Errors name the variable and its value and
-// wrap outbox.ErrInvalidConfig.
+// value that does not parse, and so is a variable that earlier versions
+// read and that no longer exists (RELAY_ENABLED, HOT_PATH_ENABLED,
+// POLLER_ENABLED: use MODE; OWN_RECLAIM_AFTER). Errors name the variable
+// and its value and wrap outbox.ErrInvalidConfig.
 func (c Config) LoadEnv(prefix string, lookup func(string) (string, bool)) (Config, error) {
 	if lookup == nil {
 		lookup = os.LookupEnv
 	}
 	if err := c.Validate(); err != nil {
 		return c, err
+	}
+	for _, r := range removedEnv {
+		if _, ok := lookup(prefix + r.name); ok {
+			return c, fmt.Errorf("outboxfx: %s is no longer supported: %s: %w", prefix+r.name, r.hint, outbox.ErrInvalidConfig)
+		}
 	}
 	for _, ev := range EnvVars() {
 		key := prefix + ev.Name

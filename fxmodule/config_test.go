@@ -25,31 +25,29 @@ func TestZeroConfigHasTheSpecDefaults(t *testing.T) {
 		Table: "outbox_event", Workers: 4, HotQueueSize: 1000, ColdQueueSize: 1000, MaxAttempts: 10,
 		RetryBase: 200 * time.Millisecond, RetryMax: time.Minute, DrainTimeout: 5 * time.Second,
 		AckBatchSize: 256, AckInterval: 5 * time.Millisecond,
-		PollInterval: 5 * time.Second, PollBatchSize: 50, Lease: 5 * time.Minute, OwnReclaimAfter: time.Second,
+		PollInterval: 5 * time.Second, PollBatchSize: 50, Lease: 5 * time.Minute,
 		PollMaxBackoff: time.Minute, Retention: 7 * 24 * time.Hour, PurgeBatchSize: 500, PurgeInterval: time.Hour,
 	}
 	if c != want {
 		t.Fatalf("defaults:\n got %+v\nwant %+v", c, want)
 	}
+	if c.Mode != outbox.ModeFull {
+		t.Fatalf("default mode %s, want full", c.Mode)
+	}
 	if err := (outboxfx.Config{}).Validate(); err != nil {
 		t.Fatalf("zero Config invalid: %v", err)
-	}
-	// A short poll interval pulls the own-reclaim delay down with it.
-	if got := (outboxfx.Config{PollInterval: 200 * time.Millisecond}).WithDefaults().OwnReclaimAfter; got != 200*time.Millisecond {
-		t.Fatalf("OwnReclaimAfter = %s, want 200ms", got)
 	}
 }
 
 func TestLoadEnvSetsEveryField(t *testing.T) {
 	env := map[string]string{
 		"OUTBOX_ORDERS_TABLE": "orders_outbox", "OUTBOX_ORDERS_MIGRATE": "true", "OUTBOX_ORDERS_OWNER": "node-1",
-		"OUTBOX_ORDERS_RELAY_ENABLED": "true", "OUTBOX_ORDERS_HOT_PATH_ENABLED": "false",
-		"OUTBOX_ORDERS_POLLER_ENABLED": "true", "OUTBOX_ORDERS_PURGE_ENABLED": "false",
+		"OUTBOX_ORDERS_MODE": "hot-path-only", "OUTBOX_ORDERS_PURGE_ENABLED": "false",
 		"OUTBOX_ORDERS_WORKERS": "8", "OUTBOX_ORDERS_HOT_QUEUE_SIZE": "2000", "OUTBOX_ORDERS_COLD_QUEUE_SIZE": "3000",
 		"OUTBOX_ORDERS_MAX_ATTEMPTS": "5", "OUTBOX_ORDERS_RETRY_BASE": "1s", "OUTBOX_ORDERS_RETRY_MAX": "2m",
 		"OUTBOX_ORDERS_DRAIN_TIMEOUT": "10s", "OUTBOX_ORDERS_ACK_BATCH_SIZE": "64", "OUTBOX_ORDERS_ACK_INTERVAL": "20ms",
 		"OUTBOX_ORDERS_POLL_INTERVAL": "750ms", "OUTBOX_ORDERS_BATCH_SIZE": "100", "OUTBOX_ORDERS_SKIP_RECENT": "2s",
-		"OUTBOX_ORDERS_LEASE": "1m", "OUTBOX_ORDERS_OWN_RECLAIM_AFTER": "500ms", "OUTBOX_ORDERS_POLL_MAX_BACKOFF": "30s",
+		"OUTBOX_ORDERS_LEASE": "1m", "OUTBOX_ORDERS_POLL_MAX_BACKOFF": "30s",
 		"OUTBOX_ORDERS_RETENTION": "3d", "OUTBOX_ORDERS_PURGE_BATCH_SIZE": "250", "OUTBOX_ORDERS_PURGE_INTERVAL": "15m",
 		// Another data source's variables and the default's are not read.
 		"OUTBOX_WORKERS": "99", "OUTBOX_BILLING_WORKERS": "77",
@@ -59,18 +57,18 @@ func TestLoadEnvSetsEveryField(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := outboxfx.Config{
-		Table: "orders_outbox", Migrate: true, Owner: "node-1", DisableHotPath: true, DisablePurge: true,
+		Table: "orders_outbox", Migrate: true, Owner: "node-1", Mode: outbox.ModeHotPathOnly, DisablePurge: true,
 		Workers: 8, HotQueueSize: 2000, ColdQueueSize: 3000, MaxAttempts: 5, RetryBase: time.Second, RetryMax: 2 * time.Minute,
 		DrainTimeout: 10 * time.Second, AckBatchSize: 64, AckInterval: 20 * time.Millisecond,
 		PollInterval: 750 * time.Millisecond, PollBatchSize: 100, SkipRecent: 2 * time.Second, Lease: time.Minute,
-		OwnReclaimAfter: 500 * time.Millisecond, PollMaxBackoff: 30 * time.Second,
-		Retention: 72 * time.Hour, PurgeBatchSize: 250, PurgeInterval: 15 * time.Minute,
+		PollMaxBackoff: 30 * time.Second,
+		Retention:      72 * time.Hour, PurgeBatchSize: 250, PurgeInterval: 15 * time.Minute,
 	}
 	if c != want {
 		t.Fatalf("LoadEnv:\n got %+v\nwant %+v", c, want)
 	}
-	if len(outboxfx.EnvVars()) != 26 {
-		t.Fatalf("EnvVars lists %d variables; this test sets 25 plus PRESET", len(outboxfx.EnvVars()))
+	if len(outboxfx.EnvVars()) != 23 {
+		t.Fatalf("EnvVars lists %d variables; this test sets 22 plus PRESET", len(outboxfx.EnvVars()))
 	}
 }
 
@@ -93,6 +91,11 @@ func TestLoadEnvRejectsBadValuesClearly(t *testing.T) {
 		{map[string]string{"OUTBOX_HOT_QUEUE_SIZE": "50000000"}, `HotQueueSize must be at most 1000000`},
 		{map[string]string{"OUTBOX_LEASE": "-5m"}, `Lease must not be negative`},
 		{map[string]string{"OUTBOX_PURGE_ENABLED": "maybe"}, `OUTBOX_PURGE_ENABLED="maybe": outbox: invalid configuration: want true or false`},
+		{map[string]string{"OUTBOX_MODE": "relay"}, `OUTBOX_MODE="relay": outbox: invalid configuration: want one of full, writer-only, poller-only, hot-path-only`},
+		{map[string]string{"OUTBOX_RELAY_ENABLED": "false"}, `OUTBOX_RELAY_ENABLED is no longer supported: set MODE=writer-only instead`},
+		{map[string]string{"OUTBOX_HOT_PATH_ENABLED": "false"}, `OUTBOX_HOT_PATH_ENABLED is no longer supported: set MODE=poller-only instead`},
+		{map[string]string{"OUTBOX_POLLER_ENABLED": "false"}, `OUTBOX_POLLER_ENABLED is no longer supported: set MODE=hot-path-only instead`},
+		{map[string]string{"OUTBOX_OWN_RECLAIM_AFTER": "1s"}, `OUTBOX_OWN_RECLAIM_AFTER is no longer supported`},
 		{map[string]string{"OUTBOX_TABLE": "outbox; DROP TABLE x"}, `table name "outbox; DROP TABLE x" is not allowed`},
 		{map[string]string{"OUTBOX_PRESET": "cluster"}, `unknown preset "cluster" (want one of default, single-node, multi-node, writer-only)`},
 		{map[string]string{"OUTBOX_RETRY_BASE": "2m", "OUTBOX_RETRY_MAX": "1m"}, `RetryBase (2m0s) must not exceed RetryMax (1m0s)`},
@@ -125,7 +128,7 @@ func TestPresets(t *testing.T) {
 		t.Fatalf("multi-node owner ids must be unique per start, got %q twice", multi.Owner)
 	}
 	writer, err := outboxfx.PresetWriterOnly.Config()
-	if err != nil || !writer.DisableRelay || !writer.DisablePurge {
+	if err != nil || writer != (outboxfx.Config{Mode: outbox.ModeWriterOnly}) {
 		t.Fatalf("writer-only = %+v, %v", writer, err)
 	}
 	def, err := outboxfx.PresetDefault.Config()
@@ -139,8 +142,8 @@ func TestPresets(t *testing.T) {
 	}
 	// Options resolve the same way: preset, then environment.
 	c, err = outboxfx.ResolveConfig("orders", outboxfx.WithPreset(outboxfx.PresetWriterOnly),
-		outboxfx.FromEnvLookup(lookupMap(map[string]string{"OUTBOX_ORDERS_PURGE_ENABLED": "true"})))
-	if err != nil || !c.DisableRelay || c.DisablePurge {
+		outboxfx.FromEnvLookup(lookupMap(map[string]string{"OUTBOX_ORDERS_MODE": "POLLER-ONLY", "OUTBOX_ORDERS_PURGE_ENABLED": "false"})))
+	if err != nil || c.Mode != outbox.ModePollerOnly || !c.DisablePurge {
 		t.Fatalf("ResolveConfig = %+v, %v", c, err)
 	}
 	if _, err := outboxfx.ResolveConfig("9lives"); !errors.Is(err, outbox.ErrInvalidConfig) {

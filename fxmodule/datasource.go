@@ -21,12 +21,15 @@ const DefaultName = ""
 
 var nameRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,62}$`)
 
-// Route sends the events of one (aggregate type, event type) of a data
-// source to a Listener. Contribute routes to a data source's value group
-// (RouteGroup) with Routes or Listen; each data source has its own group,
-// so the same listener code can serve several data sources.
+// Route sends the events of one event type of a data source to a Listener:
+// on any aggregate type (Client.Handle) when Aggregate is nil, else on that
+// aggregate type only (Client.Register), which wins over a route for the
+// event type on any aggregate. Contribute routes to a data source's value
+// group (RouteGroup) with Routes or Listen; each data source has its own
+// group, so the same listener code can serve several data sources.
 type Route struct {
-	// Aggregate is the aggregate type; nil means outbox.GlobalAggregate.
+	// Aggregate is the aggregate type; nil means any aggregate type
+	// (outbox.GlobalAggregate selects only events that name none).
 	Aggregate outbox.AggregateType
 	// Event is the event type (required).
 	Event outbox.EventType
@@ -46,7 +49,7 @@ func RouteGroup(dataSource string) string {
 
 // NameTag returns the fx name tag of a data source's values: `name:"orders"`,
 // or "" for the default data source. Use it in fx.ParamTags to inject the
-// right Writer, Stack or TxManager.
+// right Client, Store, TxManager or *sql.DB.
 func NameTag(dataSource string) string {
 	if dataSource == DefaultName {
 		return ""
@@ -71,8 +74,8 @@ func Routes(dataSource string, constructors ...any) fx.Option {
 	return fx.Options(opts...)
 }
 
-// Listen routes the events of type et on aggregate type at (nil for
-// outbox.GlobalAggregate) of a data source to l.
+// Listen routes the events of type et on aggregate type at (nil for any
+// aggregate type) of a data source to l.
 func Listen(dataSource string, at outbox.AggregateType, et outbox.EventType, l outbox.Listener) fx.Option {
 	return fx.Supply(fx.Annotated{Group: RouteGroup(dataSource), Target: Route{Aggregate: at, Event: et, Listener: l}})
 }
@@ -137,15 +140,16 @@ func FromEnvLookup(lookup func(key string) (string, bool)) Option {
 // container (named like the data source), for applications whose
 // transactions are run by an ORM adapter (outboxgorm, outboxbun,
 // outboxsqlx). Without it the data source builds an outboxsql.TxManager on
-// its *sql.DB and provides it.
+// its *sql.DB and provides it. The Store still runs its own statements on
+// the *sql.DB; only the writes join the adapter's transactions.
 func WithTxContext() Option {
 	return func(s *settings) { s.externalTx = true }
 }
 
-// WithClock sets the clock of every component (default outbox.SystemClock).
+// WithClock sets the Client's clock (default outbox.SystemClock).
 func WithClock(c outbox.Clock) Option { return func(s *settings) { s.clock = c } }
 
-// WithMetrics sets the metrics sink of the dispatcher and poller.
+// WithMetrics sets the Client's metrics sink.
 func WithMetrics(m outbox.Metrics) Option { return func(s *settings) { s.metrics = m } }
 
 // WithRetryPolicy replaces the exponential backoff built from
@@ -192,9 +196,9 @@ func resolve(name string, opts []Option) (settings, error) {
 // Its values carry no name tag and its routes are in group "outbox_routes".
 func Module(opts ...Option) fx.Option { return DataSource(DefaultName, opts...) }
 
-// DataSource wires one outbox data source into an fx app: a Store on the
-// data source's table, a Writer, a Dispatcher with its hot-path hook, a
-// Poller, a PurgeScheduler and DeadEvents, each as the Config says. It
+// DataSource wires one outbox data source into an fx app: an
+// outboxsql.Store on the data source's table and one *outbox.Client built
+// from the Config, with the data source's routes registered on it. It
 // needs from the container:
 //
 //   - the data source's *sql.DB (named like the data source, e.g.
@@ -203,16 +207,15 @@ func Module(opts ...Option) fx.Option { return DataSource(DefaultName, opts...) 
 //     "outbox_ds" field); without one they go to slog.Default();
 //   - with WithTxContext, the data source's outbox.TxContext (named).
 //
-// It provides, with the same name tag: *Stack, *outbox.Writer,
-// *outbox.DeadEvents, *outboxsql.Store and, unless WithTxContext is given,
-// *outboxsql.TxManager and outbox.TxContext. Listeners come from the value
-// group RouteGroup(name).
+// It provides, with the same name tag: *outbox.Client, *outboxsql.Store
+// and, unless WithTxContext is given, *outboxsql.TxManager and
+// outbox.TxContext. Listeners come from the value group RouteGroup(name).
 //
-// The components start in an OnStart hook that never blocks (the schema is
-// created first if Config.Migrate is set) and stop in OnStop: the poller
-// first, then the dispatcher, which delivers what it has queued for up to
-// Config.DrainTimeout (give fx.StopTimeout room for that), then the purge
-// scheduler. No goroutine outlives OnStop.
+// The Client starts in an OnStart hook that never blocks (the schema is
+// created first if Config.Migrate is set) and closes in OnStop, which
+// delivers what is queued for up to Config.DrainTimeout (give
+// fx.StopTimeout room for that) and waits for every goroutine the Client
+// started.
 //
 // An invalid name or configuration makes the app fail to start with an
 // error wrapping outbox.ErrInvalidConfig.
@@ -223,41 +226,38 @@ func DataSource(name string, opts ...Option) fx.Option {
 	}
 	nameTag := NameTag(name)
 	groupTag := `group:"` + RouteGroup(name) + `"`
-	build := func(lc fx.Lifecycle, db *sql.DB, routes []Route, zl zerolog.Logger, tc outbox.TxContext) (*Stack, error) {
-		st, err := newStack(name, s, db, routes, zl, tc)
-		if err != nil {
+	// The routes are checked before the *sql.DB is asked for (fx builds
+	// parameters in order): a bad route then fails the app before a pool
+	// is opened that nothing would close.
+	checked := fx.Annotate(func(routes []Route) (checkedRoutes, error) {
+		if err := checkRoutes(routes); err != nil {
 			return nil, fmt.Errorf("outboxfx: data source %q: %w", displayName(name), err)
 		}
-		lc.Append(fx.Hook{OnStart: st.start, OnStop: st.stop})
-		return st, nil
-	}
+		return routes, nil
+	}, fx.ParamTags(groupTag))
 	var ctor any
 	if s.externalTx {
-		ctor = fx.Annotate(build,
-			fx.ParamTags(``, nameTag, groupTag, `optional:"true"`, nameTag),
-			fx.ResultTags(nameTag))
+		ctor = fx.Annotate(func(lc fx.Lifecycle, routes checkedRoutes, db *sql.DB, zl zerolog.Logger, tc outbox.TxContext) (*outbox.Client, *outboxsql.Store, error) {
+			ds, err := newDataSource(lc, name, s, db, routes, zl, tc)
+			if err != nil {
+				return nil, nil, err
+			}
+			return ds.client, ds.store, nil
+		}, fx.ParamTags(``, ``, nameTag, `optional:"true"`, nameTag), fx.ResultTags(nameTag, nameTag))
 	} else {
-		ctor = fx.Annotate(func(lc fx.Lifecycle, db *sql.DB, routes []Route, zl zerolog.Logger) (*Stack, error) {
-			return build(lc, db, routes, zl, nil)
-		}, fx.ParamTags(``, nameTag, groupTag, `optional:"true"`), fx.ResultTags(nameTag))
-	}
-	part := func(f any) any { return fx.Annotate(f, fx.ParamTags(nameTag), fx.ResultTags(nameTag)) }
-	provides := []any{
-		ctor,
-		part(func(st *Stack) *outbox.Writer { return st.writer }),
-		part(func(st *Stack) *outbox.DeadEvents { return st.dead }),
-		part(func(st *Stack) *outboxsql.Store { return st.store }),
-	}
-	if !s.externalTx {
-		provides = append(provides,
-			part(func(st *Stack) *outboxsql.TxManager { return st.txm }),
-			part(func(st *Stack) outbox.TxContext { return st.txm }),
-		)
+		ctor = fx.Annotate(func(lc fx.Lifecycle, routes checkedRoutes, db *sql.DB, zl zerolog.Logger) (*outbox.Client, *outboxsql.Store, *outboxsql.TxManager, outbox.TxContext, error) {
+			ds, err := newDataSource(lc, name, s, db, routes, zl, nil)
+			if err != nil {
+				return nil, nil, nil, nil, err
+			}
+			return ds.client, ds.store, ds.txm, ds.txm, nil
+		}, fx.ParamTags(``, ``, nameTag, `optional:"true"`), fx.ResultTags(nameTag, nameTag, nameTag, nameTag))
 	}
 	return fx.Module(moduleName(name),
-		fx.Provide(provides...),
-		// Build the stack even if nothing asks for it, so it runs.
-		fx.Invoke(fx.Annotate(func(*Stack) {}, fx.ParamTags(nameTag))),
+		fx.Provide(checked, fx.Private),
+		fx.Provide(ctor),
+		// Build the Client even if nothing asks for it, so that it runs.
+		fx.Invoke(fx.Annotate(func(*outbox.Client) {}, fx.ParamTags(nameTag))),
 	)
 }
 
@@ -275,27 +275,64 @@ func moduleName(name string) string {
 	return "outbox." + name
 }
 
-// Stack is one data source's wired components. Inject it (named like the
-// data source) to reach any of them.
-type Stack struct {
+// checkedRoutes are a data source's routes, checked by checkRoutes.
+type checkedRoutes []Route
+
+// checkRoutes registers routes on a scratch Registry, the way build
+// registers them on the Client, and returns the first error.
+func checkRoutes(routes []Route) error {
+	var reg outbox.Registry
+	for i, r := range routes {
+		if err := register(&reg, r); err != nil {
+			return fmt.Errorf("route %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// register adds r to a Registry or a Client: with Handle when it names no
+// aggregate type, else with Register.
+func register(to interface {
+	Handle(outbox.EventType, func(context.Context, outbox.Envelope) error) error
+	Register(outbox.AggregateType, outbox.EventType, outbox.Listener) error
+}, r Route) error {
+	if r.Event == nil || r.Listener == nil {
+		return fmt.Errorf("%w: the route has no event type or no listener", outbox.ErrInvalidConfig)
+	}
+	if r.Aggregate == nil {
+		return to.Handle(r.Event, r.Listener.Handle)
+	}
+	return to.Register(r.Aggregate, r.Event, r.Listener)
+}
+
+// dataSource is what DataSource builds for one data source.
+type dataSource struct {
 	name   string
-	cfg    Config
-	db     *sql.DB
+	cfg    Config // defaults applied
 	store  *outboxsql.Store
-	txm    *outboxsql.TxManager
-	tx     outbox.TxContext
-	writer *outbox.Writer
-	disp   *outbox.Dispatcher
-	poller *outbox.Poller
-	purger *outbox.PurgeScheduler
-	dead   *outbox.DeadEvents
+	txm    *outboxsql.TxManager // nil with WithTxContext
+	client *outbox.Client
 	routes int
 	log    *slog.Logger
 }
 
-func newStack(name string, s settings, db *sql.DB, routes []Route, zl zerolog.Logger, tc outbox.TxContext) (*Stack, error) {
+// newDataSource builds the Store, the TxManager (unless tc is given) and
+// the Client, registers the routes, and appends the lifecycle hook.
+func newDataSource(lc fx.Lifecycle, name string, s settings, db *sql.DB, routes checkedRoutes, zl zerolog.Logger, tc outbox.TxContext) (*dataSource, error) {
+	ds, err := build(name, s, db, routes, zl, tc)
+	if err != nil {
+		return nil, fmt.Errorf("outboxfx: data source %q: %w", displayName(name), err)
+	}
+	lc.Append(fx.Hook{OnStart: ds.start, OnStop: ds.stop})
+	return ds, nil
+}
+
+func build(name string, s settings, db *sql.DB, routes checkedRoutes, zl zerolog.Logger, tc outbox.TxContext) (*dataSource, error) {
 	if db == nil {
 		return nil, fmt.Errorf("%w: no *sql.DB", outbox.ErrInvalidConfig)
+	}
+	if s.externalTx && tc == nil {
+		return nil, fmt.Errorf("%w: WithTxContext, but the outbox.TxContext in the container is nil", outbox.ErrInvalidConfig)
 	}
 	cfg := s.cfg.WithDefaults()
 	log := slog.Default()
@@ -308,192 +345,74 @@ func newStack(name string, s settings, db *sql.DB, routes []Route, zl zerolog.Lo
 	if err != nil {
 		return nil, err
 	}
-	st := &Stack{name: name, cfg: cfg, db: db, store: store, tx: tc, log: log, routes: len(routes)}
+	ds := &dataSource{name: name, cfg: cfg, store: store, routes: len(routes), log: log}
 	if tc == nil {
-		st.txm = outboxsql.NewTxManager(db, outboxsql.WithTxLogger(log))
-		st.tx = st.txm
+		ds.txm = outboxsql.NewTxManager(db, outboxsql.WithTxLogger(log))
+		tc = ds.txm
 	}
-	st.dead = outbox.NewDeadEvents(store, db, s.clock)
-
-	var hook outbox.WriterHook
-	if !cfg.DisableRelay {
-		reg := outbox.NewRegistry()
-		for i, r := range routes {
-			if r.Event == nil || r.Listener == nil {
-				return nil, fmt.Errorf("%w: route %d has no event type or no listener", outbox.ErrInvalidConfig, i)
-			}
-			at := r.Aggregate
-			if at == nil {
-				at = outbox.GlobalAggregate
-			}
-			if err := reg.Register(at, r.Event, r.Listener); err != nil {
-				return nil, fmt.Errorf("route %d: %w", i, err)
-			}
-		}
-		retry := s.retry
-		if retry == nil {
-			retry = &outbox.ExponentialBackoff{Base: cfg.RetryBase, Max: cfg.RetryMax}
-		}
-		st.disp, err = outbox.NewDispatcher(outbox.DispatcherConfig{
-			Store: store, DB: db, Registry: reg, Owner: cfg.Owner,
-			Workers: cfg.Workers, HotQueueSize: cfg.HotQueueSize, ColdQueueSize: cfg.ColdQueueSize,
-			MaxAttempts: cfg.MaxAttempts, RetryPolicy: retry, Interceptors: s.interceptors,
-			DrainTimeout: cfg.DrainTimeout, AckBatchSize: cfg.AckBatchSize, AckInterval: cfg.AckInterval,
-			Metrics: s.metrics, Logger: log, Clock: s.clock,
-		})
-		if err != nil {
-			return nil, err
-		}
-		st.cfg.Owner = st.disp.Owner()
-		if !cfg.DisableHotPath {
-			hook = st.disp.Hook()
-		}
-		if !cfg.DisablePoller {
-			st.poller, err = outbox.NewPoller(outbox.PollerConfig{
-				Store: store, DB: db, Dispatcher: st.disp,
-				Interval: cfg.PollInterval, BatchSize: cfg.PollBatchSize, SkipRecent: cfg.SkipRecent,
-				Lease: cfg.Lease, OwnReclaimAfter: cfg.OwnReclaimAfter, MaxBackoff: cfg.PollMaxBackoff,
-				Metrics: s.metrics, Logger: log, Clock: s.clock,
-			})
-			if err != nil {
-				return nil, err
-			}
-		}
+	retry := s.retry
+	if retry == nil {
+		retry = &outbox.ExponentialBackoff{Base: cfg.RetryBase, Max: cfg.RetryMax}
 	}
-	if !cfg.DisablePurge {
-		st.purger, err = outbox.NewPurgeScheduler(outbox.PurgeConfig{
-			Purger: store, DB: db, Retention: cfg.Retention, BatchSize: cfg.PurgeBatchSize,
-			Interval: cfg.PurgeInterval, Logger: log, Clock: s.clock,
-		})
-		if err != nil {
-			return nil, err
-		}
-	}
-	st.writer, err = outbox.NewWriter(outbox.WriterConfig{TxContext: st.tx, Store: store, Hook: hook, Clock: s.clock, Logger: log})
+	ds.client, err = outbox.New(outbox.Config{
+		Store: store, TxContext: tc, Mode: cfg.Mode, Owner: cfg.Owner, Lease: cfg.Lease,
+		Workers: cfg.Workers, HotQueueSize: cfg.HotQueueSize, ColdQueueSize: cfg.ColdQueueSize,
+		MaxAttempts: cfg.MaxAttempts, RetryPolicy: retry, Interceptors: s.interceptors,
+		DrainTimeout: cfg.DrainTimeout, AckBatchSize: cfg.AckBatchSize, AckInterval: cfg.AckInterval,
+		PollInterval: cfg.PollInterval, PollBatchSize: cfg.PollBatchSize, SkipRecent: cfg.SkipRecent,
+		MaxPollBackoff: cfg.PollMaxBackoff, Retention: cfg.Retention, PurgeInterval: cfg.PurgeInterval,
+		PurgeBatchSize: cfg.PurgeBatchSize, DisablePurge: cfg.DisablePurge,
+		Clock: s.clock, Logger: log, Metrics: s.metrics,
+	})
 	if err != nil {
 		return nil, err
 	}
-	return st, nil
+	ds.cfg.Owner = ds.client.Owner()
+	for i, r := range routes {
+		if err := register(ds.client, r); err != nil {
+			return nil, fmt.Errorf("route %d: %w", i, err)
+		}
+	}
+	return ds, nil
 }
 
-func (st *Stack) start(ctx context.Context) (err error) {
-	if st.cfg.Migrate {
-		if err := st.store.Migrate(ctx, st.db); err != nil {
-			return fmt.Errorf("outboxfx: data source %q: %w", displayName(st.name), err)
+func (ds *dataSource) start(ctx context.Context) error {
+	if ds.cfg.Migrate {
+		if err := ds.store.Migrate(ctx); err != nil {
+			return fmt.Errorf("outboxfx: data source %q: %w", displayName(ds.name), err)
 		}
 	}
-	var started []func(context.Context) error
-	defer func() {
-		if err == nil {
-			return
-		}
-		for i := len(started) - 1; i >= 0; i-- {
-			_ = started[i](ctx)
-		}
-		err = fmt.Errorf("outboxfx: data source %q: start: %w", displayName(st.name), err)
-	}()
-	if st.disp != nil {
-		if err := st.disp.Start(ctx); err != nil {
-			return err
-		}
-		started = append(started, st.disp.Close)
+	if err := ds.client.Start(ctx); err != nil {
+		return fmt.Errorf("outboxfx: data source %q: start: %w", displayName(ds.name), err)
 	}
-	if st.poller != nil {
-		if err := st.poller.Start(ctx); err != nil {
-			return err
-		}
-		started = append(started, st.poller.Close)
-	}
-	if st.purger != nil {
-		if err := st.purger.Start(ctx); err != nil {
-			return err
-		}
-	}
-	c := st.cfg
-	st.log.Info("outbox: data source started",
-		"table", st.store.Table(), "owner", c.Owner, "relay", st.disp != nil, "hot_path", st.disp != nil && !c.DisableHotPath,
-		"poller", st.poller != nil, "purge", st.purger != nil, "routes", st.routes,
+	c := ds.cfg
+	ds.log.Info("outbox: data source started",
+		"table", ds.store.Table(), "owner", c.Owner, "mode", c.Mode.String(), "purge", c.purges(), "routes", ds.routes,
 		"workers", c.Workers, "poll_interval", c.PollInterval, "lease", c.Lease, "max_attempts", c.MaxAttempts)
-	if st.disp != nil && st.routes == 0 {
-		st.log.Warn("outbox: no listener routed to this data source: every event it delivers goes to DEAD (contribute routes to group " + RouteGroup(st.name) + ")")
+	switch {
+	case c.Mode == outbox.ModeWriterOnly && ds.routes > 0:
+		ds.log.Warn("outbox: writer-only data source: its routes are never called (another process or CDC delivers)", "routes", ds.routes)
+	case c.Mode != outbox.ModeWriterOnly && ds.routes == 0:
+		ds.log.Warn("outbox: no listener routed to this data source: every event it delivers goes to DEAD (contribute routes to group " + RouteGroup(ds.name) + ")")
 	}
-	if st.disp != nil && st.poller == nil {
-		st.log.Warn("outbox: poller disabled: retries, delayed and replayed events are left to pollers of other processes")
+	if c.Mode == outbox.ModeHotPathOnly {
+		ds.log.Warn("outbox: no poller (hot-path-only): retries, delayed and replayed events are left to pollers of other processes")
 	}
 	return nil
 }
 
-func (st *Stack) stop(ctx context.Context) error {
-	var errs []error
-	if st.poller != nil {
-		errs = append(errs, st.poller.Close(ctx))
+func (ds *dataSource) stop(ctx context.Context) error {
+	if err := ds.client.Close(ctx); err != nil {
+		return fmt.Errorf("outboxfx: data source %q: stop: %w", displayName(ds.name), err)
 	}
-	if st.disp != nil {
-		errs = append(errs, st.disp.Close(ctx))
-	}
-	if st.purger != nil {
-		errs = append(errs, st.purger.Close(ctx))
-	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("outboxfx: data source %q: stop: %w", displayName(st.name), err)
-	}
-	st.log.Info("outbox: data source stopped")
+	ds.log.Info("outbox: data source stopped")
 	return nil
-}
-
-// Name returns the data source's name ("" for the default data source).
-func (st *Stack) Name() string { return st.name }
-
-// Config returns the configuration the stack runs with, defaults applied
-// and the owner id filled in.
-func (st *Stack) Config() Config { return st.cfg }
-
-// DB returns the data source's pool.
-func (st *Stack) DB() *sql.DB { return st.db }
-
-// Store returns the Store on the data source's table.
-func (st *Stack) Store() *outboxsql.Store { return st.store }
-
-// TxManager returns the TxManager the data source built, or nil with
-// WithTxContext.
-func (st *Stack) TxManager() *outboxsql.TxManager { return st.txm }
-
-// TxContext returns the TxContext the Writer finds transactions with.
-func (st *Stack) TxContext() outbox.TxContext { return st.tx }
-
-// Writer returns the data source's Writer.
-func (st *Stack) Writer() *outbox.Writer { return st.writer }
-
-// Dispatcher returns the dispatcher, or nil when the relay is disabled.
-func (st *Stack) Dispatcher() *outbox.Dispatcher { return st.disp }
-
-// Poller returns the poller, or nil when it is disabled.
-func (st *Stack) Poller() *outbox.Poller { return st.poller }
-
-// Purger returns the purge scheduler, or nil when it is disabled.
-func (st *Stack) Purger() *outbox.PurgeScheduler { return st.purger }
-
-// Dead returns the dead-letter inspector of the data source's table.
-func (st *Stack) Dead() *outbox.DeadEvents { return st.dead }
-
-// Rebind rewrites the ? placeholders of a business query for the data
-// source's database (see outboxsql.Rebind).
-func (st *Stack) Rebind(query string) string { return outboxsql.Rebind(st.store.Dialect(), query) }
-
-// Stats counts the data source's events by status and finds the oldest
-// pending one.
-func (st *Stack) Stats(ctx context.Context) (outbox.Stats, error) {
-	stats, err := st.store.Stats(ctx, st.db)
-	if err != nil {
-		return stats, fmt.Errorf("outboxfx: data source %q: stats: %w", displayName(st.name), err)
-	}
-	return stats, nil
 }
 
 // SQLDB provides a data source's *sql.DB (named like the data source),
 // opened with sql.Open(driverName, dsn). The app fails to start if the
 // database cannot be reached (PingContext in OnStart); the pool is closed
-// in OnStop, after the data source's components have stopped. Import the
+// in OnStop, after the data source's Client has closed. Import the
 // driver (for example _ "modernc.org/sqlite").
 func SQLDB(dataSource, driverName, dsn string) fx.Option {
 	open := func(lc fx.Lifecycle) (*sql.DB, error) {
@@ -504,7 +423,8 @@ func SQLDB(dataSource, driverName, dsn string) fx.Option {
 		lc.Append(fx.Hook{
 			OnStart: func(ctx context.Context) error {
 				if err := db.PingContext(ctx); err != nil {
-					return fmt.Errorf("outboxfx: data source %q: connect to %s database: %w", displayName(dataSource), driverName, err)
+					// fx runs no OnStop for a failed OnStart: close here.
+					return errors.Join(fmt.Errorf("outboxfx: data source %q: connect to %s database: %w", displayName(dataSource), driverName, err), db.Close())
 				}
 				return nil
 			},

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,6 +18,7 @@ import (
 	"github.com/rs/zerolog"
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxtest"
+	"go.uber.org/goleak"
 	_ "modernc.org/sqlite"
 )
 
@@ -31,7 +31,10 @@ const (
 	invoiceIssued orderEvent = "InvoiceIssued"
 )
 
-const orderAggregate = outbox.AggregateName("Order")
+const (
+	orderAggregate = outbox.AggregateName("Order")
+	cartAggregate  = outbox.AggregateName("Cart")
+)
 
 // fastConfig creates the schema and polls and retries quickly.
 var fastConfig = outboxfx.Config{
@@ -77,7 +80,7 @@ func dsn(t *testing.T, name string) string {
 
 // reopen opens the database at dsn again, for looking at the table after the
 // app (which closes its pool on stop) has stopped.
-func reopen(t *testing.T, dsn string) (*outboxsql.Store, *sql.DB) {
+func reopen(t *testing.T, dsn string) *outboxsql.Store {
 	t.Helper()
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
@@ -88,25 +91,25 @@ func reopen(t *testing.T, dsn string) (*outboxsql.Store, *sql.DB) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return store, db
+	return store
 }
 
 func testLogger(buf *syncBuffer) zerolog.Logger {
 	return zerolog.New(buf).Level(zerolog.DebugLevel).With().Timestamp().Logger()
 }
 
-// write commits n events, one transaction each, through the data source's
-// TxManager and Writer, and returns their ids.
-func write(t *testing.T, txm *outboxsql.TxManager, w *outbox.Writer, et outbox.EventType, n int) []string {
+// write commits n events on aggregate type at, one transaction each,
+// through the data source's TxManager and Client, and returns their ids.
+func write(t *testing.T, txm *outboxsql.TxManager, c *outbox.Client, at outbox.AggregateType, et outbox.EventType, n int) []string {
 	t.Helper()
 	var ids []string
 	for i := range n {
 		err := txm.InTx(context.Background(), func(ctx context.Context) error {
-			e, err := outbox.NewEnvelope(et, outbox.WithAggregate(orderAggregate, fmt.Sprintf("o-%d", i)), outbox.WithJSON([]byte(`{}`)))
+			e, err := outbox.NewEnvelope(et, outbox.WithAggregate(at, fmt.Sprintf("o-%d", i)), outbox.WithJSON([]byte(`{}`)))
 			if err != nil {
 				return err
 			}
-			got, err := w.Write(ctx, e)
+			got, err := c.Write(ctx, e)
 			ids = append(ids, got...)
 			return err
 		})
@@ -128,36 +131,33 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func countStatus(t *testing.T, st *outboxfx.Stack, s outbox.Status) int64 {
+func countStatus(t *testing.T, c *outbox.Client, s outbox.Status) int64 {
 	t.Helper()
-	stats, err := st.Stats(context.Background())
+	stats, err := c.Stats(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	return stats.ByStatus[s]
 }
 
-// outboxGoroutines returns the stacks of live goroutines running outbox code.
-func outboxGoroutines() []string {
-	buf := make([]byte, 1<<20)
-	buf = buf[:runtime.Stack(buf, true)]
-	var out []string
-	for _, g := range strings.Split(string(buf), "\n\n") {
-		if strings.Contains(g, "go-outbox/outbox/core.") && !strings.Contains(g, "outboxGoroutines") {
-			out = append(out, g)
+// logLine returns the first JSON log line with message msg, or nil.
+func logLine(t *testing.T, logs *syncBuffer, msg string) map[string]any {
+	t.Helper()
+	for _, line := range logs.lines(t) {
+		if line["message"] == msg {
+			return line
 		}
 	}
-	return out
+	return nil
 }
 
 func TestStartStopLeavesNoGoroutine(t *testing.T) {
-	before := runtime.NumGoroutine()
+	before := goleak.IgnoreCurrent()
 	var logs syncBuffer
 	l := newLedger()
 	var deps struct {
 		fx.In
-		Stack  *outboxfx.Stack
-		Writer *outbox.Writer
+		Client *outbox.Client
 		Tx     *outboxsql.TxManager
 	}
 	app := fxtest.New(t,
@@ -169,20 +169,17 @@ func TestStartStopLeavesNoGoroutine(t *testing.T) {
 		fx.Populate(&deps),
 	)
 	app.RequireStart()
-	if deps.Stack.Dispatcher() == nil || deps.Stack.Poller() == nil || deps.Stack.Purger() == nil {
-		t.Fatal("the default stack runs a dispatcher, a poller and a purger")
+	ids := write(t, deps.Tx, deps.Client, orderAggregate, orderPlaced, 20)
+	eventually(t, "20 DONE", func() bool { return countStatus(t, deps.Client, outbox.StatusDone) == 20 })
+	if n, err := deps.Client.PollOnce(context.Background()); err != nil || n != 0 {
+		t.Fatalf("PollOnce on the default (full) client: %d, %v; want a poller with nothing to do", n, err)
 	}
-	ids := write(t, deps.Tx, deps.Writer, orderPlaced, 20)
-	eventually(t, "20 DONE", func() bool { return countStatus(t, deps.Stack, outbox.StatusDone) == 20 })
 	app.RequireStop()
 
 	if got := l.ids("default"); len(got) != len(ids) {
 		t.Fatalf("delivered %d distinct events, want %d", len(got), len(ids))
 	}
-	if g := outboxGoroutines(); len(g) > 0 {
-		t.Fatalf("%d outbox goroutine(s) outlived Stop:\n%s", len(g), strings.Join(g, "\n\n"))
-	}
-	eventually(t, "goroutines back to the baseline", func() bool { return runtime.NumGoroutine() <= before })
+	goleak.VerifyNone(t, before) // the Client, the pool and fx left nothing behind
 
 	// Both the core's logs and fx's events went to the zerolog logger.
 	want := map[string]bool{"outbox: data source started": false, "outbox: data source stopped": false, "fx started": false}
@@ -200,16 +197,18 @@ func TestStartStopLeavesNoGoroutine(t *testing.T) {
 			t.Errorf("logs lack %q:\n%s", msg, logs.String())
 		}
 	}
+	if started := logLine(t, &logs, "outbox: data source started"); started["mode"] != "full" || started["purge"] != true ||
+		started["owner"] != deps.Client.Owner() || started["routes"] != float64(1) {
+		t.Errorf("started line: %v", started)
+	}
 }
 
-type twoStacks struct {
+type twoClients struct {
 	fx.In
-	Orders        *outboxfx.Stack      `name:"orders"`
-	OrdersWriter  *outbox.Writer       `name:"orders"`
-	OrdersTx      *outboxsql.TxManager `name:"orders"`
-	Billing       *outboxfx.Stack      `name:"billing"`
-	BillingWriter *outbox.Writer       `name:"billing"`
-	BillingTx     *outboxsql.TxManager `name:"billing"`
+	Orders    *outbox.Client       `name:"orders"`
+	OrdersTx  *outboxsql.TxManager `name:"orders"`
+	Billing   *outbox.Client       `name:"billing"`
+	BillingTx *outboxsql.TxManager `name:"billing"`
 }
 
 func TestTwoDataSourcesAreIsolated(t *testing.T) {
@@ -228,7 +227,7 @@ func TestTwoDataSourcesAreIsolated(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := newLedger()
-			var deps twoStacks
+			var deps twoClients
 			app := fxtest.New(t,
 				fx.Supply(testLogger(&syncBuffer{})),
 				outboxfx.WithZerolog(),
@@ -241,7 +240,7 @@ func TestTwoDataSourcesAreIsolated(t *testing.T) {
 				}),
 				outboxfx.Routes("billing", func() []outboxfx.Route {
 					return []outboxfx.Route{
-						{Aggregate: orderAggregate, Event: orderPlaced, Listener: l.listener("billing")},
+						{Event: orderPlaced, Listener: l.listener("billing")}, // any aggregate
 						{Aggregate: orderAggregate, Event: invoiceIssued, Listener: l.listener("billing")},
 					}
 				}),
@@ -250,17 +249,17 @@ func TestTwoDataSourcesAreIsolated(t *testing.T) {
 			app.RequireStart()
 			defer app.RequireStop()
 
-			orderIDs := write(t, deps.OrdersTx, deps.OrdersWriter, orderPlaced, 30)
-			billingIDs := append(write(t, deps.BillingTx, deps.BillingWriter, orderPlaced, 12),
-				write(t, deps.BillingTx, deps.BillingWriter, invoiceIssued, 8)...)
+			orderIDs := write(t, deps.OrdersTx, deps.Orders, orderAggregate, orderPlaced, 30)
+			billingIDs := append(write(t, deps.BillingTx, deps.Billing, cartAggregate, orderPlaced, 12),
+				write(t, deps.BillingTx, deps.Billing, orderAggregate, invoiceIssued, 8)...)
 			eventually(t, "every event DONE", func() bool {
 				return countStatus(t, deps.Orders, outbox.StatusDone) == 30 && countStatus(t, deps.Billing, outbox.StatusDone) == 20
 			})
 
 			for _, c := range []struct {
-				ds   string
-				st   *outboxfx.Stack
-				want []string
+				ds     string
+				client *outbox.Client
+				want   []string
 			}{{"orders", deps.Orders, orderIDs}, {"billing", deps.Billing, billingIDs}} {
 				got := l.ids(c.ds)
 				if len(got) != len(c.want) {
@@ -270,8 +269,11 @@ func TestTwoDataSourcesAreIsolated(t *testing.T) {
 					if got[id] == 0 {
 						t.Errorf("%s never delivered its event %s", c.ds, id)
 					}
+					if _, err := c.client.Get(context.Background(), id); err != nil {
+						t.Errorf("%s cannot find its event %s: %v", c.ds, id, err)
+					}
 				}
-				stats, err := c.st.Stats(context.Background())
+				stats, err := c.client.Stats(context.Background())
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -287,16 +289,54 @@ func TestTwoDataSourcesAreIsolated(t *testing.T) {
 				if l.ids("billing")[id] > 0 {
 					t.Errorf("event %s delivered by both data sources", id)
 				}
+				if _, err := deps.Billing.Get(context.Background(), id); !errors.Is(err, outbox.ErrNotFound) {
+					t.Errorf("billing finds orders' event %s: %v", id, err)
+				}
 			}
-			if deps.Orders.Dispatcher().Owner() == deps.Billing.Dispatcher().Owner() {
-				t.Error("the two dispatchers share an owner id")
+			if deps.Orders.Owner() == deps.Billing.Owner() {
+				t.Error("the two clients share an owner id")
 			}
 		})
 	}
 }
 
-func TestWriterOfOneDataSourceIgnoresTheOthersTransaction(t *testing.T) {
-	var deps twoStacks
+func TestRouteWithoutAggregateMatchesAnyAndLosesToAnExactOne(t *testing.T) {
+	l := newLedger()
+	var deps struct {
+		fx.In
+		Client *outbox.Client
+		Tx     *outboxsql.TxManager
+	}
+	app := fxtest.New(t, fx.NopLogger,
+		outboxfx.SQLDB("", "sqlite", dsn(t, "db")),
+		outboxfx.Module(outboxfx.WithConfig(fastConfig)),
+		outboxfx.Listen("", nil, orderPlaced, l.listener("any")),
+		outboxfx.Listen("", orderAggregate, orderPlaced, l.listener("order")),
+		fx.Populate(&deps))
+	app.RequireStart()
+	defer app.RequireStop()
+	orders := write(t, deps.Tx, deps.Client, orderAggregate, orderPlaced, 3)
+	carts := write(t, deps.Tx, deps.Client, cartAggregate, orderPlaced, 2)
+	global := write(t, deps.Tx, deps.Client, outbox.GlobalAggregate, orderPlaced, 1)
+	eventually(t, "6 DONE", func() bool { return countStatus(t, deps.Client, outbox.StatusDone) == 6 })
+	for _, c := range []struct {
+		listener string
+		want     []string
+	}{{"order", orders}, {"any", append(carts, global...)}} {
+		got := l.ids(c.listener)
+		if len(got) != len(c.want) {
+			t.Errorf("listener %q got %d events, want %d", c.listener, len(got), len(c.want))
+		}
+		for _, id := range c.want {
+			if got[id] == 0 {
+				t.Errorf("listener %q never got %s", c.listener, id)
+			}
+		}
+	}
+}
+
+func TestClientOfOneDataSourceIgnoresTheOthersTransaction(t *testing.T) {
+	var deps twoClients
 	app := fxtest.New(t,
 		fx.NopLogger,
 		outboxfx.SQLDB("orders", "sqlite", dsn(t, "orders")),
@@ -308,11 +348,11 @@ func TestWriterOfOneDataSourceIgnoresTheOthersTransaction(t *testing.T) {
 	app.RequireStart()
 	defer app.RequireStop()
 	err := deps.BillingTx.InTx(context.Background(), func(ctx context.Context) error {
-		_, err := deps.OrdersWriter.Write(ctx, outbox.MustEnvelope(orderPlaced, outbox.WithJSON([]byte(`{}`))))
+		_, err := deps.Orders.Write(ctx, outbox.MustEnvelope(orderPlaced, outbox.WithJSON([]byte(`{}`))))
 		return err
 	})
 	if !errors.Is(err, outbox.ErrNoTransaction) {
-		t.Fatalf("orders writer in a billing transaction: got %v, want ErrNoTransaction", err)
+		t.Fatalf("orders client in a billing transaction: got %v, want ErrNoTransaction", err)
 	}
 }
 
@@ -320,11 +360,9 @@ func TestDataSourceWithoutListenersStartsAndSendsEventsToDead(t *testing.T) {
 	var logs syncBuffer
 	var deps struct {
 		fx.In
-		Stack  *outboxfx.Stack      `name:"audit"`
-		Writer *outbox.Writer       `name:"audit"`
+		Client *outbox.Client       `name:"audit"`
 		Tx     outbox.TxContext     `name:"audit"`
 		TxM    *outboxsql.TxManager `name:"audit"`
-		Dead   *outbox.DeadEvents   `name:"audit"`
 	}
 	app := fxtest.New(t,
 		fx.Supply(testLogger(&logs)),
@@ -334,14 +372,20 @@ func TestDataSourceWithoutListenersStartsAndSendsEventsToDead(t *testing.T) {
 	)
 	app.RequireStart()
 	defer app.RequireStop()
+	if deps.Tx != outbox.TxContext(deps.TxM) {
+		t.Error("the provided TxContext is not the provided TxManager")
+	}
 	if !strings.Contains(logs.String(), "no listener routed to this data source") {
 		t.Errorf("no warning about the missing routes:\n%s", logs.String())
 	}
-	write(t, deps.TxM, deps.Writer, orderPlaced, 3)
-	eventually(t, "3 DEAD", func() bool { return countStatus(t, deps.Stack, outbox.StatusDead) == 3 })
-	recs, err := deps.Dead.List(context.Background(), outbox.Query{})
+	write(t, deps.TxM, deps.Client, orderAggregate, orderPlaced, 3)
+	eventually(t, "3 DEAD", func() bool { return countStatus(t, deps.Client, outbox.StatusDead) == 3 })
+	recs, err := deps.Client.Dead().List(context.Background(), outbox.Query{})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if len(recs) != 3 {
+		t.Fatalf("%d dead events listed, want 3", len(recs))
 	}
 	for _, r := range recs {
 		if r.Attempts != 0 || !strings.Contains(r.LastError, "no listener") {
@@ -350,7 +394,7 @@ func TestDataSourceWithoutListenersStartsAndSendsEventsToDead(t *testing.T) {
 	}
 }
 
-// failingApp builds (but does not start) an app, returning its error.
+// appErr builds and starts an app, returning the first error.
 func appErr(opts ...fx.Option) error {
 	app := fx.New(append([]fx.Option{fx.NopLogger}, opts...)...)
 	if err := app.Err(); err != nil {
@@ -365,7 +409,11 @@ func appErr(opts ...fx.Option) error {
 }
 
 func TestBadConfigurationFailsTheApp(t *testing.T) {
-	route := outboxfx.Listen("orders", orderAggregate, orderPlaced, outbox.ListenerFunc(func(context.Context, outbox.Envelope) error { return nil }))
+	nop := outbox.ListenerFunc(func(context.Context, outbox.Envelope) error { return nil })
+	route := outboxfx.Listen("orders", orderAggregate, orderPlaced, nop)
+	anyRoute := outboxfx.Listen("orders", nil, orderPlaced, nop)
+	db := func(t *testing.T) fx.Option { return outboxfx.SQLDB("orders", "sqlite", dsn(t, "o")) }
+	env := func(m map[string]string) outboxfx.Option { return outboxfx.FromEnvLookup(lookupMap(m)) }
 	for _, tc := range []struct {
 		name string
 		opts func(t *testing.T) []fx.Option
@@ -373,14 +421,22 @@ func TestBadConfigurationFailsTheApp(t *testing.T) {
 	}{
 		{"bad duration in the environment", func(t *testing.T) []fx.Option {
 			t.Setenv("OUTBOX_ORDERS_POLL_INTERVAL", "often")
-			return []fx.Option{outboxfx.SQLDB("orders", "sqlite", dsn(t, "o")), outboxfx.DataSource("orders", outboxfx.FromEnv())}
+			return []fx.Option{db(t), outboxfx.DataSource("orders", outboxfx.FromEnv())}
 		}, `outboxfx: data source "orders": outboxfx: OUTBOX_ORDERS_POLL_INTERVAL="often": outbox: invalid configuration: want a duration`},
 		{"negative workers", func(t *testing.T) []fx.Option {
-			return []fx.Option{outboxfx.SQLDB("orders", "sqlite", dsn(t, "o")), outboxfx.DataSource("orders",
-				outboxfx.FromEnvLookup(lookupMap(map[string]string{"OUTBOX_ORDERS_WORKERS": "-1"})))}
+			return []fx.Option{db(t), outboxfx.DataSource("orders", env(map[string]string{"OUTBOX_ORDERS_WORKERS": "-1"}))}
 		}, `OUTBOX_ORDERS_WORKERS="-1": outbox: invalid configuration: Workers must not be negative`},
+		{"unknown mode", func(t *testing.T) []fx.Option {
+			return []fx.Option{db(t), outboxfx.DataSource("orders", env(map[string]string{"OUTBOX_ORDERS_MODE": "relay"}))}
+		}, `OUTBOX_ORDERS_MODE="relay": outbox: invalid configuration: want one of full, writer-only, poller-only, hot-path-only`},
+		{"removed variable", func(t *testing.T) []fx.Option {
+			return []fx.Option{db(t), outboxfx.DataSource("orders", env(map[string]string{"OUTBOX_ORDERS_RELAY_ENABLED": "false"}))}
+		}, `OUTBOX_ORDERS_RELAY_ENABLED is no longer supported: set MODE=writer-only`},
+		{"mode out of range in code", func(t *testing.T) []fx.Option {
+			return []fx.Option{db(t), outboxfx.DataSource("orders", outboxfx.WithConfig(outboxfx.Config{Mode: 9}))}
+		}, `Mode is unknown (9)`},
 		{"bad table name", func(t *testing.T) []fx.Option {
-			return []fx.Option{outboxfx.SQLDB("orders", "sqlite", dsn(t, "o")), outboxfx.DataSource("orders", outboxfx.WithConfig(outboxfx.Config{Table: "1table"}))}
+			return []fx.Option{db(t), outboxfx.DataSource("orders", outboxfx.WithConfig(outboxfx.Config{Table: "1table"}))}
 		}, `table name "1table" is not allowed`},
 		{"unknown preset", func(t *testing.T) []fx.Option {
 			return []fx.Option{outboxfx.DataSource("orders", outboxfx.WithPreset("cluster"))}
@@ -388,9 +444,15 @@ func TestBadConfigurationFailsTheApp(t *testing.T) {
 		{"bad data source name", func(t *testing.T) []fx.Option {
 			return []fx.Option{outboxfx.DataSource(`or"ders`)}
 		}, `data source name "or\"ders"`},
-		{"two listeners for one event", func(t *testing.T) []fx.Option {
-			return []fx.Option{outboxfx.SQLDB("orders", "sqlite", dsn(t, "o")), outboxfx.DataSource("orders"), route, route}
+		{"route without a listener", func(t *testing.T) []fx.Option {
+			return []fx.Option{db(t), outboxfx.DataSource("orders"), outboxfx.Listen("orders", nil, orderPlaced, nil)}
+		}, `route 0: outbox: invalid configuration: the route has no event type or no listener`},
+		{"two listeners for one pair", func(t *testing.T) []fx.Option {
+			return []fx.Option{db(t), outboxfx.DataSource("orders"), route, route}
 		}, `outbox: listener already registered: (Order, OrderPlaced)`},
+		{"two listeners for one event type on any aggregate", func(t *testing.T) []fx.Option {
+			return []fx.Option{db(t), outboxfx.DataSource("orders"), anyRoute, anyRoute}
+		}, `outbox: listener already registered: event type OrderPlaced (any aggregate)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := appErr(tc.opts(t)...)
@@ -413,6 +475,11 @@ func TestMissingDatabaseFailsTheApp(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `missing type: *sql.DB[name="orders"]`) {
 		t.Fatalf("got %v", err)
 	}
+	// WithTxContext, but no TxContext named "orders".
+	err = appErr(outboxfx.SQLDB("orders", "sqlite", dsn(t, "o")), outboxfx.DataSource("orders", outboxfx.WithTxContext()))
+	if err == nil || !strings.Contains(err.Error(), `missing type: outbox.TxContext[name="orders"]`) {
+		t.Fatalf("got %v", err)
+	}
 	// A database that cannot be opened: the app fails at start.
 	err = appErr(outboxfx.SQLDB("orders", "sqlite", outboxsql.SQLiteDSN(filepath.Join(t.TempDir(), "no", "such", "dir", "x.db"))),
 		outboxfx.DataSource("orders", outboxfx.WithConfig(outboxfx.Config{Migrate: true})))
@@ -430,69 +497,83 @@ type countingMetrics struct {
 func (m *countingMetrics) HotEnqueued()  { m.hot.Add(1) }
 func (m *countingMetrics) ColdEnqueued() { m.cold.Add(1) }
 
-func TestPresetsAndSwitchesShapeTheStack(t *testing.T) {
+func TestModesShapeTheClient(t *testing.T) {
 	for _, tc := range []struct {
-		name                      string
-		opts                      []outboxfx.Option
-		relay, hot, poller, purge bool
+		name      string
+		opts      []outboxfx.Option
+		mode      string
+		purge     bool
+		hot, cold int64 // enqueues of the 5 events
+		poller    bool
+		warning   string
 	}{
-		{"default", nil, true, true, true, true},
-		{"writer-only", []outboxfx.Option{outboxfx.WithPreset(outboxfx.PresetWriterOnly),
-			outboxfx.FromEnvLookup(lookupMap(map[string]string{"OUTBOX_MIGRATE": "true"}))}, false, false, false, false},
-		{"poller and purge off from the environment", []outboxfx.Option{outboxfx.FromEnvLookup(lookupMap(map[string]string{
-			"OUTBOX_POLLER_ENABLED": "false", "OUTBOX_PURGE_ENABLED": "false"}))}, true, true, false, false},
-		{"hot path off", []outboxfx.Option{outboxfx.WithConfig(outboxfx.Config{Migrate: true, PollInterval: 20 * time.Millisecond, DisableHotPath: true})},
-			true, false, true, true},
+		{"default", nil, "full", true, 5, 0, true, ""},
+		{"writer-only preset", []outboxfx.Option{outboxfx.WithPreset(outboxfx.PresetWriterOnly),
+			outboxfx.FromEnvLookup(lookupMap(map[string]string{"OUTBOX_MIGRATE": "true"}))}, "writer-only", false, 0, 0, false, "its routes are never called"},
+		{"poller-only from the environment, purge off", []outboxfx.Option{outboxfx.FromEnvLookup(lookupMap(map[string]string{
+			"OUTBOX_MODE": "Poller-Only", "OUTBOX_PURGE_ENABLED": "false"}))}, "poller-only", false, 0, 5, true, ""},
+		{"hot-path-only", []outboxfx.Option{outboxfx.Configure(func(c *outboxfx.Config) { c.Mode = outbox.ModeHotPathOnly })},
+			"hot-path-only", false, 5, 0, false, "no poller (hot-path-only)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var deps struct {
 				fx.In
-				Stack  *outboxfx.Stack
-				Writer *outbox.Writer
+				Client *outbox.Client
 				Tx     *outboxsql.TxManager
 			}
+			var logs syncBuffer
 			l := newLedger()
 			m := &countingMetrics{}
 			path := dsn(t, "db")
 			opts := append([]outboxfx.Option{outboxfx.WithConfig(fastConfig), outboxfx.WithMetrics(m)}, tc.opts...)
-			app := fxtest.New(t, fx.NopLogger,
+			app := fxtest.New(t,
+				fx.Supply(testLogger(&logs)),
 				outboxfx.SQLDB("", "sqlite", path),
 				outboxfx.Module(opts...),
 				outboxfx.Listen("", orderAggregate, orderPlaced, l.listener("default")),
 				fx.Populate(&deps))
 			app.RequireStart()
-			st := deps.Stack
-			if (st.Dispatcher() != nil) != tc.relay || (st.Poller() != nil) != tc.poller || (st.Purger() != nil) != tc.purge {
-				t.Fatalf("dispatcher %v poller %v purger %v", st.Dispatcher() != nil, st.Poller() != nil, st.Purger() != nil)
+			started := logLine(t, &logs, "outbox: data source started")
+			if started["mode"] != tc.mode || started["purge"] != tc.purge {
+				t.Errorf("started line: %v; want mode %s, purge %v", started, tc.mode, tc.purge)
 			}
-			write(t, deps.Tx, deps.Writer, orderPlaced, 5)
-			if tc.relay {
-				eventually(t, "5 DONE", func() bool { return countStatus(t, st, outbox.StatusDone) == 5 })
+			if tc.warning != "" && !strings.Contains(logs.String(), tc.warning) {
+				t.Errorf("no warning %q:\n%s", tc.warning, logs.String())
+			}
+			if _, err := deps.Client.PollOnce(context.Background()); (err == nil) != tc.poller {
+				t.Errorf("PollOnce: %v; want a poller: %v", err, tc.poller)
+			}
+			write(t, deps.Tx, deps.Client, orderAggregate, orderPlaced, 5)
+			if tc.mode != "writer-only" {
+				eventually(t, "5 DONE", func() bool { return countStatus(t, deps.Client, outbox.StatusDone) == 5 })
+			} else {
+				time.Sleep(3 * fastConfig.PollInterval) // long enough for a poller, were there one
 			}
 			app.RequireStop()
-			if !tc.relay {
-				store, db := reopen(t, path)
-				if n, err := store.Count(context.Background(), db, outbox.Query{Statuses: []outbox.Status{outbox.StatusNew}}); err != nil || n != 5 {
+			if tc.mode == "writer-only" {
+				n, err := reopen(t, path).Count(context.Background(), outbox.Query{Statuses: []outbox.Status{outbox.StatusNew}})
+				if err != nil || n != 5 {
 					t.Fatalf("writer-only: %d NEW rows (%v), want 5 left for CDC", n, err)
 				}
-				return
+				if len(l.ids("default")) != 0 {
+					t.Fatal("a writer-only data source delivered")
+				}
 			}
-			if hot := m.hot.Load(); (hot == 5) != tc.hot || (!tc.hot && m.cold.Load() != 5) {
-				t.Fatalf("hot path enqueued %d, poller %d (hot path on: %v)", hot, m.cold.Load(), tc.hot)
+			if m.hot.Load() != tc.hot || m.cold.Load() != tc.cold {
+				t.Fatalf("hot path enqueued %d, poller %d; want %d and %d", m.hot.Load(), m.cold.Load(), tc.hot, tc.cold)
 			}
 		})
 	}
 }
 
 func TestStopReleasesWhatItCouldNotDeliver(t *testing.T) {
+	before := goleak.IgnoreCurrent()
 	var deps struct {
 		fx.In
-		Stack  *outboxfx.Stack
-		Writer *outbox.Writer
+		Client *outbox.Client
 		Tx     *outboxsql.TxManager
 	}
 	release := make(chan struct{})
-	var once sync.Once
 	slow := outbox.ListenerFunc(func(ctx context.Context, e outbox.Envelope) error {
 		select {
 		case <-release:
@@ -510,12 +591,12 @@ func TestStopReleasesWhatItCouldNotDeliver(t *testing.T) {
 		outboxfx.Listen("", orderAggregate, orderPlaced, slow),
 		fx.Populate(&deps))
 	app.RequireStart()
-	write(t, deps.Tx, deps.Writer, orderPlaced, 10)
+	write(t, deps.Tx, deps.Client, orderAggregate, orderPlaced, 10)
 	app.RequireStop() // the single worker is stuck: the drain times out
-	once.Do(func() { close(release) })
+	close(release)
+	goleak.VerifyNone(t, before)
 
-	store, db := reopen(t, path)
-	recs, err := store.List(context.Background(), db, outbox.Query{})
+	recs, err := reopen(t, path).List(context.Background(), outbox.Query{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -527,9 +608,6 @@ func TestStopReleasesWhatItCouldNotDeliver(t *testing.T) {
 			t.Errorf("event %s (%s) still claimed by %q after Stop", r.ID, r.Status, r.LockedBy)
 		}
 	}
-	if g := outboxGoroutines(); len(g) > 0 {
-		t.Fatalf("%d outbox goroutine(s) outlived Stop:\n%s", len(g), strings.Join(g, "\n\n"))
-	}
 }
 
 func TestExternalTxContext(t *testing.T) {
@@ -537,15 +615,16 @@ func TestExternalTxContext(t *testing.T) {
 	// TxManager it built itself; an ORM adapter's in real life).
 	var deps struct {
 		fx.In
-		Stack  *outboxfx.Stack      `name:"orders"`
-		Writer *outbox.Writer       `name:"orders"`
+		Client *outbox.Client       `name:"orders"`
+		Store  *outboxsql.Store     `name:"orders"`
+		Own    *outboxsql.TxManager `name:"orders" optional:"true"`
 		TxM    *outboxsql.TxManager `name:"app"`
 	}
 	l := newLedger()
 	app := fxtest.New(t, fx.NopLogger,
 		outboxfx.SQLDB("orders", "sqlite", dsn(t, "orders")),
 		fx.Provide(
-			fx.Annotate(outboxsql.NewTxManager, fx.ParamTags(`name:"orders"`), fx.ResultTags(`name:"app"`)),
+			fx.Annotate(func(db *sql.DB) *outboxsql.TxManager { return outboxsql.NewTxManager(db) }, fx.ParamTags(`name:"orders"`), fx.ResultTags(`name:"app"`)),
 			fx.Annotate(func(m *outboxsql.TxManager) outbox.TxContext { return m }, fx.ParamTags(`name:"app"`), fx.ResultTags(`name:"orders"`)),
 		),
 		outboxfx.DataSource("orders", outboxfx.WithConfig(fastConfig), outboxfx.WithTxContext()),
@@ -553,15 +632,17 @@ func TestExternalTxContext(t *testing.T) {
 		fx.Populate(&deps))
 	app.RequireStart()
 	defer app.RequireStop()
-	if deps.Stack.TxManager() != nil || deps.Stack.TxContext() != outbox.TxContext(deps.TxM) {
-		t.Fatal("the stack must use the container's TxContext and build no TxManager")
+	if deps.Own != nil {
+		t.Fatal("with WithTxContext the data source must build no TxManager")
 	}
-	write(t, deps.TxM, deps.Writer, orderPlaced, 3)
-	eventually(t, "3 DONE", func() bool { return countStatus(t, deps.Stack, outbox.StatusDone) == 3 })
-	if got := deps.Stack.Rebind("SELECT ? , ?"); got != "SELECT ? , ?" {
+	// The Client writes in the application's transactions: it uses the
+	// container's TxContext.
+	write(t, deps.TxM, deps.Client, orderAggregate, orderPlaced, 3)
+	eventually(t, "3 DONE", func() bool { return countStatus(t, deps.Client, outbox.StatusDone) == 3 })
+	if deps.Store.Dialect() != outboxsql.SQLite || deps.Store.Table() != "outbox_event" {
+		t.Fatalf("store: %v, table %s", deps.Store.Dialect(), deps.Store.Table())
+	}
+	if got := outboxsql.Rebind(deps.Store.Dialect(), "SELECT ? , ?"); got != "SELECT ? , ?" {
 		t.Fatalf("Rebind on SQLite changed the query: %q", got)
-	}
-	if got := outboxsql.Rebind(nil, "a = ?"); got != "a = ?" {
-		t.Fatalf("Rebind without a dialect: %q", got)
 	}
 }

@@ -15,10 +15,10 @@ import (
 )
 
 // OrderService is application code: it writes an order's event through the
-// "orders" data source's Writer, in that data source's transaction.
+// "orders" data source's Client, in that data source's transaction.
 type OrderService struct {
-	tx *outboxsql.TxManager
-	w  *outbox.Writer
+	tx     *outboxsql.TxManager
+	outbox *outbox.Client
 }
 
 func (s *OrderService) Place(ctx context.Context, id string) error {
@@ -29,7 +29,7 @@ func (s *OrderService) Place(ctx context.Context, id string) error {
 		if err != nil {
 			return err
 		}
-		_, err = s.w.Write(ctx, e)
+		_, err = s.outbox.Write(ctx, e)
 		return err
 	})
 }
@@ -62,7 +62,7 @@ func ExampleDataSource() {
 		),
 		outboxfx.Routes("orders", shipping),
 		fx.Provide(fx.Annotate(
-			func(tx *outboxsql.TxManager, w *outbox.Writer) *OrderService { return &OrderService{tx: tx, w: w} },
+			func(tx *outboxsql.TxManager, c *outbox.Client) *OrderService { return &OrderService{tx: tx, outbox: c} },
 			fx.ParamTags(`name:"orders"`, `name:"orders"`),
 		)),
 		fx.Populate(&svc),

@@ -6,6 +6,7 @@ require (
 	github.com/go-outbox/outbox/core v0.0.0
 	github.com/rs/zerolog v1.35.1
 	go.uber.org/fx v1.24.0
+	go.uber.org/goleak v1.3.0
 	modernc.org/sqlite v1.46.1
 )
 
