@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,7 +16,7 @@ import (
 	"unicode/utf8"
 
 	outbox "github.com/go-outbox/outbox/core"
-	outboxfx "github.com/go-outbox/outbox/fxmodule"
+	"github.com/go-outbox/outbox/core/outboxsql"
 	"github.com/rs/zerolog"
 	"go.uber.org/fx"
 )
@@ -26,7 +27,9 @@ const maxBody = 64 << 10
 // API is the HTTP interface: orders, the dead-letter admin, health.
 type API struct {
 	orders   *Orders
-	st       *outboxfx.Stack
+	outbox   *outbox.Client
+	store    *outboxsql.Store
+	db       *sql.DB
 	shipping *Shipping
 	log      zerolog.Logger
 	ready    atomic.Bool
@@ -34,8 +37,8 @@ type API struct {
 
 // newAPI returns the API; it reports ready once the app (the outbox
 // included) has started, and not ready from the moment it stops.
-func newAPI(lc fx.Lifecycle, orders *Orders, st *outboxfx.Stack, sh *Shipping, log zerolog.Logger) *API {
-	a := &API{orders: orders, st: st, shipping: sh, log: log}
+func newAPI(lc fx.Lifecycle, orders *Orders, c *outbox.Client, store *outboxsql.Store, db *sql.DB, sh *Shipping, log zerolog.Logger) *API {
+	a := &API{orders: orders, outbox: c, store: store, db: db, shipping: sh, log: log}
 	lc.Append(fx.Hook{
 		OnStart: func(context.Context) error { a.ready.Store(true); return nil },
 		OnStop:  func(context.Context) error { a.ready.Store(false); return nil },
@@ -107,7 +110,7 @@ func (a *API) getOrder(w http.ResponseWriter, r *http.Request) {
 
 // stats counts the outbox by status and reports the oldest pending event.
 func (a *API) stats(w http.ResponseWriter, r *http.Request) {
-	s, err := a.st.Stats(r.Context())
+	s, err := a.outbox.Stats(r.Context())
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -122,7 +125,7 @@ func (a *API) stats(w http.ResponseWriter, r *http.Request) {
 		Pending                 int64            `json:"pending"`
 		OldestPendingAt         *time.Time       `json:"oldest_pending_at"`
 		OldestPendingAgeSeconds float64          `json:"oldest_pending_age_seconds"`
-	}{Table: a.st.Store().Table(), ByStatus: byStatus, Pending: byStatus["NEW"] + byStatus["RETRY"]}
+	}{Table: a.store.Table(), ByStatus: byStatus, Pending: byStatus["NEW"] + byStatus["RETRY"]}
 	if !s.OldestPending.IsZero() {
 		t := s.OldestPending.UTC()
 		resp.OldestPendingAt = &t
@@ -156,12 +159,12 @@ func (a *API) listDead(w http.ResponseWriter, r *http.Request) {
 		}
 		q.Limit = n
 	}
-	recs, err := a.st.Dead().List(r.Context(), q)
+	recs, err := a.outbox.Dead().List(r.Context(), q)
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	total, err := a.st.Dead().Count(r.Context(), outbox.Query{EventType: q.EventType})
+	total, err := a.outbox.Dead().Count(r.Context(), outbox.Query{EventType: q.EventType})
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -188,7 +191,7 @@ func (a *API) listDead(w http.ResponseWriter, r *http.Request) {
 // replay makes one DEAD event pending again; the poller delivers it.
 func (a *API) replay(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	err := a.st.Dead().Replay(r.Context(), id)
+	err := a.outbox.Dead().Replay(r.Context(), id)
 	if errors.Is(err, outbox.ErrNotFound) {
 		writeError(w, http.StatusNotFound, "no DEAD event with id "+id)
 		return
@@ -202,7 +205,7 @@ func (a *API) replay(w http.ResponseWriter, r *http.Request) {
 
 // replayAll replays every DEAD event (?event_type= to narrow it).
 func (a *API) replayAll(w http.ResponseWriter, r *http.Request) {
-	n, err := a.st.Dead().ReplayAll(r.Context(), outbox.Query{EventType: r.URL.Query().Get("event_type")})
+	n, err := a.outbox.Dead().ReplayAll(r.Context(), outbox.Query{EventType: r.URL.Query().Get("event_type")})
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -241,7 +244,7 @@ func (a *API) readyz(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), time.Second)
 	defer cancel()
-	if err := a.st.DB().PingContext(ctx); err != nil {
+	if err := a.db.PingContext(ctx); err != nil {
 		writeError(w, http.StatusServiceUnavailable, "database unreachable")
 		return
 	}

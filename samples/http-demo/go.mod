@@ -9,6 +9,7 @@ require (
 	github.com/jackc/pgx/v5 v5.8.0
 	github.com/rs/zerolog v1.35.1
 	go.uber.org/fx v1.24.0
+	go.uber.org/goleak v1.3.0
 	modernc.org/sqlite v1.46.1
 )
 

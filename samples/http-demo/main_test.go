@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -13,11 +14,17 @@ import (
 	"testing"
 	"time"
 
-	outboxfx "github.com/go-outbox/outbox/fxmodule"
 	"github.com/rs/zerolog"
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxtest"
+	"go.uber.org/goleak"
 )
+
+// TestMain fails the run if any goroutine outlives the tests: stopping the
+// app must stop the outbox Client and the HTTP server and close the pool.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
 
 type syncBuffer struct {
 	mu  sync.Mutex
@@ -41,7 +48,7 @@ func (b *syncBuffer) String() string {
 type demo struct {
 	t     *testing.T
 	url   string
-	st    *outboxfx.Stack
+	db    *sql.DB
 	logs  *syncBuffer
 	httpc *http.Client
 }
@@ -52,8 +59,8 @@ func startDemo(t *testing.T, failListener bool) *demo {
 	logger := zerolog.New(logs).Level(zerolog.InfoLevel).With().Timestamp().Logger()
 	var deps struct {
 		fx.In
-		API   *API
-		Stack *outboxfx.Stack
+		API *API
+		DB  *sql.DB
 	}
 	app := fxtest.New(t,
 		appOptions(settings{dsn: filepath.Join(t.TempDir(), "demo.db"), failListener: failListener}, logger),
@@ -64,7 +71,7 @@ func startDemo(t *testing.T, failListener bool) *demo {
 		srv.Close()
 		app.RequireStop()
 	})
-	return &demo{t: t, url: srv.URL, st: deps.Stack, logs: logs, httpc: srv.Client()}
+	return &demo{t: t, url: srv.URL, db: deps.DB, logs: logs, httpc: srv.Client()}
 }
 
 // do sends a request and decodes the JSON answer into out (if not nil).
@@ -231,7 +238,7 @@ func TestBadBodiesAreRejectedAndWriteNothing(t *testing.T) {
 		}
 	}
 	var orders int
-	if err := d.st.DB().QueryRowContext(context.Background(), `SELECT COUNT(*) FROM http_demo_orders`).Scan(&orders); err != nil {
+	if err := d.db.QueryRowContext(context.Background(), `SELECT COUNT(*) FROM http_demo_orders`).Scan(&orders); err != nil {
 		t.Fatal(err)
 	}
 	s := d.stats()

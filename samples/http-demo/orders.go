@@ -8,7 +8,7 @@ import (
 	"time"
 
 	outbox "github.com/go-outbox/outbox/core"
-	outboxfx "github.com/go-outbox/outbox/fxmodule"
+	"github.com/go-outbox/outbox/core/outboxsql"
 	"go.uber.org/fx"
 )
 
@@ -56,15 +56,18 @@ const ordersSchema = `CREATE TABLE IF NOT EXISTS http_demo_orders (
 // Orders stores orders, writing each order's events through the outbox in
 // the order's transaction.
 type Orders struct {
-	st *outboxfx.Stack
+	db     *sql.DB
+	store  *outboxsql.Store
+	tx     *outboxsql.TxManager
+	outbox *outbox.Client
 }
 
 // newOrders creates the orders table when the app starts (after the outbox
 // table, whose hook was registered first).
-func newOrders(lc fx.Lifecycle, st *outboxfx.Stack) *Orders {
-	o := &Orders{st: st}
+func newOrders(lc fx.Lifecycle, db *sql.DB, store *outboxsql.Store, tx *outboxsql.TxManager, c *outbox.Client) *Orders {
+	o := &Orders{db: db, store: store, tx: tx, outbox: c}
 	lc.Append(fx.StartHook(func(ctx context.Context) error {
-		if _, err := st.DB().ExecContext(ctx, ordersSchema); err != nil {
+		if _, err := db.ExecContext(ctx, ordersSchema); err != nil {
 			return fmt.Errorf("create orders table: %w", err)
 		}
 		return nil
@@ -83,15 +86,14 @@ func (o *Orders) Place(ctx context.Context, customer string, amountCents int64) 
 	}
 	order := Order{ID: id, Customer: customer, AmountCents: amountCents, Status: "placed",
 		CreatedAt: time.Now().UTC().Format(time.RFC3339Nano), EventID: ev.ID()}
-	txm := o.st.TxManager()
-	err = txm.InTx(ctx, func(ctx context.Context) error {
-		tx, _ := txm.Tx(ctx)
-		if _, err := tx.ExecContext(ctx, o.st.Rebind(
+	err = o.tx.InTx(ctx, func(ctx context.Context) error {
+		tx, _ := o.tx.Tx(ctx)
+		if _, err := tx.ExecContext(ctx, o.rebind(
 			`INSERT INTO http_demo_orders (id, customer, amount_cents, status, created_at, event_id) VALUES (?, ?, ?, ?, ?, ?)`),
 			order.ID, order.Customer, order.AmountCents, order.Status, order.CreatedAt, order.EventID); err != nil {
 			return fmt.Errorf("insert order: %w", err)
 		}
-		_, err := o.st.Writer().Write(ctx, ev)
+		_, err := o.outbox.Write(ctx, ev)
 		return err
 	})
 	if err != nil {
@@ -104,7 +106,7 @@ func (o *Orders) Place(ctx context.Context, customer string, amountCents int64) 
 func (o *Orders) Get(ctx context.Context, id string) (Order, error) {
 	var ord Order
 	var shipped sql.NullString
-	err := o.st.DB().QueryRowContext(ctx, o.st.Rebind(
+	err := o.db.QueryRowContext(ctx, o.rebind(
 		`SELECT id, customer, amount_cents, status, created_at, shipped_at, event_id FROM http_demo_orders WHERE id = ?`), id).
 		Scan(&ord.ID, &ord.Customer, &ord.AmountCents, &ord.Status, &ord.CreatedAt, &shipped, &ord.EventID)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -117,4 +119,10 @@ func (o *Orders) Get(ctx context.Context, id string) (Order, error) {
 		ord.ShippedAt = &shipped.String
 	}
 	return ord, nil
+}
+
+// rebind makes a query written with ? placeholders run on the data
+// source's database ($1, $2, … on PostgreSQL).
+func (o *Orders) rebind(query string) string {
+	return outboxsql.Rebind(o.store.Dialect(), query)
 }

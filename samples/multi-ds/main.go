@@ -1,9 +1,9 @@
 // Command multi-ds runs one fx application with two outbox data sources,
 // "orders" and "billing". Each has its own database (two SQLite files by
-// default), its own outbox table, dispatcher, poller and purger, and the
-// listener code is shared between them. It writes business rows and their
+// default), its own outbox table and its own outbox.Client (hot path,
+// poller and purger), and the listener code is shared between them. It writes business rows and their
 // events to both, waits until every event is settled by its own data
-// source's stack, prints a summary per data source and exits 0 — or 1 if an
+// source's Client, prints a summary per data source and exits 0 — or 1 if an
 // event was lost, delivered by the wrong data source, or left pending.
 //
 //	go run .                                  # two SQLite files under $TMPDIR/outbox-multi-ds
@@ -14,6 +14,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"errors"
 	"flag"
@@ -26,6 +27,7 @@ import (
 	"time"
 
 	outbox "github.com/go-outbox/outbox/core"
+	"github.com/go-outbox/outbox/core/outboxsql"
 	outboxfx "github.com/go-outbox/outbox/fxmodule"
 	_ "github.com/go-sql-driver/mysql"
 	_ "github.com/jackc/pgx/v5/stdlib"
@@ -148,18 +150,20 @@ func (p *paths) HotEnqueued()  { p.hot.Add(1) }
 func (p *paths) ColdEnqueued() { p.cold.Add(1) }
 func (p *paths) DispatchDead() { p.dead.Add(1) }
 
-// stacks are the two data sources' components, injected by name.
-type stacks struct {
-	fx.In
-	Orders  *outboxfx.Stack `name:"orders"`
-	Billing *outboxfx.Stack `name:"billing"`
+// parts are what one data source provides, injected by its name.
+type parts struct {
+	client *outbox.Client
+	store  *outboxsql.Store
+	txm    *outboxsql.TxManager
+	db     *sql.DB
 }
 
-func (s stacks) get(ds string) *outboxfx.Stack {
-	if ds == "orders" {
-		return s.Orders
-	}
-	return s.Billing
+// inject returns an fx.Invoke that fills p with data source ds's parts.
+func inject(ds string, p *parts) fx.Option {
+	tag := outboxfx.NameTag(ds)
+	return fx.Invoke(fx.Annotate(func(c *outbox.Client, s *outboxsql.Store, t *outboxsql.TxManager, db *sql.DB) {
+		*p = parts{client: c, store: s, txm: t, db: db}
+	}, fx.ParamTags(tag, tag, tag, tag)))
 }
 
 func run(ctx context.Context, o options) error {
@@ -186,23 +190,28 @@ func run(ctx context.Context, o options) error {
 			}
 		}),
 	}
+	dsOpts := map[string][]outboxfx.Option{}
+	st := map[string]*parts{}
 	for _, ds := range dataSources {
+		dsOpts[ds] = []outboxfx.Option{
+			outboxfx.WithPreset(outboxfx.PresetSingleNode),
+			outboxfx.Configure(func(c *outboxfx.Config) {
+				c.Migrate = true
+				c.Table = "multi_ds_" + ds + "_outbox" // distinct tables: both may point at one database
+				c.PollInterval = 200 * time.Millisecond
+				c.RetryBase, c.RetryMax = 100*time.Millisecond, time.Second
+			}),
+			outboxfx.WithMetrics(metrics[ds]),
+			outboxfx.FromEnv(), // OUTBOX_ORDERS_… / OUTBOX_BILLING_… have the last word
+		}
+		st[ds] = &parts{}
 		appOpts = append(appOpts,
 			outboxfx.SQLDBFromURL(ds, o.urls[ds]),
-			outboxfx.DataSource(ds,
-				outboxfx.WithPreset(outboxfx.PresetSingleNode),
-				outboxfx.Configure(func(c *outboxfx.Config) {
-					c.Migrate = true
-					c.Table = "multi_ds_" + ds + "_outbox" // distinct tables: both may point at one database
-					c.PollInterval = 200 * time.Millisecond
-					c.RetryBase, c.RetryMax = 100*time.Millisecond, time.Second
-				}),
-				outboxfx.WithMetrics(metrics[ds]),
-				outboxfx.FromEnv(), // OUTBOX_ORDERS_… / OUTBOX_BILLING_… have the last word
-			))
+			outboxfx.DataSource(ds, dsOpts[ds]...),
+			inject(ds, st[ds]),
+		)
 	}
-	var st stacks
-	app := fx.New(append(appOpts, fx.Populate(&st))...)
+	app := fx.New(appOpts...)
 	if err := app.Err(); err != nil {
 		return err
 	}
@@ -230,10 +239,10 @@ func run(ctx context.Context, o options) error {
 	}
 	before := map[string]outbox.Stats{}
 	for _, ds := range dataSources {
-		if _, err := st.get(ds).DB().ExecContext(ctx, schema[ds]); err != nil {
+		if _, err := st[ds].db.ExecContext(ctx, schema[ds]); err != nil {
 			return fmt.Errorf("%s: create table: %w", ds, err)
 		}
-		s, err := st.get(ds).Stats(ctx)
+		s, err := st[ds].client.Stats(ctx)
 		if err != nil {
 			return err
 		}
@@ -245,12 +254,12 @@ func run(ctx context.Context, o options) error {
 	fmt.Fprintf(o.out, "writing %d business transactions to each data source (run %s)\n", o.n, run)
 	for i := 1; i <= o.n; i++ {
 		orderID := fmt.Sprintf("o-%s-%d", run, i)
-		ids, err := placeOrder(ctx, st.Orders, orderID, int64(100*i), i == 1)
+		ids, err := placeOrder(ctx, st["orders"], orderID, int64(100*i), i == 1)
 		if err != nil {
 			return fmt.Errorf("orders: %w", err)
 		}
 		written["orders"] = append(written["orders"], ids...)
-		ids, err = issueInvoice(ctx, st.Billing, "i-"+run+"-"+fmt.Sprint(i), orderID, int64(100*i), i == 1)
+		ids, err = issueInvoice(ctx, st["billing"], "i-"+run+"-"+fmt.Sprint(i), orderID, int64(100*i), i == 1)
 		if err != nil {
 			return fmt.Errorf("billing: %w", err)
 		}
@@ -267,7 +276,7 @@ func run(ctx context.Context, o options) error {
 	for {
 		settled := true
 		for _, ds := range dataSources {
-			s, err := st.get(ds).Stats(ctx)
+			s, err := st[ds].client.Stats(ctx)
 			if err != nil {
 				// A dropped connection is not the end: the outbox recovers
 				// from it, and so does this wait, until the timeout.
@@ -298,8 +307,12 @@ func run(ctx context.Context, o options) error {
 	fmt.Fprintln(o.out, "\nsummary")
 	ok := true
 	for _, ds := range dataSources {
-		s := st.get(ds)
-		c := s.Config()
+		p := st[ds]
+		c, err := outboxfx.ResolveConfig(ds, dsOpts[ds]...) // as the data source resolved it at start
+		if err != nil {
+			return err
+		}
+		c = c.WithDefaults()
 		got, failures := notifier.snapshot(ds)
 		theirs := map[string]bool{} // the other data source's events
 		for _, other := range dataSources {
@@ -318,15 +331,15 @@ func run(ctx context.Context, o options) error {
 		done := after[ds].ByStatus[outbox.StatusDone] - before[ds].ByStatus[outbox.StatusDone]
 		missing = len(written[ds]) - len(got) - int(dead)
 		m := metrics[ds]
-		fmt.Fprintf(o.out, "  %-7s %s, table %s, owner %s\n", ds, s.Store().Dialect().Name(), c.Table, c.Owner)
+		fmt.Fprintf(o.out, "  %-7s %s, table %s, owner %s\n", ds, p.store.Dialect().Name(), p.store.Table(), p.client.Owner())
 		fmt.Fprintf(o.out, "          own dispatcher (%d workers), poller (every %s), purger (every %s, keeps %s)\n",
 			c.Workers, c.PollInterval, c.PurgeInterval, c.Retention)
 		fmt.Fprintf(o.out, "          written %d, delivered %d, dead %d (no listener), failed attempts %d\n",
 			len(written[ds]), len(got), dead, failures)
 		fmt.Fprintf(o.out, "          queued by the hot path %d, by the poller %d; rows DONE %d; duplicates %d, from the other data source %d, missing %d\n",
 			m.hot.Load(), m.cold.Load(), done, duplicates, foreign, missing)
-		if s.Poller() == nil || s.Purger() == nil || s.Dispatcher() == nil {
-			ok = false
+		if c.Mode != outbox.ModeFull || c.DisablePurge {
+			ok = false // the summary above describes a data source running everything
 		}
 		if foreign > 0 || missing != 0 || len(got) != wantDelivered[ds] || dead != wantDead[ds] || done != int64(len(got)) {
 			ok = false
@@ -340,38 +353,37 @@ func run(ctx context.Context, o options) error {
 }
 
 // placeOrder inserts an order and its events in one orders transaction.
-func placeOrder(ctx context.Context, st *outboxfx.Stack, id string, amount int64, archived bool) ([]string, error) {
+func placeOrder(ctx context.Context, p *parts, id string, amount int64, archived bool) ([]string, error) {
 	events := []outbox.Envelope{outbox.MustEnvelope(orderPlaced, outbox.WithAggregate(orderAggregate, id),
 		outbox.WithJSONValue(map[string]any{"order": id, "amount": amount}))}
 	if archived {
 		events = append(events, outbox.MustEnvelope(orderArchived, outbox.WithAggregate(orderAggregate, id), outbox.WithJSON([]byte(`{}`))))
 	}
-	return writeWith(ctx, st, `INSERT INTO multi_ds_orders (id, amount) VALUES (?, ?)`, []any{id, amount}, events)
+	return writeWith(ctx, p, `INSERT INTO multi_ds_orders (id, amount) VALUES (?, ?)`, []any{id, amount}, events)
 }
 
 // issueInvoice inserts an invoice and its events in one billing transaction.
-func issueInvoice(ctx context.Context, st *outboxfx.Stack, id, orderID string, amount int64, captured bool) ([]string, error) {
+func issueInvoice(ctx context.Context, p *parts, id, orderID string, amount int64, captured bool) ([]string, error) {
 	events := []outbox.Envelope{outbox.MustEnvelope(invoiceIssued, outbox.WithAggregate(invoiceAggregate, id),
 		outbox.WithJSONValue(map[string]any{"invoice": id, "order": orderID, "amount": amount}))}
 	if captured {
 		events = append(events, outbox.MustEnvelope(paymentCaptured, outbox.WithAggregate(invoiceAggregate, id),
 			outbox.WithJSONValue(map[string]any{"invoice": id, "captured": amount})))
 	}
-	return writeWith(ctx, st, `INSERT INTO multi_ds_invoices (id, order_id, amount) VALUES (?, ?, ?)`, []any{id, orderID, amount}, events)
+	return writeWith(ctx, p, `INSERT INTO multi_ds_invoices (id, order_id, amount) VALUES (?, ?, ?)`, []any{id, orderID, amount}, events)
 }
 
 // writeWith runs the business insert and the outbox write in one
 // transaction of the data source.
-func writeWith(ctx context.Context, st *outboxfx.Stack, insert string, args []any, events []outbox.Envelope) ([]string, error) {
+func writeWith(ctx context.Context, p *parts, insert string, args []any, events []outbox.Envelope) ([]string, error) {
 	var ids []string
-	txm := st.TxManager()
-	err := txm.InTx(ctx, func(ctx context.Context) error {
-		tx, _ := txm.Tx(ctx)
-		if _, err := tx.ExecContext(ctx, st.Rebind(insert), args...); err != nil {
+	err := p.txm.InTx(ctx, func(ctx context.Context) error {
+		tx, _ := p.txm.Tx(ctx)
+		if _, err := tx.ExecContext(ctx, outboxsql.Rebind(p.store.Dialect(), insert), args...); err != nil {
 			return err
 		}
 		var err error
-		ids, err = st.Writer().Write(ctx, events...)
+		ids, err = p.client.Write(ctx, events...)
 		return err
 	})
 	return ids, err

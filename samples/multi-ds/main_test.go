@@ -14,7 +14,14 @@ import (
 	outbox "github.com/go-outbox/outbox/core"
 	"github.com/go-outbox/outbox/core/outboxsql"
 	outboxfx "github.com/go-outbox/outbox/fxmodule"
+	"go.uber.org/goleak"
 )
+
+// TestMain fails the run if any goroutine outlives the tests: stopping the
+// app must stop both data sources' Clients and close both pools.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
 
 func runSample(t *testing.T, urls map[string]string) string {
 	t.Helper()
