@@ -295,7 +295,7 @@ func NewEnvelope(t EventType, opts ...EnvelopeOption) (Envelope, error) {
 	if b.hasVal {
 		raw, err := json.Marshal(b.jsonVal)
 		if err != nil {
-			return Envelope{}, fmt.Errorf("%w: marshal payload of %q: %v", ErrInvalidEnvelope, e.eventType, err)
+			return Envelope{}, fmt.Errorf("%w: marshal payload of %q: %w", ErrInvalidEnvelope, e.eventType, err)
 		}
 		e.payload = string(raw)
 	}

@@ -424,7 +424,7 @@ func (c Config) LoadEnv(prefix string, lookup func(string) (string, bool)) (Conf
 		case errors.Is(err, outbox.ErrInvalidConfig):
 			return c, fmt.Errorf("outboxfx: %s=%q: %w", key, v, err)
 		default:
-			return c, fmt.Errorf("outboxfx: %s=%q: %w: %v", key, v, outbox.ErrInvalidConfig, err)
+			return c, fmt.Errorf("outboxfx: %s=%q: %w: %w", key, v, outbox.ErrInvalidConfig, err)
 		}
 	}
 	return c, nil
