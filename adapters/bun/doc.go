@@ -1,30 +1,36 @@
 // Package outboxbun connects the outbox to bun: the outbox row is written in
 // the very transaction that writes the business rows, and the outbox's
-// after-commit callbacks (the dispatcher's hot path) run only once that
+// after-commit callbacks (the Client's hot path) run only once that
 // transaction really commits.
 //
 // # Setup
 //
 // TxContext is a bun query hook: install it on the database, then give it
-// to the outbox Writer. The outbox Store is outboxsql's, on the *sql.DB
-// under bun:
+// to the outbox Client. Open returns the outbox Store: outboxsql's, on the
+// *sql.DB under bun, in the dialect of bun's. Like outboxsql.Open, it does
+// not touch the database; the Store's Migrate creates the table (or create
+// it with Model, or run Store.Schema in your own migrations).
 //
 //	tc := outboxbun.New()
 //	db := bun.NewDB(sqlDB, pgdialect.New()).WithQueryHook(tc)
-//	store, _ := outboxsql.Open(sqlDB)
-//	w, _ := outbox.NewWriter(outbox.WriterConfig{TxContext: tc, Store: store, Hook: d.Hook()})
+//	store, _ := outboxbun.Open(db)
+//	_ = store.Migrate(ctx)
+//	client, _ := outbox.New(outbox.Config{Store: store, TxContext: tc})
+//	_ = client.Handle(outbox.EventName("OrderPlaced"), notify)
+//	_ = client.Start(ctx)
+//	defer client.Close(ctx)
 //
 // # Writing
 //
 // bun keeps a context for each transaction and passes it to the function of
 // db.RunInTx; the hook attaches the transaction's bookkeeping to it when
-// bun reports BEGIN. The Writer also needs the bun.Tx, which WithTx adds:
+// bun reports BEGIN. The Client also needs the bun.Tx, which WithTx adds:
 //
 //	err := db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 //		if _, err := tx.NewInsert().Model(&order).Exec(ctx); err != nil {
 //			return err
 //		}
-//		_, err := w.Write(outboxbun.WithTx(ctx, tx), event)
+//		_, err := client.Write(outboxbun.WithTx(ctx, tx), event)
 //		return err
 //	})
 //

@@ -24,37 +24,35 @@ type Order struct {
 }
 
 // The business row and the event commit in one bun transaction; the
-// dispatcher delivers the event right after the commit.
+// Client delivers the event right after the commit.
 func Example() {
 	ctx := context.Background()
 	dir, _ := os.MkdirTemp("", "outboxbun")
 	defer os.RemoveAll(dir)
 
 	sqlDB, _ := sql.Open("sqlite", outboxsql.SQLiteDSN(filepath.Join(dir, "app.db")))
-	defer sqlDB.Close()
+	defer sqlDB.Close() // after client.Close
 	tc := outboxbun.New()
 	db := bun.NewDB(sqlDB, sqlitedialect.New()).WithQueryHook(tc)
 	_, _ = db.NewCreateTable().Model((*Order)(nil)).Exec(ctx)
-	store, _ := outboxsql.Open(sqlDB)
-	_ = store.Migrate(ctx, sqlDB)
 
+	store, _ := outboxbun.Open(db) // the outbox table, on bun's *sql.DB
+	_ = store.Migrate(ctx)
+	client, _ := outbox.New(outbox.Config{Store: store, TxContext: tc})
 	delivered := make(chan string, 1)
-	reg := outbox.NewRegistry()
-	_ = reg.Handle(outbox.EventName("OrderPlaced"), func(_ context.Context, e outbox.Envelope) error {
+	_ = client.Handle(outbox.EventName("OrderPlaced"), func(_ context.Context, e outbox.Envelope) error {
 		delivered <- e.PayloadString()
 		return nil
 	})
-	d, _ := outbox.NewDispatcher(outbox.DispatcherConfig{Store: store, DB: sqlDB, Registry: reg})
-	_ = d.Start(ctx)
-	defer d.Close(ctx)
-	w, _ := outbox.NewWriter(outbox.WriterConfig{TxContext: tc, Store: store, Hook: d.Hook()})
+	_ = client.Start(ctx)
+	defer client.Close(ctx)
 
 	err := db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		if _, err := tx.NewInsert().Model(&Order{ID: "o-1", Total: 42}).Exec(ctx); err != nil {
 			return err
 		}
 		ev := outbox.MustEnvelope(outbox.EventName("OrderPlaced"), outbox.WithJSON([]byte(`{"id":"o-1"}`)))
-		_, err := w.Write(outboxbun.WithTx(ctx, tx), ev)
+		_, err := client.Write(outboxbun.WithTx(ctx, tx), ev)
 		return err
 	})
 	fmt.Println("committed:", err == nil)

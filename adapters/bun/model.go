@@ -8,6 +8,7 @@ import (
 
 	outbox "github.com/go-outbox/outbox/core"
 	"github.com/go-outbox/outbox/core/outboxsql"
+	"github.com/go-outbox/outbox/core/sqlstore"
 	"github.com/uptrace/bun"
 	"github.com/uptrace/bun/dialect"
 )
@@ -114,7 +115,7 @@ func (*PostgresEvent) BeforeCreateTable(_ context.Context, q *bun.CreateTableQue
 // AfterCreateTable gives event_id the "C" collation (ids sort byte-wise,
 // as in Go) and creates the partial indexes of outboxsql's schema.
 func (*PostgresEvent) AfterCreateTable(ctx context.Context, q *bun.CreateTableQuery) error {
-	const collate = `ALTER TABLE ` + outboxsql.DefaultTable + ` ALTER COLUMN event_id TYPE VARCHAR(36) COLLATE "C"`
+	const collate = `ALTER TABLE ` + sqlstore.DefaultTable + ` ALTER COLUMN event_id TYPE VARCHAR(36) COLLATE "C"`
 	if _, err := q.DB().ExecContext(ctx, collate); err != nil {
 		return fmt.Errorf("outboxbun: collation of event_id: %w", err)
 	}
@@ -136,7 +137,7 @@ func (*MySQLEvent) BeforeCreateTable(_ context.Context, q *bun.CreateTableQuery)
 // createIndexes runs the CREATE INDEX statements of outboxsql's schema for
 // dialect d and the default table.
 func createIndexes(ctx context.Context, q *bun.CreateTableQuery, d outboxsql.Dialect) error {
-	store, err := outboxsql.New(d)
+	store, err := outboxsql.Open(q.DB().DB, outboxsql.WithDialect(d))
 	if err != nil {
 		return err
 	}
@@ -171,7 +172,7 @@ func createIndexes(ctx context.Context, q *bun.CreateTableQuery, d outboxsql.Dia
 // Store reads and writes the rows; the models can read them too. Timestamps
 // are UTC (SQLite: Unix microseconds).
 //
-// The models know the default table name outboxsql.DefaultTable only. For
+// The models know the default table name sqlstore.DefaultTable only. For
 // another name, create the table with outboxsql's Store.Migrate, or run its
 // Store.Schema statements in a migration.
 //

@@ -40,12 +40,20 @@ func TestModelReadsRows(t *testing.T) {
 		ctx := context.Background()
 		sqlDB := b.OpenIsolated(t)
 		db := createModel(t, b, sqlDB)
-		store, err := outboxsql.New(b.Dialect)
+		store, err := outboxbun.Open(db)
 		if err != nil {
 			t.Fatal(err)
 		}
 		e := outbox.MustEnvelope(outbox.EventName("Read"), outbox.WithJSON([]byte(`{"a":1}`)))
-		if err := store.Insert(ctx, sqlDB, time.Now(), "", []outbox.Envelope{e}); err != nil {
+		txm := outboxsql.NewTxManager(sqlDB)
+		err = txm.InTx(ctx, func(ctx context.Context) error {
+			tx, err := txm.Current(ctx)
+			if err != nil {
+				return err
+			}
+			return store.Insert(ctx, tx, time.Now(), "", []outbox.Envelope{e})
+		})
+		if err != nil {
 			t.Fatal(err)
 		}
 		model, _ := outboxbun.Model(db)

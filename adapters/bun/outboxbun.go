@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	outbox "github.com/go-outbox/outbox/core"
+	"github.com/go-outbox/outbox/core/outboxsql"
 	"github.com/go-outbox/outbox/core/outboxtx"
 	"github.com/uptrace/bun"
 )
@@ -20,7 +21,7 @@ import (
 //
 // The hook attaches the transaction's bookkeeping to the context bun keeps
 // for the transaction — the context that db.RunInTx passes to its function.
-// The outbox Writer then needs the bun.Tx itself, which WithTx adds. The
+// The outbox Client then needs the bun.Tx itself, which WithTx adds. The
 // zero value is ready to use; callback panics then go to slog.Default().
 type TxContext struct {
 	logger *slog.Logger
@@ -138,7 +139,7 @@ func (tc *TxContext) AfterQuery(ctx context.Context, e *bun.QueryEvent) {
 type txKey struct{}
 
 // WithTx returns a copy of ctx carrying the bun transaction tx, for the
-// outbox Writer (and for business code, see FromContext). ctx must be the
+// outbox Client (and for business code, see FromContext). ctx must be the
 // context of the transaction: the one db.RunInTx (or tx.RunInTx) passes to
 // its function, or the one TxContext.BeginTx returns. A context carries one
 // bun transaction: the innermost WithTx wins.
@@ -175,7 +176,7 @@ func (tc *TxContext) Current(ctx context.Context) (outbox.Tx, error) {
 	case st.scope.Ended():
 		return nil, fmt.Errorf("%w (outboxbun: the transaction in the context already ended)", outbox.ErrNoTransaction)
 	}
-	return st.scope.Tx(tx.Tx), nil
+	return outboxsql.NewTx(tx.Tx, st.scope), nil
 }
 
 // BeginTx begins a transaction on db (a *bun.DB or bun.Conn with the hook
@@ -202,12 +203,13 @@ func (tc *TxContext) BeginTx(ctx context.Context, db bun.IDB, opts *sql.TxOption
 }
 
 // RunInTx runs fn in bun's own RunInTx on db and passes it a context that
-// carries the transaction (WithTx). If ctx already carries a transaction
-// of the same database, fn runs in a nested transaction of it (a
-// savepoint), as tx.RunInTx would. bun's semantics apply unchanged: fn's
-// error or a panic rolls back.
+// carries the transaction (WithTx). If ctx already carries a running
+// transaction of the same database, fn runs in a nested transaction of it
+// (a savepoint), as tx.RunInTx would; a transaction that already ended
+// counts as none. bun's semantics apply unchanged: fn's error or a panic
+// rolls back.
 func (tc *TxContext) RunInTx(ctx context.Context, db bun.IDB, opts *sql.TxOptions, fn func(ctx context.Context, tx bun.Tx) error) error {
-	if outer, ok := FromContext(ctx); ok && sameDatabase(outer, db) {
+	if outer, ok := FromContext(ctx); ok && sameDatabase(outer, db) && !tc.ended(ctx) {
 		// bun passes the outer transaction's context to a nested
 		// function; keep the caller's, which carries the same transaction.
 		return outer.RunInTx(ctx, opts, func(_ context.Context, sp bun.Tx) error {
@@ -217,6 +219,12 @@ func (tc *TxContext) RunInTx(ctx context.Context, db bun.IDB, opts *sql.TxOption
 	return db.RunInTx(ctx, opts, func(ctx context.Context, tx bun.Tx) error {
 		return fn(WithTx(ctx, tx), tx)
 	})
+}
+
+// ended reports whether the transaction whose context ctx is has ended.
+func (tc *TxContext) ended(ctx context.Context) bool {
+	st := tc.state(ctx)
+	return st != nil && st.scope.Ended()
 }
 
 func sameDatabase(a, b bun.IDB) bool {

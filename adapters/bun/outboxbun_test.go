@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	outbox "github.com/go-outbox/outbox/core"
+	"github.com/go-outbox/outbox/core/outboxsql"
 	"github.com/go-outbox/outbox/core/outboxsql/outboxsqltest"
 	"github.com/go-outbox/outbox/core/outboxtest"
 	"github.com/uptrace/bun"
@@ -52,8 +53,7 @@ type env struct {
 	sqlDB    *sql.DB
 	db       *bun.DB
 	tc       *outboxbun.TxContext
-	store    outbox.Store
-	table    string
+	store    *outboxsql.Store
 	business string
 	failSQL  string
 }
@@ -77,7 +77,7 @@ func newEnv(t *testing.T, b outboxsqltest.Backend) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _, _ = db.NewDropTable().ModelTableExpr(business).IfExists().Exec(ctx) })
-	return &env{sqlDB: sqlDB, db: db, tc: tc, store: store, table: store.Table(), business: business, failSQL: b.CommitFailure(t, sqlDB)}
+	return &env{sqlDB: sqlDB, db: db, tc: tc, store: store, business: business, failSQL: b.CommitFailure(t, sqlDB)}
 }
 
 // style is one way applications run bun transactions; inTx runs fn in a
@@ -129,16 +129,22 @@ var styles = []style{
 
 func (e *env) fixture(s style) outboxtest.AdapterFixture {
 	return outboxtest.AdapterFixture{
-		Fixture: outboxtest.Fixture{
-			Store: e.store, DB: e.sqlDB, TxContext: e.tc, InTx: s.inTx(e), Table: e.table,
-		},
+		Fixture:       outboxsqltest.Fixture(e.sqlDB, e.store, e.tc, s.inTx(e)),
 		FailCommitSQL: e.failSQL,
 		InsertBusiness: func(ctx context.Context, name string) error {
-			tx, ok := outboxbun.FromContext(ctx)
-			if !ok {
-				return errors.New("no bun transaction in the context")
+			tx, err := txOf(ctx)
+			if err != nil {
+				return err
 			}
-			_, err := tx.NewInsert().Model(&order{Name: name}).ModelTableExpr(e.business).Exec(ctx)
+			_, err = tx.NewInsert().Model(&order{Name: name}).ModelTableExpr(e.business).Exec(ctx)
+			return err
+		},
+		ExecBusiness: func(ctx context.Context, query string) error {
+			tx, err := txOf(ctx)
+			if err != nil {
+				return err
+			}
+			_, err = tx.ExecContext(ctx, query)
 			return err
 		},
 		BusinessRows: func(t testing.TB) []string {
@@ -149,6 +155,15 @@ func (e *env) fixture(s style) outboxtest.AdapterFixture {
 			return names
 		},
 	}
+}
+
+// txOf returns the bun transaction ctx carries.
+func txOf(ctx context.Context) (bun.Tx, error) {
+	tx, ok := outboxbun.FromContext(ctx)
+	if !ok {
+		return bun.Tx{}, errors.New("no bun transaction in the context")
+	}
+	return tx, nil
 }
 
 func (s style) String() string { return s.name }

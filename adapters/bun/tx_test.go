@@ -112,3 +112,30 @@ func TestConnRunInTx(t *testing.T) {
 		}
 	})
 }
+
+// TestRunInTxAfterEnd: a context that carries a transaction that ended
+// carries none, so RunInTx begins a new transaction instead of nesting.
+func TestRunInTxAfterEnd(t *testing.T) {
+	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
+		e := newEnv(t, b)
+		var kept context.Context
+		if err := e.tc.RunInTx(context.Background(), e.db, nil, func(ctx context.Context, _ bun.Tx) error {
+			kept = ctx
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		committed := false
+		err := e.tc.RunInTx(kept, e.db, nil, func(ctx context.Context, _ bun.Tx) error {
+			cur, err := e.tc.Current(ctx)
+			if err != nil {
+				return err
+			}
+			cur.AfterCommit(func() { committed = true })
+			return nil
+		})
+		if err != nil || !committed {
+			t.Fatalf("RunInTx with the context of an ended transaction = %v, committed %v; want a new transaction that commits", err, committed)
+		}
+	})
+}

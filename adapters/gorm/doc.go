@@ -1,22 +1,30 @@
 // Package outboxgorm connects the outbox to GORM: the outbox row is written
 // in the very transaction that writes the business rows, and the outbox's
-// after-commit callbacks (the dispatcher's hot path) run only once that
+// after-commit callbacks (the Client's hot path) run only once that
 // transaction really commits.
 //
 // # Setup
 //
 // New installs a GORM plugin that wraps the database's connection pool and
-// returns the TxContext for the outbox Writer. The outbox Store is
-// outboxsql's, on the *sql.DB under GORM:
+// returns the TxContext through which the outbox Client finds GORM's
+// transactions. Open returns the outbox Store: outboxsql's, on the *sql.DB
+// under GORM, in the dialect of GORM's dialector. Like outboxsql.Open, it
+// does not touch the database; the Store's Migrate creates the table (or
+// create it with Model and AutoMigrate, or run Store.Schema in your own
+// migrations).
 //
-//	db, _ := gorm.Open(postgres.New(postgres.Config{Conn: sqlDB}), &gorm.Config{})
+//	db, _ := gorm.Open(postgres.Open(dsn), &gorm.Config{})
 //	tc, _ := outboxgorm.New(db) // before any transaction begins
-//	store, _ := outboxsql.Open(sqlDB)
-//	w, _ := outbox.NewWriter(outbox.WriterConfig{TxContext: tc, Store: store, Hook: d.Hook()})
+//	store, _ := outboxgorm.Open(db)
+//	_ = store.Migrate(ctx)
+//	client, _ := outbox.New(outbox.Config{Store: store, TxContext: tc})
+//	_ = client.Handle(outbox.EventName("OrderPlaced"), notify)
+//	_ = client.Start(ctx)
+//	defer client.Close(ctx)
 //
 // # Writing
 //
-// GORM's transactions do not live in a context.Context, so the Writer is
+// GORM's transactions do not live in a context.Context, so the Client is
 // given the transaction explicitly: WithTx puts the *gorm.DB of a
 // transaction in a context.
 //
@@ -24,7 +32,7 @@
 //		if err := tx.Create(&order).Error; err != nil {
 //			return err
 //		}
-//		_, err := w.Write(outboxgorm.WithTx(ctx, tx), event)
+//		_, err := client.Write(outboxgorm.WithTx(ctx, tx), event)
 //		return err
 //	})
 //

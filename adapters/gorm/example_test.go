@@ -2,7 +2,6 @@ package outboxgorm_test
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -23,37 +22,37 @@ type Order struct {
 }
 
 // The business row and the event commit in one GORM transaction; the
-// dispatcher delivers the event right after the commit.
+// Client delivers the event right after the commit.
 func Example() {
 	ctx := context.Background()
 	dir, _ := os.MkdirTemp("", "outboxgorm")
 	defer os.RemoveAll(dir)
+	dsn := outboxsql.SQLiteDSN(filepath.Join(dir, "app.db"))
 
-	sqlDB, _ := sql.Open("sqlite", outboxsql.SQLiteDSN(filepath.Join(dir, "app.db")))
-	defer sqlDB.Close()
-	db, _ := gorm.Open(sqlite.Dialector{DriverName: "sqlite", Conn: sqlDB}, &gorm.Config{Logger: logger.Discard})
-	tc, _ := outboxgorm.New(db) // before any transaction begins
+	db, _ := gorm.Open(sqlite.Dialector{DriverName: "sqlite", DSN: dsn}, &gorm.Config{Logger: logger.Discard})
+	if sqlDB, err := db.DB(); err == nil {
+		defer sqlDB.Close() // after client.Close
+	}
 	_ = db.AutoMigrate(&Order{})
-	store, _ := outboxsql.Open(sqlDB)
-	_ = store.Migrate(ctx, sqlDB)
 
+	tc, _ := outboxgorm.New(db)     // the plugin: before any transaction begins
+	store, _ := outboxgorm.Open(db) // the outbox table, on GORM's *sql.DB
+	_ = store.Migrate(ctx)
+	client, _ := outbox.New(outbox.Config{Store: store, TxContext: tc})
 	delivered := make(chan string, 1)
-	reg := outbox.NewRegistry()
-	_ = reg.Handle(outbox.EventName("OrderPlaced"), func(_ context.Context, e outbox.Envelope) error {
+	_ = client.Handle(outbox.EventName("OrderPlaced"), func(_ context.Context, e outbox.Envelope) error {
 		delivered <- e.PayloadString()
 		return nil
 	})
-	d, _ := outbox.NewDispatcher(outbox.DispatcherConfig{Store: store, DB: sqlDB, Registry: reg})
-	_ = d.Start(ctx)
-	defer d.Close(ctx)
-	w, _ := outbox.NewWriter(outbox.WriterConfig{TxContext: tc, Store: store, Hook: d.Hook()})
+	_ = client.Start(ctx)
+	defer client.Close(ctx)
 
 	err := db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		if err := tx.Create(&Order{ID: "o-1", Total: 42}).Error; err != nil {
 			return err
 		}
 		ev := outbox.MustEnvelope(outbox.EventName("OrderPlaced"), outbox.WithJSON([]byte(`{"id":"o-1"}`)))
-		_, err := w.Write(outboxgorm.WithTx(ctx, tx), ev)
+		_, err := client.Write(outboxgorm.WithTx(ctx, tx), ev)
 		return err
 	})
 	fmt.Println("committed:", err == nil)
@@ -68,9 +67,11 @@ func Example() {
 func ExampleTransaction() {
 	dir, _ := os.MkdirTemp("", "outboxgorm")
 	defer os.RemoveAll(dir)
-	sqlDB, _ := sql.Open("sqlite", outboxsql.SQLiteDSN(filepath.Join(dir, "app.db")))
-	defer sqlDB.Close()
-	db, _ := gorm.Open(sqlite.Dialector{DriverName: "sqlite", Conn: sqlDB}, &gorm.Config{Logger: logger.Discard})
+	dsn := outboxsql.SQLiteDSN(filepath.Join(dir, "app.db"))
+	db, _ := gorm.Open(sqlite.Dialector{DriverName: "sqlite", DSN: dsn}, &gorm.Config{Logger: logger.Discard})
+	if sqlDB, err := db.DB(); err == nil {
+		defer sqlDB.Close()
+	}
 	tc, _ := outboxgorm.New(db)
 
 	err := outboxgorm.Transaction(context.Background(), db, func(ctx context.Context, tx *gorm.DB) error {

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	outbox "github.com/go-outbox/outbox/core"
-	"github.com/go-outbox/outbox/core/outboxsql"
+	"github.com/go-outbox/outbox/core/sqlstore"
 	"gorm.io/gorm"
 )
 
@@ -78,14 +78,14 @@ type MySQLEvent struct {
 	PurgeAt       *time.Time `gorm:"column:purge_at;->;precision:6;type:DATETIME(6) GENERATED ALWAYS AS (CASE WHEN status IN (1, 3) THEN COALESCE(done_at, created_at) END) VIRTUAL;index:outbox_purge_idx"`
 }
 
-// TableName returns outboxsql.DefaultTable.
-func (SQLiteEvent) TableName() string { return outboxsql.DefaultTable }
+// TableName returns sqlstore.DefaultTable.
+func (SQLiteEvent) TableName() string { return sqlstore.DefaultTable }
 
-// TableName returns outboxsql.DefaultTable.
-func (PostgresEvent) TableName() string { return outboxsql.DefaultTable }
+// TableName returns sqlstore.DefaultTable.
+func (PostgresEvent) TableName() string { return sqlstore.DefaultTable }
 
-// TableName returns outboxsql.DefaultTable.
-func (MySQLEvent) TableName() string { return outboxsql.DefaultTable }
+// TableName returns sqlstore.DefaultTable.
+func (MySQLEvent) TableName() string { return sqlstore.DefaultTable }
 
 // Model returns a new outbox table model for db's dialect (SQLiteEvent,
 // PostgresEvent or MySQLEvent), for applications that create their tables
@@ -94,7 +94,7 @@ func (MySQLEvent) TableName() string { return outboxsql.DefaultTable }
 // constraints and indexes. outboxsql's Store reads and writes the rows; the
 // models can read them too. Timestamps are UTC (SQLite: Unix microseconds).
 //
-// The models know the default table name outboxsql.DefaultTable only (index
+// The models know the default table name sqlstore.DefaultTable only (index
 // names are fixed in their tags). For another name, create the table with
 // outboxsql's Store.Migrate, or run its Store.Schema statements in a
 // migration.

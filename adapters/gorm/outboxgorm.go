@@ -7,6 +7,7 @@ import (
 	"log/slog"
 
 	outbox "github.com/go-outbox/outbox/core"
+	"github.com/go-outbox/outbox/core/outboxsql"
 	"gorm.io/gorm"
 )
 
@@ -90,7 +91,7 @@ func (tc *TxContext) Initialize(db *gorm.DB) error {
 type txKey struct{}
 
 // WithTx returns a copy of ctx carrying the GORM transaction tx, for the
-// outbox Writer (and for business code, see FromContext). tx is the
+// outbox Client (and for business code, see FromContext). tx is the
 // *gorm.DB that db.Transaction passes to its function, or that db.Begin
 // returned; a nested transaction's tx works the same. A context carries one
 // GORM transaction: the innermost WithTx wins.
@@ -117,7 +118,7 @@ func (tc *TxContext) Current(ctx context.Context) (outbox.Tx, error) {
 	if err != nil {
 		return nil, err
 	}
-	return t.scope.Tx(t), nil
+	return outboxsql.NewTx(t, t.scope), nil
 }
 
 func (tc *TxContext) txConn(db *gorm.DB) (*txConn, error) {
@@ -145,20 +146,32 @@ func (tc *TxContext) txConn(db *gorm.DB) (*txConn, error) {
 }
 
 // Transaction runs fn in GORM's own db.Transaction and passes it a context
-// that carries the transaction (WithTx). If ctx already carries a
+// that carries the transaction (WithTx). If ctx already carries a running
 // transaction of the same database, fn runs in a nested transaction of it
-// (a savepoint), as tx.Transaction would. fn's error, or a panic, rolls
-// back; GORM's semantics apply unchanged.
+// (a savepoint), as tx.Transaction would; a transaction that already ended
+// counts as none. fn's error, or a panic, rolls back; GORM's semantics
+// apply unchanged.
 func Transaction(ctx context.Context, db *gorm.DB, fn func(ctx context.Context, tx *gorm.DB) error, opts ...*sql.TxOptions) error {
 	base := db
-	if outer, ok := FromContext(ctx); ok && sameDatabase(outer, db) {
-		if _, inTx := outer.Statement.ConnPool.(gorm.TxCommitter); inTx {
-			base = outer
-		}
+	if outer, ok := FromContext(ctx); ok && sameDatabase(outer, db) && running(outer) {
+		base = outer
 	}
 	return base.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		return fn(WithTx(ctx, tx), tx)
 	}, opts...)
+}
+
+// running reports whether db is in a transaction that has not ended.
+func running(db *gorm.DB) bool {
+	conn := db.Statement.ConnPool
+	if p, ok := conn.(*gorm.PreparedStmtTX); ok {
+		conn = p.Tx
+	}
+	if t, ok := conn.(*txConn); ok {
+		return !t.scope.Ended()
+	}
+	_, inTx := conn.(gorm.TxCommitter)
+	return inTx
 }
 
 func sameDatabase(a, b *gorm.DB) bool {

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	outbox "github.com/go-outbox/outbox/core"
+	"github.com/go-outbox/outbox/core/outboxsql"
 	"github.com/go-outbox/outbox/core/outboxsql/outboxsqltest"
 	"github.com/go-outbox/outbox/core/outboxtest"
 	"gorm.io/driver/mysql"
@@ -51,8 +52,7 @@ type env struct {
 	sqlDB    *sql.DB
 	db       *gorm.DB
 	tc       *outboxgorm.TxContext
-	store    outbox.Store
-	table    string // the outbox table
+	store    *outboxsql.Store
 	business string // the business table
 	failSQL  string // see outboxtest.AdapterFixture.FailCommitSQL
 }
@@ -84,7 +84,7 @@ func newEnv(t *testing.T, b outboxsqltest.Backend, cfg *gorm.Config) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = db.Migrator().DropTable(business) })
-	return &env{sqlDB: sqlDB, db: db, tc: tc, store: store, table: store.Table(), business: business, failSQL: b.CommitFailure(t, sqlDB)}
+	return &env{sqlDB: sqlDB, db: db, tc: tc, store: store, business: business, failSQL: b.CommitFailure(t, sqlDB)}
 }
 
 // style is one way applications run GORM transactions; inTx runs fn in a
@@ -175,16 +175,21 @@ func (s style) env(t *testing.T, b outboxsqltest.Backend) *env {
 
 func (e *env) fixture(s style) outboxtest.AdapterFixture {
 	return outboxtest.AdapterFixture{
-		Fixture: outboxtest.Fixture{
-			Store: e.store, DB: e.sqlDB, TxContext: e.tc, InTx: s.inTx(e), Table: e.table,
-		},
+		Fixture:       outboxsqltest.Fixture(e.sqlDB, e.store, e.tc, s.inTx(e)),
 		FailCommitSQL: e.failSQL,
 		InsertBusiness: func(ctx context.Context, name string) error {
-			tx, ok := outboxgorm.FromContext(ctx)
-			if !ok {
-				return errors.New("no GORM transaction in the context")
+			tx, err := txOf(ctx)
+			if err != nil {
+				return err
 			}
 			return tx.Table(e.business).Create(&order{Name: name}).Error
+		},
+		ExecBusiness: func(ctx context.Context, query string) error {
+			tx, err := txOf(ctx)
+			if err != nil {
+				return err
+			}
+			return tx.Exec(query).Error
 		},
 		BusinessRows: func(t testing.TB) []string {
 			var names []string
@@ -194,6 +199,15 @@ func (e *env) fixture(s style) outboxtest.AdapterFixture {
 			return names
 		},
 	}
+}
+
+// txOf returns the GORM transaction ctx carries.
+func txOf(ctx context.Context) (*gorm.DB, error) {
+	tx, ok := outboxgorm.FromContext(ctx)
+	if !ok {
+		return nil, errors.New("no GORM transaction in the context")
+	}
+	return tx, nil
 }
 
 func (s style) String() string { return s.name }

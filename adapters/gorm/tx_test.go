@@ -133,3 +133,30 @@ func TestPluginInConfig(t *testing.T) {
 		t.Fatalf("Transaction = %v, committed = %v; want nil, true", err, committed)
 	}
 }
+
+// TestTransactionAfterEnd: a context that carries a transaction that ended
+// carries none, so Transaction begins a new transaction instead of nesting.
+func TestTransactionAfterEnd(t *testing.T) {
+	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
+		e := newEnv(t, b, nil)
+		var kept context.Context
+		if err := outboxgorm.Transaction(context.Background(), e.db, func(ctx context.Context, _ *gorm.DB) error {
+			kept = ctx
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		committed := false
+		err := outboxgorm.Transaction(kept, e.db, func(ctx context.Context, _ *gorm.DB) error {
+			cur, err := e.tc.Current(ctx)
+			if err != nil {
+				return err
+			}
+			cur.AfterCommit(func() { committed = true })
+			return nil
+		})
+		if err != nil || !committed {
+			t.Fatalf("Transaction with the context of an ended transaction = %v, committed %v; want a new transaction that commits", err, committed)
+		}
+	})
+}

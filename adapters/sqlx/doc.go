@@ -1,24 +1,30 @@
 // Package outboxsqlx connects the outbox to sqlx: the outbox row is written
 // in the very transaction that writes the business rows, and the outbox's
-// after-commit callbacks (the dispatcher's hot path) run only once that
+// after-commit callbacks (the Client's hot path) run only once that
 // transaction really commits.
 //
 // # Setup
 //
 // A *sqlx.Tx commits through database/sql, which tells nobody. Open the
-// database with this package's Open, Connect or NewDb instead of sqlx's:
-// they wrap the driver's connections so that every transaction reports its
-// real commit or rollback, and its savepoints. The result is a plain
-// *sqlx.DB. The outbox Store is outboxsql's, on the same database:
+// database with this package's OpenDB, Connect or NewDb instead of sqlx's
+// Open, Connect or NewDb: they wrap the driver's connections so that every
+// transaction reports its real commit or rollback, and its savepoints. The
+// result is a plain *sqlx.DB. Open returns the outbox Store, outboxsql's,
+// on the same database; like outboxsql.Open (Open always means "the Store
+// of this database" in the outbox's packages), it does not touch the
+// database, and the Store's Migrate creates the table:
 //
-//	db, _ := outboxsqlx.Open("pgx", dsn) // instead of sqlx.Open
-//	store, _ := outboxsql.Open(db.DB)
-//	tc := outboxsqlx.New()
-//	w, _ := outbox.NewWriter(outbox.WriterConfig{TxContext: tc, Store: store, Hook: d.Hook()})
+//	db, _ := outboxsqlx.OpenDB("pgx", dsn) // instead of sqlx.Open
+//	store, _ := outboxsqlx.Open(db)
+//	_ = store.Migrate(ctx)
+//	client, _ := outbox.New(outbox.Config{Store: store, TxContext: outboxsqlx.New()})
+//	_ = client.Handle(outbox.EventName("OrderPlaced"), notify)
+//	_ = client.Start(ctx)
+//	defer client.Close(ctx)
 //
 // # Writing
 //
-// sqlx's transactions do not live in a context.Context, so the Writer is
+// sqlx's transactions do not live in a context.Context, so the Client is
 // given the transaction explicitly: WithTx puts a *sqlx.Tx in a context.
 // Transactions begun any way work — Beginx, MustBegin, BeginTxx,
 // MustBeginTx — and are committed or rolled back with their own Commit and
@@ -26,7 +32,7 @@
 //
 //	tx := db.MustBegin()
 //	tx.MustExec(`INSERT INTO orders (id) VALUES ($1)`, id)
-//	if _, err := w.Write(outboxsqlx.WithTx(ctx, tx), event); err != nil {
+//	if _, err := client.Write(outboxsqlx.WithTx(ctx, tx), event); err != nil {
 //		tx.Rollback()
 //		return err
 //	}
@@ -34,8 +40,9 @@
 //
 // TxContext.InTx runs a function in a transaction and passes it a context
 // already carrying it; called again with that context, it nests in a
-// savepoint. InTx also works on a *sqlx.DB opened with sqlx itself: it then
-// tracks the transactions it begins on its own.
+// savepoint, which a failing nested function rolls back alone. InTx also
+// works on a *sqlx.DB opened with sqlx itself: it then tracks the
+// transactions it begins on its own.
 //
 // The outbox row is written through the transaction's embedded *sql.Tx.
 //

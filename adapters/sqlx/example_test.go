@@ -15,35 +15,33 @@ import (
 )
 
 // The business row and the event commit in one sqlx transaction, begun
-// with sqlx's own Beginx; the dispatcher delivers the event right after
+// with sqlx's own MustBegin; the Client delivers the event right after
 // tx.Commit.
 func Example() {
 	ctx := context.Background()
 	dir, _ := os.MkdirTemp("", "outboxsqlx")
 	defer os.RemoveAll(dir)
 
-	db, _ := outboxsqlx.Open("sqlite", outboxsql.SQLiteDSN(filepath.Join(dir, "app.db")))
-	defer db.Close()
+	// OpenDB instead of sqlx.Open: every transaction reports its commit.
+	db, _ := outboxsqlx.OpenDB("sqlite", outboxsql.SQLiteDSN(filepath.Join(dir, "app.db")))
+	defer db.Close() // after client.Close
 	_, _ = db.Exec(`CREATE TABLE orders (id TEXT PRIMARY KEY, total INTEGER NOT NULL)`)
-	store, _ := outboxsql.Open(db.DB)
-	_ = store.Migrate(ctx, db)
-	tc := outboxsqlx.New()
 
+	store, _ := outboxsqlx.Open(db) // the outbox table, on the same database
+	_ = store.Migrate(ctx)
+	client, _ := outbox.New(outbox.Config{Store: store, TxContext: outboxsqlx.New()})
 	delivered := make(chan string, 1)
-	reg := outbox.NewRegistry()
-	_ = reg.Handle(outbox.EventName("OrderPlaced"), func(_ context.Context, e outbox.Envelope) error {
+	_ = client.Handle(outbox.EventName("OrderPlaced"), func(_ context.Context, e outbox.Envelope) error {
 		delivered <- e.PayloadString()
 		return nil
 	})
-	d, _ := outbox.NewDispatcher(outbox.DispatcherConfig{Store: store, DB: db, Registry: reg})
-	_ = d.Start(ctx)
-	defer d.Close(ctx)
-	w, _ := outbox.NewWriter(outbox.WriterConfig{TxContext: tc, Store: store, Hook: d.Hook()})
+	_ = client.Start(ctx)
+	defer client.Close(ctx)
 
 	tx := db.MustBegin()
 	tx.MustExec(`INSERT INTO orders (id, total) VALUES (?, ?)`, "o-1", 42)
 	ev := outbox.MustEnvelope(outbox.EventName("OrderPlaced"), outbox.WithJSON([]byte(`{"id":"o-1"}`)))
-	if _, err := w.Write(outboxsqlx.WithTx(ctx, tx), ev); err != nil {
+	if _, err := client.Write(outboxsqlx.WithTx(ctx, tx), ev); err != nil {
 		_ = tx.Rollback()
 		fmt.Println(err)
 		return
@@ -59,7 +57,7 @@ func Example() {
 func ExampleTxContext_InTx() {
 	dir, _ := os.MkdirTemp("", "outboxsqlx")
 	defer os.RemoveAll(dir)
-	db, _ := outboxsqlx.Open("sqlite", outboxsql.SQLiteDSN(filepath.Join(dir, "app.db")))
+	db, _ := outboxsqlx.OpenDB("sqlite", outboxsql.SQLiteDSN(filepath.Join(dir, "app.db")))
 	defer db.Close()
 	tc := outboxsqlx.New()
 

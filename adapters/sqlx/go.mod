@@ -8,6 +8,7 @@ require (
 	github.com/jackc/pgx/v5 v5.8.0
 	github.com/jmoiron/sqlx v1.4.0
 	github.com/lib/pq v1.12.3
+	go.uber.org/goleak v1.3.0
 	modernc.org/sqlite v1.46.1
 )
 

@@ -12,11 +12,12 @@ import (
 	"sync/atomic"
 
 	outbox "github.com/go-outbox/outbox/core"
+	"github.com/go-outbox/outbox/core/outboxsql"
 	"github.com/go-outbox/outbox/core/outboxtx"
 	"github.com/jmoiron/sqlx"
 )
 
-// Option configures Open, NewDb and New.
+// Option configures OpenDB, Connect, NewDb and New.
 type Option func(*options)
 
 type options struct {
@@ -37,13 +38,14 @@ func apply(opts []Option) options {
 	return o
 }
 
-// Open opens a database like sqlx.Open, with the connections of the
+// OpenDB opens a database like sqlx.Open, with the connections of the
 // registered driver driverName wrapped so that every transaction reports
 // its real commit or rollback and its savepoints to the outbox. Transactions
 // begun any way on the returned DB (Beginx, MustBegin, BeginTxx, the
 // embedded *sql.DB's BeginTx) then run the outbox callbacks when they
-// commit. Like sqlx.Open, it does not connect.
-func Open(driverName, dsn string, opts ...Option) (*sqlx.DB, error) {
+// commit. Like sqlx.Open, it does not connect. (Open, as in outboxsql,
+// returns the outbox Store of a database.)
+func OpenDB(driverName, dsn string, opts ...Option) (*sqlx.DB, error) {
 	probe, err := sql.Open(driverName, dsn)
 	if err != nil {
 		return nil, err
@@ -59,9 +61,9 @@ func Open(driverName, dsn string, opts ...Option) (*sqlx.DB, error) {
 	return NewDb(c, driverName, opts...), nil
 }
 
-// Connect is Open followed by a ping, like sqlx.ConnectContext.
+// Connect is OpenDB followed by a ping, like sqlx.ConnectContext.
 func Connect(ctx context.Context, driverName, dsn string, opts ...Option) (*sqlx.DB, error) {
-	db, err := Open(driverName, dsn, opts...)
+	db, err := OpenDB(driverName, dsn, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -72,9 +74,9 @@ func Connect(ctx context.Context, driverName, dsn string, opts ...Option) (*sqlx
 	return db, nil
 }
 
-// NewDb returns a *sqlx.DB over the connector c, wrapped as Open wraps a
+// NewDb returns a *sqlx.DB over the connector c, wrapped as OpenDB wraps a
 // driver; driverName selects sqlx's bind variables (see sqlx.BindType).
-// The DB's Driver is c's, so outboxsql.Open detects the dialect as usual.
+// The DB's Driver is c's, so Open detects the dialect as usual.
 func NewDb(c driver.Connector, driverName string, opts ...Option) *sqlx.DB {
 	o := apply(opts)
 	return sqlx.NewDb(sql.OpenDB(&connector{inner: c, logger: o.logger}), driverName)
@@ -111,9 +113,9 @@ type txEntry struct {
 	scope *outboxtx.Scope // the connection's Scope, once found
 }
 
-// WithTx returns a copy of ctx carrying tx, for the outbox Writer (and for
+// WithTx returns a copy of ctx carrying tx, for the outbox Client (and for
 // business code, see FromContext). tx must come from a database opened
-// through Open, Connect or NewDb, which report its commit. A context
+// through OpenDB, Connect or NewDb, which report its commit. A context
 // carries one sqlx transaction: the innermost WithTx wins.
 func WithTx(ctx context.Context, tx *sqlx.Tx) context.Context {
 	return context.WithValue(ctx, txKey{}, &txEntry{tx: tx})
@@ -137,7 +139,10 @@ func entry(ctx context.Context) *txEntry {
 
 // errUntracked explains a transaction whose commit nobody reports.
 var errUntracked = fmt.Errorf("%w (outboxsqlx: the transaction in the context does not report its commit: "+
-	"open the database with outboxsqlx.Open, Connect or NewDb, or run the transaction with TxContext.InTx)", outbox.ErrNoTransaction)
+	"open the database with outboxsqlx.OpenDB, Connect or NewDb, or run the transaction with TxContext.InTx)", outbox.ErrNoTransaction)
+
+// errEnded explains a transaction that already committed or rolled back.
+var errEnded = fmt.Errorf("%w (outboxsqlx: the transaction in the context already ended)", outbox.ErrNoTransaction)
 
 // Current returns the transaction ctx carries. It fails with an error
 // wrapping outbox.ErrNoTransaction when ctx carries none, when the
@@ -152,30 +157,41 @@ func (tc *TxContext) Current(ctx context.Context) (outbox.Tx, error) {
 	if err != nil {
 		return nil, err
 	}
-	if scope.Ended() {
-		return nil, fmt.Errorf("%w (outboxsqlx: the transaction in the context already ended)", outbox.ErrNoTransaction)
-	}
-	return scope.Tx(e.tx.Tx), nil
+	return outboxsql.NewTx(e.tx.Tx, scope), nil
 }
 
-// find returns the transaction's Scope.
+// find returns the Scope of the transaction, which is still running; it
+// fails with errEnded for a transaction that committed or rolled back.
 func (e *txEntry) find(ctx context.Context) (*outboxtx.Scope, error) {
-	if e.own != nil {
-		return e.own, nil
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.scope == nil {
-		scope, err := connScope(ctx, e.tx)
-		if err != nil {
-			return nil, err
+	scope := e.own
+	if scope == nil {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if e.scope == nil {
+			found, err := connScope(ctx, e.tx)
+			switch {
+			case errors.Is(err, sql.ErrTxDone):
+				return nil, errEnded
+			case err != nil:
+				return nil, err
+			case found == nil:
+				return nil, errUntracked
+			}
+			e.scope = found
 		}
-		if scope == nil {
-			return nil, errUntracked
-		}
-		e.scope = scope
+		scope = e.scope
 	}
-	return e.scope, nil
+	if scope.Ended() {
+		return nil, errEnded
+	}
+	return scope, nil
+}
+
+// ended reports whether the transaction is known to have committed or
+// rolled back.
+func (e *txEntry) ended(ctx context.Context) bool {
+	_, err := e.find(ctx)
+	return errors.Is(err, errEnded)
 }
 
 // connScope asks tx's connection for the Scope of the transaction running
@@ -197,16 +213,18 @@ var savepointSeq atomic.Uint64
 // (and fn's error returned) otherwise, rolled back and re-panicked if fn
 // panics. After-commit callbacks run once the commit succeeded.
 //
-// Called with a context that already carries a transaction (of db, or put
-// there by WithTx), InTx nests: fn runs in a savepoint of that transaction,
-// released on success and rolled back to on failure, so a failed nested fn
-// undoes its own work (and drops its callbacks) only; the outer transaction
-// decides the rest.
+// Called with a context that already carries a running transaction (of
+// db, or put there by WithTx), InTx nests: fn runs in a savepoint of that
+// transaction, released on success and rolled back to on failure, so a
+// failed nested fn undoes its own work (and its after-rollback callbacks
+// run at once, its after-commit callbacks never) only; the outer
+// transaction decides the rest. A transaction in ctx that already ended
+// counts as none.
 //
 // InTx works on any *sqlx.DB. On one not opened through this package, it
-// tracks the transactions it begins itself; Beginx and WithTx need Open.
+// tracks the transactions it begins itself; Beginx and WithTx need OpenDB.
 func (tc *TxContext) InTx(ctx context.Context, db *sqlx.DB, opts *sql.TxOptions, fn func(ctx context.Context, tx *sqlx.Tx) error) (err error) {
-	if outer := entry(ctx); outer != nil && (outer.db == nil || outer.db == db) {
+	if outer := entry(ctx); outer != nil && (outer.db == nil || outer.db == db) && !outer.ended(ctx) {
 		return outer.nest(ctx, fn)
 	}
 	tx, err := db.BeginTxx(ctx, opts)
@@ -258,22 +276,33 @@ func (e *txEntry) endOwn(committed bool) {
 	}
 }
 
-// nest runs fn in a savepoint of e's transaction.
+// nest runs fn in a savepoint of e's transaction, as outboxsql's TxManager
+// nests: the savepoint is released when fn succeeds; when fn fails or
+// panics, the transaction rolls back to it and then releases it, so the
+// Scope drops the savepoint's callbacks and its level at once.
 func (e *txEntry) nest(ctx context.Context, fn func(ctx context.Context, tx *sqlx.Tx) error) (err error) {
 	name := "outbox_sp" + strconv.FormatUint(savepointSeq.Add(1), 10)
 	if err := e.exec(ctx, "SAVEPOINT "+name); err != nil {
 		return fmt.Errorf("outboxsqlx: nested transaction: %w", err)
 	}
+	rollback := func() error {
+		// fn may have failed because ctx was canceled: undo its work anyway.
+		ctx := context.WithoutCancel(ctx)
+		if err := e.exec(ctx, "ROLLBACK TO SAVEPOINT "+name); err != nil {
+			return err
+		}
+		return e.exec(ctx, "RELEASE SAVEPOINT "+name)
+	}
 	done := false
 	defer func() {
-		if !done { // fn panicked
-			_ = e.exec(ctx, "ROLLBACK TO SAVEPOINT "+name)
+		if !done { // fn panicked; the outermost transaction rolls back
+			_ = rollback()
 		}
 	}()
 	err = fn(ctx, e.tx)
 	done = true
 	if err != nil {
-		if rbErr := e.exec(ctx, "ROLLBACK TO SAVEPOINT "+name); rbErr != nil {
+		if rbErr := rollback(); rbErr != nil {
 			err = errors.Join(err, fmt.Errorf("outboxsqlx: roll back nested transaction: %w", rbErr))
 		}
 		return err

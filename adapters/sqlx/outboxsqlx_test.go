@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	outbox "github.com/go-outbox/outbox/core"
+	"github.com/go-outbox/outbox/core/outboxsql"
 	"github.com/go-outbox/outbox/core/outboxsql/outboxsqltest"
 	"github.com/go-outbox/outbox/core/outboxtest"
 	"github.com/jmoiron/sqlx"
@@ -39,7 +40,7 @@ func openTracked(t *testing.T, b outboxsqltest.Backend) *sqlx.DB {
 	b.Open(t) // skips, or fails, when the server is down
 	dsn := b.DSN(t)
 	open := func() *sqlx.DB {
-		db, err := outboxsqlx.Open(b.DriverName, dsn, outboxsqlx.WithLogger(quietLogger))
+		db, err := outboxsqlx.OpenDB(b.DriverName, dsn, outboxsqlx.WithLogger(quietLogger))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -59,14 +60,23 @@ func openTracked(t *testing.T, b outboxsqltest.Backend) *sqlx.DB {
 	return servers[key]
 }
 
+// closeServers closes the pools openTracked shares, once the tests ran.
+func closeServers() {
+	serversMu.Lock()
+	defer serversMu.Unlock()
+	for key, db := range servers {
+		_ = db.Close()
+		delete(servers, key)
+	}
+}
+
 // env is one test's database, an outbox store on a fresh table and a fresh
 // business table.
 type env struct {
 	db       *sqlx.DB // opened through outboxsqlx
 	plain    *sqlx.DB // the same database through the plain driver
 	tc       *outboxsqlx.TxContext
-	store    outbox.Store
-	table    string
+	store    *outboxsql.Store
 	business string
 	failSQL  string
 }
@@ -94,7 +104,7 @@ func newEnv(t *testing.T, b outboxsqltest.Backend) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _, _ = db.ExecContext(ctx, "DROP TABLE IF EXISTS "+business) })
-	return &env{db: db, plain: plain, tc: outboxsqlx.New(outboxsqlx.WithLogger(quietLogger)), store: store, table: store.Table(), business: business,
+	return &env{db: db, plain: plain, tc: outboxsqlx.New(outboxsqlx.WithLogger(quietLogger)), store: store, business: business,
 		failSQL: b.CommitFailure(t, db.DB)}
 }
 
@@ -171,16 +181,22 @@ func beginx(db *sqlx.DB) func(ctx context.Context, fn func(context.Context) erro
 func (e *env) fixture(s style) outboxtest.AdapterFixture {
 	var ids atomic.Int64
 	return outboxtest.AdapterFixture{
-		Fixture: outboxtest.Fixture{
-			Store: e.store, DB: e.db.DB, TxContext: e.tc, InTx: s.inTx(e), Table: e.table,
-		},
+		Fixture:       outboxsqltest.Fixture(e.db.DB, e.store, e.tc, s.inTx(e)),
 		FailCommitSQL: e.failSQL,
 		InsertBusiness: func(ctx context.Context, name string) error {
-			tx, ok := outboxsqlx.FromContext(ctx)
-			if !ok {
-				return errors.New("no sqlx transaction in the context")
+			tx, err := txOf(ctx)
+			if err != nil {
+				return err
 			}
-			_, err := tx.ExecContext(ctx, tx.Rebind("INSERT INTO "+e.business+" (id, name) VALUES (?, ?)"), ids.Add(1), name)
+			_, err = tx.ExecContext(ctx, tx.Rebind("INSERT INTO "+e.business+" (id, name) VALUES (?, ?)"), ids.Add(1), name)
+			return err
+		},
+		ExecBusiness: func(ctx context.Context, query string) error {
+			tx, err := txOf(ctx)
+			if err != nil {
+				return err
+			}
+			_, err = tx.ExecContext(ctx, query)
 			return err
 		},
 		BusinessRows: func(t testing.TB) []string {
@@ -191,6 +207,15 @@ func (e *env) fixture(s style) outboxtest.AdapterFixture {
 			return names
 		},
 	}
+}
+
+// txOf returns the sqlx transaction ctx carries.
+func txOf(ctx context.Context) (*sqlx.Tx, error) {
+	tx, ok := outboxsqlx.FromContext(ctx)
+	if !ok {
+		return nil, errors.New("no sqlx transaction in the context")
+	}
+	return tx, nil
 }
 
 func (s style) String() string { return s.name }

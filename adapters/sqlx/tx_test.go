@@ -9,6 +9,7 @@ import (
 	"github.com/go-outbox/outbox/core/outboxsql"
 	"github.com/go-outbox/outbox/core/outboxsql/outboxsqltest"
 	"github.com/go-outbox/outbox/core/outboxtest"
+	"github.com/jmoiron/sqlx"
 
 	outboxsqlx "github.com/go-outbox/outbox/adapters/sqlx"
 )
@@ -36,6 +37,46 @@ func TestCurrentErrors(t *testing.T) {
 			t.Fatal(err)
 		}
 		outboxtest.WantNoTransaction(t, txCtx, e.tc, "already ended")
+
+		// Transactions that ended before Current first saw them, of a
+		// database opened through outboxsqlx and of one that is not.
+		for _, db := range []*sqlx.DB{e.db, e.plain} {
+			tx = db.MustBegin()
+			txCtx = outboxsqlx.WithTx(ctx, tx)
+			if err := tx.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			outboxtest.WantNoTransaction(t, txCtx, e.tc, "already ended")
+		}
+	})
+}
+
+// TestInTxAfterEnd: a context that carries a transaction that ended
+// carries none, so InTx begins a new transaction instead of nesting.
+func TestInTxAfterEnd(t *testing.T) {
+	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
+		e := newEnv(t, b)
+		for _, db := range []*sqlx.DB{e.db, e.plain} {
+			var kept context.Context
+			if err := e.tc.InTx(context.Background(), db, nil, func(ctx context.Context, _ *sqlx.Tx) error {
+				kept = ctx
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			committed := false
+			err := e.tc.InTx(kept, db, nil, func(ctx context.Context, _ *sqlx.Tx) error {
+				cur, err := e.tc.Current(ctx)
+				if err != nil {
+					return err
+				}
+				cur.AfterCommit(func() { committed = true })
+				return nil
+			})
+			if err != nil || !committed {
+				t.Fatalf("InTx with the context of an ended transaction = %v, committed %v; want a new transaction that commits", err, committed)
+			}
+		}
 	})
 }
 
@@ -78,7 +119,7 @@ func TestBeginxCommitRunsCallbacks(t *testing.T) {
 	})
 }
 
-func TestOpen(t *testing.T) {
+func TestOpenDB(t *testing.T) {
 	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
 		db := openTracked(t, b)
 		if _, err := outboxsql.Open(db.DB); err != nil {
@@ -103,8 +144,8 @@ func TestOpen(t *testing.T) {
 			t.Errorf("ping: %v", err)
 		}
 	})
-	if _, err := outboxsqlx.Open("no-such-driver", ""); err == nil {
-		t.Error("Open with an unknown driver succeeded")
+	if _, err := outboxsqlx.OpenDB("no-such-driver", ""); err == nil {
+		t.Error("OpenDB with an unknown driver succeeded")
 	}
 	if _, err := outboxsqlx.Connect(context.Background(), "mysql", "root@tcp(127.0.0.1:1)/none"); err == nil {
 		t.Error("Connect to a closed port succeeded")
