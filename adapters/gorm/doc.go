@@ -5,22 +5,23 @@
 //
 // # Setup
 //
-// New installs a GORM plugin that wraps the database's connection pool and
-// returns the TxContext through which the outbox Client finds GORM's
-// transactions. Open returns the outbox Store: outboxsql's, on the *sql.DB
-// under GORM, in the dialect of GORM's dialector. Like outboxsql.Open, it
-// does not touch the database; the Store's Migrate creates the table (or
-// create it with Model and AutoMigrate, or run Store.Schema in your own
-// migrations).
+// Setup does it all in one call: it installs the plugin, opens the Store on
+// GORM's pool, creates the table if it is missing and returns the Client.
 //
 //	db, _ := gorm.Open(postgres.Open(dsn), &gorm.Config{})
-//	tc, _ := outboxgorm.New(db) // before any transaction begins
-//	store, _ := outboxgorm.Open(db)
-//	_ = store.Migrate(ctx)
-//	client, _ := outbox.New(outbox.Config{Store: store, TxContext: tc})
+//	client, _ := outboxgorm.Setup(ctx, db, outbox.Config{}) // before any transaction begins
 //	_ = client.Handle(outbox.EventName("OrderPlaced"), notify)
 //	_ = client.Start(ctx)
 //	defer client.Close(ctx)
+//
+// The parts, for services that migrate with their own tools: New installs
+// a GORM plugin that wraps the database's connection pool and returns the
+// TxContext through which the Client finds GORM's transactions. Open
+// returns the outbox Store: outboxsql's, on the *sql.DB under GORM, in the
+// dialect of GORM's dialector; like outboxsql.Open it does not touch the
+// database (create the table with Store.Migrate, with Model and
+// AutoMigrate, or with Store.Schema in your migrations). outbox.New takes
+// both.
 //
 // # Writing
 //

@@ -18,10 +18,10 @@ import (
 	outboxgorm "github.com/go-outbox/outbox/adapters/gorm"
 )
 
-// TestOpen runs the quick start on every backend: the Store that Open
-// builds from the *gorm.DB alone delivers an event written in a GORM
-// transaction.
-func TestOpen(t *testing.T) {
+// TestSetup runs the README's quick start on every backend: gorm.Open,
+// Setup, Handle, Start, db.Transaction, Write — and the event is delivered.
+// Open, which Setup calls, takes the dialect from GORM's dialector.
+func TestSetup(t *testing.T) {
 	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
 		e := newEnv(t, b, nil)
 		ctx := context.Background()
@@ -34,10 +34,7 @@ func TestOpen(t *testing.T) {
 		if store.Dialect() != b.Dialect || store.Table() != table {
 			t.Fatalf("Open: dialect %v, table %q; want %v, %q", store.Dialect(), store.Table(), b.Dialect, table)
 		}
-		if err := store.Migrate(ctx); err != nil {
-			t.Fatal(err)
-		}
-		client, err := outbox.New(outbox.Config{Store: store, TxContext: e.tc, Logger: quietLogger})
+		client, err := outboxgorm.Setup(ctx, e.db, outbox.Config{Logger: quietLogger}, outboxsql.WithTable(table))
 		if err != nil {
 			t.Fatal(err)
 		}
