@@ -68,11 +68,12 @@ var drivers = map[string]Dialect{
 	"github.com/jackc/pgx/v4/stdlib.Driver":      PostgreSQL,
 	"github.com/go-sql-driver/mysql.MySQLDriver": MySQL,
 	"modernc.org/sqlite.Driver":                  SQLite,
+	"github.com/mattn/go-sqlite3.SQLiteDriver":   SQLite,
 }
 
 // DetectDialect picks the Dialect for db from the type of its driver:
 // lib/pq and pgx's stdlib are PostgreSQL, go-sql-driver/mysql is MySQL,
-// modernc.org/sqlite is SQLite. For another driver it returns an error
+// modernc.org/sqlite and mattn/go-sqlite3 are SQLite. For another driver it returns an error
 // wrapping outbox.ErrInvalidConfig; pass WithDialect to Open then.
 func DetectDialect(db *sql.DB) (Dialect, error) {
 	if db == nil {

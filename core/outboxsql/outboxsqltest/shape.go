@@ -13,7 +13,7 @@ import (
 )
 
 // OpenIsolated returns a database of its own for one test, in which fixed
-// table names (such as outboxsql.DefaultTable) are free: a new SQLite file,
+// table names (such as sqlstore.DefaultTable) are free: a new SQLite file,
 // a new PostgreSQL schema first on the search_path, or a new MySQL
 // database. It is closed (and the schema or database dropped) at cleanup.
 // Tests of ORM models, whose table name is fixed, use it.
