@@ -14,6 +14,12 @@ var (
 	ErrInvalidEnvelope = errors.New("outbox: invalid envelope")
 	// ErrPayloadTooLarge is returned for payloads over MaxPayloadSize.
 	ErrPayloadTooLarge = errors.New("outbox: payload too large")
+	// ErrDuplicateEvent is returned when an event id is written twice: twice
+	// in one Write, or again after it was stored. Nothing of that Write is
+	// inserted and the caller's transaction stays usable, on every database:
+	// the business code decides whether to roll back or to go on (an event
+	// id derived from a business key makes a retried command idempotent).
+	ErrDuplicateEvent = errors.New("outbox: event id already written")
 	// ErrDuplicateListener is returned when a second listener is registered
 	// for the same (aggregate type, event type).
 	ErrDuplicateListener = errors.New("outbox: listener already registered")

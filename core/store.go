@@ -142,7 +142,9 @@ type Store interface {
 	// store works with; a Tx of another kind is an error wrapping
 	// ErrInvalidConfig. When owner is not empty, events that are not Delayed
 	// are inserted already claimed by owner (the hot path owns its rows).
-	// An id that is already stored fails the insert.
+	// An id that is already stored, or that appears twice in events, fails
+	// the insert with an error wrapping ErrDuplicateEvent; none of the
+	// events is then inserted and tx stays usable.
 	Insert(ctx context.Context, tx Tx, now time.Time, owner string, events []Envelope) error
 	// Claim atomically claims due pending events, oldest due first.
 	Claim(ctx context.Context, req ClaimRequest) ([]Record, error)

@@ -109,6 +109,13 @@ func (w *Writer) Write(ctx context.Context, events ...Envelope) ([]string, error
 	if len(events) == 0 {
 		return nil, nil
 	}
+	seen := make(map[string]struct{}, len(events))
+	for _, e := range events {
+		if _, dup := seen[e.ID()]; dup {
+			return nil, fmt.Errorf("%w: event id %s appears twice in one write", ErrDuplicateEvent, e.ID())
+		}
+		seen[e.ID()] = struct{}{}
+	}
 	owner := ""
 	if w.hot != nil {
 		owner = w.hot.claimOwner()

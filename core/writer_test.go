@@ -168,6 +168,13 @@ func TestWriterRejectsZeroEnvelopeAndStoreErrors(t *testing.T) {
 	if ids, err := w.Write(ctx); err != nil || ids != nil {
 		t.Errorf("empty write = %v, %v", ids, err)
 	}
+	twice := evt("A")
+	if ids, err := w.Write(ctx, twice, evt("B"), twice); !errors.Is(err, ErrDuplicateEvent) || ids != nil {
+		t.Errorf("an id twice in one write = %v, %v; want ErrDuplicateEvent", ids, err)
+	}
+	if n := st.callCount("Insert"); n != 0 {
+		t.Errorf("the store was called %d times for a write with a duplicate id, want 0", n)
+	}
 	dbErr := errors.New("disk full")
 	st.setFail("Insert", dbErr)
 	if _, err := w.Write(ctx, evt("A")); !errors.Is(err, dbErr) {

@@ -131,7 +131,7 @@ func (s *Store) Insert(ctx context.Context, tx outbox.Tx, now time.Time, owner s
 			return fmt.Errorf("%w: outboxmem: event %d is the zero Envelope", outbox.ErrInvalidEnvelope, i)
 		}
 		if _, dup := ids[e.ID()]; dup {
-			return fmt.Errorf("outboxmem: insert: event id %s appears twice in the batch", e.ID())
+			return fmt.Errorf("%w: outboxmem: event id %s appears twice in the batch", outbox.ErrDuplicateEvent, e.ID())
 		}
 		ids[e.ID()] = struct{}{}
 		rows = append(rows, newRow(e, now, owner))
@@ -143,10 +143,10 @@ func (s *Store) Insert(ctx context.Context, tx outbox.Tx, now time.Time, owner s
 	}
 	for _, r := range rows {
 		if _, dup := s.rows[r.f.ID]; dup {
-			return fmt.Errorf("outboxmem: insert: event id %s is already stored", r.f.ID)
+			return fmt.Errorf("%w: outboxmem: event id %s is already stored", outbox.ErrDuplicateEvent, r.f.ID)
 		}
 		if _, dup := s.staged[r.f.ID]; dup {
-			return fmt.Errorf("outboxmem: insert: event id %s is already written by a transaction in progress", r.f.ID)
+			return fmt.Errorf("%w: outboxmem: event id %s is already written by a transaction in progress", outbox.ErrDuplicateEvent, r.f.ID)
 		}
 	}
 	top := t.levels[len(t.levels)-1]

@@ -291,14 +291,48 @@ func storeInsertMany(t *testing.T, f Fixture) {
 	}
 }
 
+// storeInsertDuplicate: an id written twice — stored already, or twice in
+// one batch, in a small or a large (bulk) batch — fails with
+// ErrDuplicateEvent, inserts none of the batch's events, and leaves the
+// caller's transaction usable (on PostgreSQL a failed statement would abort
+// it): the same transaction then inserts and commits other events.
 func storeInsertDuplicate(t *testing.T, f Fixture) {
-	e := event(t)
-	insert(t, f, t0, "", e)
-	if err := insertInTx(context.Background(), f, t0, "", []outbox.Envelope{e}); err == nil {
-		t.Fatal("inserting an existing event id succeeded")
+	ctx := context.Background()
+	stored := event(t)
+	insert(t, f, t0, "", stored)
+	large := events(t, 130)                                                            // past the bulk-copy threshold
+	large = append(large[:70:70], append([]outbox.Envelope{stored}, large[70:]...)...) // the duplicate in the middle
+	twice := event(t)
+	var after outbox.Envelope
+	for _, batch := range [][]outbox.Envelope{
+		{event(t), stored, event(t)},
+		{twice, event(t), twice},
+		large,
+	} {
+		after = event(t)
+		err := f.InTx(ctx, func(ctx context.Context) error {
+			tx, err := f.TxContext.Current(ctx)
+			if err != nil {
+				return err
+			}
+			err = f.Store.Insert(ctx, tx, t0, ownerA, batch)
+			if !errors.Is(err, outbox.ErrDuplicateEvent) {
+				t.Errorf("insert of a batch of %d with a duplicate id = %v, want ErrDuplicateEvent", len(batch), err)
+			}
+			return f.Store.Insert(ctx, tx, t0, "", []outbox.Envelope{after}) // the transaction goes on
+		})
+		if err != nil {
+			t.Fatalf("the transaction did not survive the duplicate: %v", err)
+		}
+		if r := get(t, f, after.ID()); r.Status != outbox.StatusNew {
+			t.Fatalf("the event written after the duplicate: %+v", r)
+		}
 	}
-	if n := countRows(t, f, outbox.Query{}); n != 1 {
-		t.Fatalf("count = %d, want 1", n)
+	if n := countRows(t, f, outbox.Query{}); n != 4 {
+		t.Fatalf("count = %d, want the stored event and the three written after each duplicate", n)
+	}
+	if r := get(t, f, stored.ID()); r.LockedBy != "" {
+		t.Fatalf("the stored event was changed by the duplicate insert: %+v", r)
 	}
 }
 

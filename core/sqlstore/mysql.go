@@ -32,8 +32,9 @@ var mysqlDialect = &dialect{
 	purgeSQL: func(table string) string {
 		return "DELETE FROM " + table + " WHERE purge_at < ? ORDER BY purge_at LIMIT ?"
 	},
-	missingTable: func(err error) bool { return mysqlErrorNumber(err) == 1146 }, // ER_NO_SUCH_TABLE
-	maxBatch:     500,
+	missingTable:    func(err error) bool { return mysqlErrorNumber(err) == 1146 }, // ER_NO_SUCH_TABLE
+	uniqueViolation: func(err error) bool { return mysqlErrorNumber(err) == 1062 }, // ER_DUP_ENTRY
+	maxBatch:        500,
 }
 
 // mysqlTimeFormat is how timestamps are bound: DATETIME(6) text in UTC.

@@ -26,9 +26,11 @@ var postgresDialect = &dialect{
 	// them to a generic plan after five runs) does not know the LIMIT and
 	// picks a hash semi-join over a sequential scan of the whole table:
 	// ~250 ms per claim at a 1M-row backlog instead of ~2 ms.
-	idsFrom:      func(sub string) string { return "event_id = ANY(ARRAY(" + sub + "))" },
-	missingTable: func(err error) bool { return sqlState(err) == "42P01" }, // undefined_table
-	maxBatch:     500,
+	idsFrom:         func(sub string) string { return "event_id = ANY(ARRAY(" + sub + "))" },
+	missingTable:    func(err error) bool { return sqlState(err) == "42P01" }, // undefined_table
+	onConflict:      " ON CONFLICT (event_id) DO NOTHING RETURNING event_id",
+	uniqueViolation: func(err error) bool { return sqlState(err) == "23505" }, // unique_violation
+	maxBatch:        500,
 }
 
 // scanTimeValue accepts the time.Time that drivers return for timestamp

@@ -37,6 +37,10 @@ type queries struct {
 	queryWhere string // queryWhere, rebound: List and Count append to it
 	get        string
 	insert     *batchSQL
+	// existing selects which of some ids are stored; undoInsert deletes
+	// the rows an Insert wrote before it found a duplicate id.
+	existing   *batchSQL
+	undoInsert *batchSQL
 	claim      string // UPDATE … RETURNING, without own-reclaim
 	claimOwn   string // the same with own-reclaim
 	markDone   *batchSQL
@@ -51,7 +55,9 @@ type queries struct {
 
 func buildQueries(d *dialect, t string) *queries {
 	q := &queries{
-		insert: newBatchSQL(d, "INSERT INTO "+t+" ("+insertColumns+") VALUES ", insertRow, insertRowArgs, ", ", ""),
+		insert:     newBatchSQL(d, "INSERT INTO "+t+" ("+insertColumns+") VALUES ", insertRow, insertRowArgs, ", ", d.onConflict),
+		existing:   newBatchSQL(d, "SELECT event_id FROM "+t+" WHERE event_id IN (", "?", 1, ", ", ")"),
+		undoInsert: newBatchSQL(d, "DELETE FROM "+t+" WHERE event_id IN (", "?", 1, ", ", ")"),
 		markDone: newBatchSQL(d, "UPDATE "+t+" SET status = 1, done_at = ?, locked_by = NULL, locked_at = NULL"+
 			" WHERE locked_by = ? AND status IN (0, 2) AND event_id IN (", "?", 1, ", ", ")"),
 		markRetry: d.rebind("UPDATE "+t+" SET status = 2, available_at = ?, last_error = ?, attempts = attempts + ?,"+

@@ -21,6 +21,9 @@ var sqliteDialect = &dialect{
 	missingTable: func(err error) bool {
 		return strings.Contains(err.Error(), "no such table")
 	},
+	uniqueViolation: func(err error) bool {
+		return strings.Contains(err.Error(), "UNIQUE constraint failed")
+	},
 	maxBatch: 500,
 }
 

@@ -127,21 +127,22 @@ func (s *Store) Insert(ctx context.Context, tx outbox.Tx, now time.Time, owner s
 	}
 	ex := t.Conn()
 	now = now.UTC()
-	if c, ok := ex.(Copier); ok && len(events) >= CopyThreshold {
-		rows := make([][]any, 0, len(events))
-		for _, e := range events {
-			args, err := s.insertArgs(e, now, owner)
-			if err != nil {
-				return err
-			}
-			// The multi-row INSERT writes status and attempts as literals.
-			rows = append(rows, append(args[:8:8], append([]any{0, 0}, args[8:]...)...))
-		}
-		if _, err := c.CopyFrom(ctx, s.table, copyColumns, rows); err != nil {
-			return fmt.Errorf("sqlstore: copy %d events into %s: %w", len(events), s.table, s.explain(err))
-		}
+	if len(events) == 0 {
 		return nil
 	}
+	ids := make([]string, len(events))
+	seen := make(map[string]struct{}, len(events))
+	for i, e := range events {
+		if _, dup := seen[e.ID()]; dup {
+			return fmt.Errorf("%w: sqlstore: event id %s appears twice in the batch", outbox.ErrDuplicateEvent, e.ID())
+		}
+		seen[e.ID()] = struct{}{}
+		ids[i] = e.ID()
+	}
+	if c, ok := ex.(Copier); ok && len(events) >= CopyThreshold {
+		return s.copyIn(ctx, ex, c, events, ids, now, owner)
+	}
+	written := 0 // events of the chunks before this one, all inserted
 	for chunk := range slices.Chunk(events, s.d.maxBatch) {
 		args := make([]any, 0, len(chunk)*insertRowArgs)
 		for _, e := range chunk {
@@ -151,11 +152,136 @@ func (s *Store) Insert(ctx context.Context, tx outbox.Tx, now time.Time, owner s
 			}
 			args = append(args, row...)
 		}
-		if _, err := ex.Exec(ctx, s.q.insert.sql(len(chunk)), args...); err != nil {
-			return fmt.Errorf("sqlstore: insert %d events into %s: %w", len(chunk), s.table, s.explain(err))
+		query := s.q.insert.sql(len(chunk))
+		if s.d.onConflict == "" {
+			if _, err := ex.Exec(ctx, query, args...); err != nil {
+				if s.d.uniqueViolation(err) { // the statement alone was rolled back
+					return s.duplicate(ctx, ex, ids[:written], ids[written:written+len(chunk)])
+				}
+				return s.insertErr(len(chunk), err)
+			}
+		} else {
+			mine, err := s.insertReturning(ctx, ex, query, args)
+			if err != nil {
+				return s.insertErr(len(chunk), err)
+			}
+			if len(mine) < len(chunk) { // an id is stored already: its row was skipped
+				return s.duplicate(ctx, ex, append(ids[:written:written], mine...), ids[written:written+len(chunk)])
+			}
 		}
+		written += len(chunk)
 	}
 	return nil
+}
+
+// insertReturning runs an INSERT … RETURNING event_id and returns the ids
+// it wrote.
+func (s *Store) insertReturning(ctx context.Context, ex Conn, query string, args []any) ([]string, error) {
+	rows, err := ex.Query(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			_ = rows.Close()
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, errors.Join(rows.Err(), rows.Close())
+}
+
+// copyIn inserts a large batch through a Copier. COPY has no conflict
+// clause and a failed COPY aborts a PostgreSQL transaction, so existing
+// ids are looked for first.
+func (s *Store) copyIn(ctx context.Context, ex Conn, c Copier, events []outbox.Envelope, ids []string, now time.Time, owner string) error {
+	if dups, err := s.existing(ctx, ex, ids); err != nil {
+		return s.insertErr(len(events), err)
+	} else if len(dups) > 0 {
+		return duplicateErr(dups)
+	}
+	rows := make([][]any, 0, len(events))
+	for _, e := range events {
+		args, err := s.insertArgs(e, now, owner)
+		if err != nil {
+			return err
+		}
+		// The multi-row INSERT writes status and attempts as literals.
+		rows = append(rows, append(args[:8:8], append([]any{0, 0}, args[8:]...)...))
+	}
+	if _, err := c.CopyFrom(ctx, s.table, copyColumns, rows); err != nil {
+		return s.insertErr(len(events), err)
+	}
+	return nil
+}
+
+// insertErr wraps a failed insert; a duplicate key (another transaction
+// wrote the id at the same time) wraps outbox.ErrDuplicateEvent.
+func (s *Store) insertErr(n int, err error) error {
+	if s.d.uniqueViolation != nil && s.d.uniqueViolation(err) {
+		return fmt.Errorf("%w: sqlstore: insert %d events into %s: %w", outbox.ErrDuplicateEvent, n, s.table, err)
+	}
+	return fmt.Errorf("sqlstore: insert %d events into %s: %w", n, s.table, s.explain(err))
+}
+
+// duplicate takes back the rows this Insert wrote (mine), so that the
+// caller's transaction holds none of its events and goes on, and returns
+// the error naming which of the failed chunk's ids were stored already.
+func (s *Store) duplicate(ctx context.Context, ex Conn, mine, chunk []string) error {
+	if len(mine) > 0 {
+		if _, err := s.execIDsOn(ctx, ex, s.q.undoInsert, nil, mine); err != nil {
+			return fmt.Errorf("sqlstore: insert into %s: an event id is stored already, and the rows written before could not be taken back (roll the transaction back): %w",
+				s.table, s.explain(err))
+		}
+	}
+	dups, err := s.existing(ctx, ex, chunk)
+	if err != nil {
+		return fmt.Errorf("%w: sqlstore: insert into %s: %w", outbox.ErrDuplicateEvent, s.table, err)
+	}
+	return duplicateErr(dups)
+}
+
+// existing returns which of ids are stored (as ex sees them).
+func (s *Store) existing(ctx context.Context, ex Conn, ids []string) ([]string, error) {
+	var found []string
+	for chunk := range slices.Chunk(ids, s.d.maxBatch) {
+		args := make([]any, len(chunk))
+		for i, id := range chunk {
+			args[i] = id
+		}
+		rows, err := ex.Query(ctx, s.q.existing.sql(len(chunk)), args...)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				_ = rows.Close()
+				return nil, err
+			}
+			found = append(found, id)
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return nil, err
+		}
+	}
+	return found, nil
+}
+
+func duplicateErr(ids []string) error {
+	if len(ids) == 0 { // the other writer's row is gone again
+		return fmt.Errorf("%w: sqlstore: an event id was stored by another transaction; none of the events was inserted", outbox.ErrDuplicateEvent)
+	}
+	slices.Sort(ids)
+	shown := ids[:min(len(ids), 5)]
+	more := ""
+	if len(ids) > len(shown) {
+		more = fmt.Sprintf(" and %d more", len(ids)-len(shown))
+	}
+	return fmt.Errorf("%w: sqlstore: event id %s%s stored already; none of the events was inserted",
+		outbox.ErrDuplicateEvent, strings.Join(shown, ", "), more)
 }
 
 // insertArgs returns the bind arguments of one inserted row, in the order
@@ -232,6 +358,11 @@ func sortDue(recs []outbox.Record) {
 // execIDs runs a batch statement over ids in chunks, with fixed arguments
 // first, and returns the rows affected.
 func (s *Store) execIDs(ctx context.Context, b *batchSQL, fixed []any, ids []string) (int64, error) {
+	return s.execIDsOn(ctx, s.db, b, fixed, ids)
+}
+
+// execIDsOn is execIDs on ex.
+func (s *Store) execIDsOn(ctx context.Context, ex Conn, b *batchSQL, fixed []any, ids []string) (int64, error) {
 	var total int64
 	for chunk := range slices.Chunk(ids, s.d.maxBatch) {
 		args := make([]any, 0, len(fixed)+len(chunk))
@@ -239,7 +370,7 @@ func (s *Store) execIDs(ctx context.Context, b *batchSQL, fixed []any, ids []str
 		for _, id := range chunk {
 			args = append(args, id)
 		}
-		n, err := s.db.Exec(ctx, b.sql(len(chunk)), args...)
+		n, err := ex.Exec(ctx, b.sql(len(chunk)), args...)
 		total += n
 		if err != nil {
 			return total, err
