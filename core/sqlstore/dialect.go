@@ -55,6 +55,13 @@ type dialect struct {
 	onConflict string
 	// uniqueViolation reports whether err is a duplicate-key error.
 	uniqueViolation func(err error) bool
+	// maxIdent is the longest identifier the database keeps as written;
+	// longer ones are cut (PostgreSQL) or refused. Zero: no limit below
+	// the 64 characters every table name is held to.
+	maxIdent int
+	// indexQuery returns the query (and its arguments) that lists the names
+	// of the indexes of table name in schema ("" for the current one).
+	indexQuery func(schema, name string) (string, []any)
 	// maxBatch caps rows per multi-row INSERT and ids per IN list.
 	maxBatch int
 }

@@ -34,7 +34,12 @@ var mysqlDialect = &dialect{
 	},
 	missingTable:    func(err error) bool { return mysqlErrorNumber(err) == 1146 }, // ER_NO_SUCH_TABLE
 	uniqueViolation: func(err error) bool { return mysqlErrorNumber(err) == 1062 }, // ER_DUP_ENTRY
-	maxBatch:        500,
+	maxIdent:        64,
+	indexQuery: func(schema, name string) (string, []any) {
+		return "SELECT DISTINCT index_name FROM information_schema.statistics WHERE table_schema = COALESCE(NULLIF(?, ''), DATABASE()) AND table_name = ?",
+			[]any{schema, name}
+	},
+	maxBatch: 500,
 }
 
 // mysqlTimeFormat is how timestamps are bound: DATETIME(6) text in UTC.

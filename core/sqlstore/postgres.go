@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -30,7 +31,12 @@ var postgresDialect = &dialect{
 	missingTable:    func(err error) bool { return sqlState(err) == "42P01" }, // undefined_table
 	onConflict:      " ON CONFLICT (event_id) DO NOTHING RETURNING event_id",
 	uniqueViolation: func(err error) bool { return sqlState(err) == "23505" }, // unique_violation
-	maxBatch:        500,
+	maxIdent:        63,                                                       // NAMEDATALEN - 1: longer names are cut, and the cut index names of two tables collide
+	indexQuery: func(schema, name string) (string, []any) {
+		return "SELECT indexname FROM pg_indexes WHERE schemaname = COALESCE(NULLIF($1, ''), current_schema()) AND tablename = $2",
+			[]any{strings.ToLower(schema), strings.ToLower(name)} // unquoted identifiers fold to lower case
+	},
+	maxBatch: 500,
 }
 
 // scanTimeValue accepts the time.Time that drivers return for timestamp

@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"embed"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -71,12 +72,87 @@ func renderSchema(d *dialect, table string) ([]string, error) {
 func (s *Store) Schema() []string { return append([]string(nil), s.schema...) }
 
 // Migrate creates the store's table and indexes if they do not exist, on
-// the store's pool. It is safe to run at every start.
+// the store's pool, then checks in the database's catalog that every index
+// the outbox relies on exists: without them claims and purges scan the
+// whole table. It is safe to run at every start.
 func (s *Store) Migrate(ctx context.Context) error {
 	for _, stmt := range s.schema {
 		if _, err := s.db.Exec(ctx, stmt); err != nil {
 			return fmt.Errorf("sqlstore: migrate %s: %w", s.table, err)
 		}
 	}
+	missing, err := s.missingIndexes(ctx)
+	if err != nil {
+		return fmt.Errorf("sqlstore: migrate %s: list its indexes: %w", s.table, err)
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("sqlstore: migrate %s: index %s missing after CREATE INDEX IF NOT EXISTS (an index of that name on another table, or a name the database cut?)",
+			s.table, strings.Join(missing, ", "))
+	}
 	return nil
+}
+
+// missingIndexes returns the indexes of the schema that the database's
+// catalog does not list for the table.
+func (s *Store) missingIndexes(ctx context.Context) ([]string, error) {
+	schema, name := "", s.table
+	if i := strings.IndexByte(s.table, '.'); i >= 0 {
+		schema, name = s.table[:i], s.table[i+1:]
+	}
+	query, args := s.d.indexQuery(schema, name)
+	rows, err := s.db.Query(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	have := map[string]bool{}
+	for rows.Next() {
+		var idx string
+		if err := rows.Scan(&idx); err != nil {
+			_ = rows.Close()
+			return nil, err
+		}
+		have[strings.ToLower(idx)] = true
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return nil, err
+	}
+	var missing []string
+	for _, idx := range s.indexes {
+		if !have[strings.ToLower(idx)] {
+			missing = append(missing, idx)
+		}
+	}
+	return missing, nil
+}
+
+// indexNameRE finds the index names of the DDL: CREATE INDEX statements,
+// and KEY clauses of a MySQL CREATE TABLE.
+var indexNameRE = regexp.MustCompile(`(?i)(?:CREATE\s+INDEX\s+IF\s+NOT\s+EXISTS\s+(?:\w+\.)?(\w+))|(?:\bKEY\s+(\w+)\s*\()`)
+
+// checkIdentifiers checks the table name and the names of the indexes its
+// DDL creates against the dialect's identifier limit, and returns the index
+// names. The error wraps outbox.ErrInvalidConfig.
+func checkIdentifiers(d *dialect, table string, schema []string) ([]string, error) {
+	var indexes []string
+	for _, stmt := range schema {
+		for _, m := range indexNameRE.FindAllStringSubmatch(stmt, -1) {
+			indexes = append(indexes, m[1]+m[2])
+		}
+	}
+	if d.maxIdent == 0 {
+		return indexes, nil
+	}
+	for _, part := range strings.Split(table, ".") {
+		if len(part) > d.maxIdent {
+			return nil, fmt.Errorf("%w: sqlstore: table name %q: %q has %d characters, %s keeps %d",
+				outbox.ErrInvalidConfig, table, part, len(part), d.name, d.maxIdent)
+		}
+	}
+	for _, idx := range indexes {
+		if len(idx) > d.maxIdent {
+			return nil, fmt.Errorf("%w: sqlstore: table name %q is too long for %s: its index %s would have %d characters, %s keeps %d (shorten the table name by %d)",
+				outbox.ErrInvalidConfig, table, d.name, idx, len(idx), d.name, d.maxIdent, len(idx)-d.maxIdent)
+		}
+	}
+	return indexes, nil
 }

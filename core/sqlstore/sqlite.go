@@ -24,6 +24,12 @@ var sqliteDialect = &dialect{
 	uniqueViolation: func(err error) bool {
 		return strings.Contains(err.Error(), "UNIQUE constraint failed")
 	},
+	indexQuery: func(schema, name string) (string, []any) {
+		if schema != "" {
+			schema += "." // a validated identifier: safe in SQL text
+		}
+		return "SELECT name FROM " + schema + "sqlite_master WHERE type = 'index' AND tbl_name = ? AND sql IS NOT NULL", []any{name}
+	},
 	maxBatch: 500,
 }
 

@@ -150,3 +150,37 @@ var errNoDB = errors.New("noDB runs no SQL")
 func (noDB) Exec(context.Context, string, ...any) (int64, error)      { return 0, errNoDB }
 func (noDB) Query(context.Context, string, ...any) (Rows, error)      { return nil, errNoDB }
 func (noDB) ReadCommitted(context.Context, func(tx Conn) error) error { return errNoDB }
+
+// TestIdentifierLimits: a table name whose derived index names the
+// database would cut (PostgreSQL keeps 63 characters; two cut names
+// collide and an index is silently not created) is refused up front.
+func TestIdentifierLimits(t *testing.T) {
+	for _, tc := range []struct {
+		d       Dialect
+		table   string
+		ok      bool
+		indexes []string
+	}{
+		{PostgreSQL, strings.Repeat("p", 53), true, []string{strings.Repeat("p", 53) + "_claim_idx", strings.Repeat("p", 53) + "_purge_idx"}},
+		{PostgreSQL, strings.Repeat("p", 54), false, nil},
+		{PostgreSQL, "app." + strings.Repeat("p", 53), true, nil},
+		{PostgreSQL, strings.Repeat("s", 64) + ".t", false, nil},
+		{MySQL, strings.Repeat("m", 64), true, []string{"outbox_claim_idx", "outbox_purge_idx"}},
+		{SQLite, strings.Repeat("q", 64), true, []string{strings.Repeat("q", 64) + "_claim_idx", strings.Repeat("q", 64) + "_purge_idx"}},
+	} {
+		s, err := New(noDB{}, WithDialect(tc.d), WithTable(tc.table))
+		if !tc.ok {
+			if !errors.Is(err, outbox.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.d.Name()) {
+				t.Errorf("%s table %q: %v, want ErrInvalidConfig naming the database", tc.d.Name(), tc.table, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s table %q: %v", tc.d.Name(), tc.table, err)
+			continue
+		}
+		if tc.indexes != nil && !slices.Equal(s.indexes, tc.indexes) {
+			t.Errorf("%s table %q: indexes %v, want %v", tc.d.Name(), tc.table, s.indexes, tc.indexes)
+		}
+	}
+}

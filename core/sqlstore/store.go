@@ -30,6 +30,9 @@ type Store struct {
 	table  string
 	q      *queries
 	schema []string
+	// indexes are the names of the indexes the schema creates, without
+	// their schema; Migrate checks that they exist.
+	indexes []string
 }
 
 // Option configures a Store.
@@ -82,7 +85,11 @@ func New(db DB, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Store{db: db, d: spec, table: o.Table, q: buildQueries(spec, o.Table), schema: schema}, nil
+	indexes, err := checkIdentifiers(spec, o.Table, schema)
+	if err != nil {
+		return nil, err
+	}
+	return &Store{db: db, d: spec, table: o.Table, q: buildQueries(spec, o.Table), schema: schema, indexes: indexes}, nil
 }
 
 // Table returns the name of the store's table.
