@@ -6,8 +6,8 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
-	"slices"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,8 +18,9 @@ import (
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-// openSQLite returns a migrated store on a fresh SQLite file.
-func openSQLite(b *testing.B) (*sql.DB, *outboxsql.Store) {
+// sqliteClient returns a Client of mode on a migrated store in a fresh
+// SQLite file, and its TxManager. It is closed when b ends.
+func sqliteClient(b *testing.B, mode outbox.Mode) (*outbox.Client, *outboxsql.TxManager) {
 	b.Helper()
 	db, err := sql.Open("sqlite", outboxsql.SQLiteDSN(filepath.Join(b.TempDir(), "bench.db")))
 	if err != nil {
@@ -30,10 +31,20 @@ func openSQLite(b *testing.B) (*sql.DB, *outboxsql.Store) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := store.Migrate(context.Background(), db); err != nil {
+	if err := store.Migrate(context.Background()); err != nil {
 		b.Fatal(err)
 	}
-	return db, store
+	txm := outboxsql.NewTxManager(db)
+	c, err := outbox.New(outbox.Config{Store: store, TxContext: txm, Mode: mode, Logger: quiet, DisablePurge: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		if err := c.Close(context.Background()); err != nil {
+			b.Error(err)
+		}
+	})
+	return c, txm
 }
 
 func event(b *testing.B, i int, headers int) outbox.Envelope {
@@ -49,102 +60,102 @@ func event(b *testing.B, i int, headers int) outbox.Envelope {
 	return e
 }
 
-// hotSetup starts a dispatcher on a SQLite store whose listener signals
-// delivered, with b.N events inserted claimed by it, as the Writer would
-// have inserted them (not timed).
-func hotSetup(b *testing.B, delivered chan<- struct{}) (*outbox.Dispatcher, []outbox.Envelope) {
+// hotClient starts a Client in ModeHotPathOnly on SQLite whose listener
+// counts deliveries.
+func hotClient(b *testing.B, delivered *atomic.Int64) (*outbox.Client, *outboxsql.TxManager) {
 	b.Helper()
-	db, store := openSQLite(b)
-	ctx := context.Background()
-	reg := outbox.NewRegistry()
-	if err := reg.Register(outbox.AggregateName("Order"), outbox.EventName("OrderPlaced"),
-		outbox.ListenerFunc(func(context.Context, outbox.Envelope) error { delivered <- struct{}{}; return nil })); err != nil {
+	c, txm := sqliteClient(b, outbox.ModeHotPathOnly)
+	if err := c.Handle(outbox.EventName("OrderPlaced"), func(context.Context, outbox.Envelope) error {
+		delivered.Add(1)
+		return nil
+	}); err != nil {
 		b.Fatal(err)
 	}
-	d, err := outbox.NewDispatcher(outbox.DispatcherConfig{Store: store, DB: db, Registry: reg, Logger: quiet})
-	if err != nil {
+	if err := c.Start(context.Background()); err != nil {
 		b.Fatal(err)
 	}
+	return c, txm
+}
+
+// write writes events in one transaction.
+func write(b *testing.B, c *outbox.Client, txm *outboxsql.TxManager, events ...outbox.Envelope) {
+	if err := txm.InTx(context.Background(), func(ctx context.Context) error {
+		_, err := c.Write(ctx, events...)
+		return err
+	}); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// waitFor waits until delivered reaches n.
+func waitFor(b *testing.B, delivered *atomic.Int64, n int64) {
+	deadline := time.Now().Add(time.Minute)
+	for delivered.Load() < n {
+		if time.Now().After(deadline) {
+			b.Fatalf("%d of %d events delivered after a minute", delivered.Load(), n)
+		}
+		time.Sleep(5 * time.Microsecond)
+	}
+}
+
+// BenchmarkHotPath measures the hot path end to end on a real SQLite
+// store, one event at a time: a transaction that writes one event and
+// commits, the after-commit handoff to a worker, the listener; the DONE
+// acks are batched in the background.
+func BenchmarkHotPath(b *testing.B) {
+	var delivered atomic.Int64
+	c, txm := hotClient(b, &delivered)
 	events := make([]outbox.Envelope, b.N)
 	for i := range events {
 		events[i] = event(b, i, 1)
 	}
-	for chunk := range slices.Chunk(events, 500) {
-		if err := store.Insert(ctx, db, time.Now(), d.Owner(), chunk); err != nil {
-			b.Fatal(err)
-		}
-	}
-	if err := d.Start(ctx); err != nil {
-		b.Fatal(err)
-	}
-	return d, events
-}
-
-// BenchmarkHotHandoff measures the dispatcher's hot path in process:
-// EnqueueHot → worker → listener, one event at a time, with the DONE acks
-// batched into a real SQLite store.
-func BenchmarkHotHandoff(b *testing.B) {
-	ctx := context.Background()
-	got := make(chan struct{}, 1)
-	d, events := hotSetup(b, got)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
-		if !d.EnqueueHot(events[i]) {
-			b.Fatal("hot queue refused an event")
-		}
-		<-got
-	}
-	b.StopTimer()
-	if err := d.Close(ctx); err != nil {
-		b.Fatal(err)
+		write(b, c, txm, events[i])
+		waitFor(b, &delivered, int64(i+1))
 	}
 }
 
-// BenchmarkHotHandoffParallel is BenchmarkHotHandoff with the queue kept
-// full: every goroutine enqueues and the listener only counts.
-func BenchmarkHotHandoffParallel(b *testing.B) {
-	ctx := context.Background()
-	done := make(chan struct{}, 1024)
-	d, events := hotSetup(b, done)
+// BenchmarkHotPathBatch is BenchmarkHotPath with 100 events per
+// transaction and the hot queue kept busy: the writer runs ahead of the
+// workers by up to 500 events. ns/op is per event.
+func BenchmarkHotPathBatch(b *testing.B) {
+	const batch, ahead = 100, 500
+	var delivered atomic.Int64
+	c, txm := hotClient(b, &delivered)
+	events := make([]outbox.Envelope, b.N)
+	for i := range events {
+		events[i] = event(b, i, 1)
+	}
 	b.ReportAllocs()
 	b.ResetTimer()
-	go func() {
-		for _, e := range events {
-			for !d.EnqueueHot(e) { // full: wait for the workers
-				time.Sleep(10 * time.Microsecond)
-			}
-		}
-	}()
-	for range b.N {
-		<-done
+	for from := 0; from < b.N; from += batch {
+		waitFor(b, &delivered, int64(from-ahead))
+		write(b, c, txm, events[from:min(from+batch, b.N)]...)
 	}
-	b.StopTimer()
-	if err := d.Close(ctx); err != nil {
-		b.Fatal(err)
-	}
+	waitFor(b, &delivered, int64(b.N))
 }
 
 // BenchmarkHeaderCodec measures the header encoding and decoding of the SQL
-// store through its public API on SQLite: Insert of one event (headers
-// encoded to JSON) and List reading it back (headers decoded), per
-// header count. Compare with headers=0 to see the codec's share.
+// store through the public API on SQLite: Client.Write of one event
+// (headers encoded to JSON) and Client.Get reading it back (headers
+// decoded), per header count. Compare with headers=0 to see the codec's
+// share.
 func BenchmarkHeaderCodec(b *testing.B) {
 	for _, n := range []int{0, 1, 8} {
 		b.Run("headers="+strconv.Itoa(n), func(b *testing.B) {
-			db, store := openSQLite(b)
+			c, txm := sqliteClient(b, outbox.ModeWriterOnly)
 			ctx := context.Background()
 			b.ReportAllocs()
 			i := 0
 			for b.Loop() {
 				e := event(b, i, n)
 				i++
-				if err := store.Insert(ctx, db, time.Now(), "", []outbox.Envelope{e}); err != nil {
-					b.Fatal(err)
-				}
-				recs, err := store.List(ctx, db, outbox.Query{AfterID: e.ID()[:25], Limit: 1})
-				if err != nil || len(recs) != 1 || recs[0].Envelope.NumHeaders() != n {
-					b.Fatalf("list: %v, %d records", err, len(recs))
+				write(b, c, txm, e)
+				rec, err := c.Get(ctx, e.ID())
+				if err != nil || rec.Envelope.NumHeaders() != n {
+					b.Fatalf("get: %v, %d headers", err, rec.Envelope.NumHeaders())
 				}
 			}
 		})

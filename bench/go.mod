@@ -3,6 +3,7 @@ module github.com/go-outbox/outbox/bench
 go 1.26.0
 
 require (
+	github.com/go-outbox/outbox/adapters/pgx v0.0.0
 	github.com/go-outbox/outbox/core v0.0.0
 	github.com/go-sql-driver/mysql v1.10.1
 	github.com/jackc/pgx/v5 v5.12.0
@@ -28,4 +29,7 @@ require (
 	modernc.org/memory v1.12.1 // indirect
 )
 
-replace github.com/go-outbox/outbox/core => ../core
+replace (
+	github.com/go-outbox/outbox/adapters/pgx => ../adapters/pgx
+	github.com/go-outbox/outbox/core => ../core
+)

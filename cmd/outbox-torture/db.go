@@ -150,5 +150,5 @@ func createTables(ctx context.Context, c config, db *sql.DB) error {
 	if err != nil {
 		return err
 	}
-	return store.Migrate(ctx, db)
+	return store.Migrate(ctx)
 }

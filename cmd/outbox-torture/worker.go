@@ -47,7 +47,7 @@ func runWorker(c config) error {
 	pid := os.Getpid()
 	var slowOnce sync.Map
 	ledgerInsert := bind(c.db, "INSERT INTO "+ledgerTable+" (event_id, worker, pid, attempt) VALUES (?, ?, ?, ?)")
-	listener := outbox.ListenerFunc(func(ctx context.Context, e outbox.Envelope) error {
+	listener := func(ctx context.Context, e outbox.Envelope) error {
 		f, attempt := fate(e.ID()), outbox.DeliveryAttempt(ctx)
 		poison := uint32(c.poisonPermille)
 		failTo := poison + uint32(c.failPct*10)
@@ -66,32 +66,22 @@ func runWorker(c config) error {
 		}
 		_, err := db.ExecContext(ctx, ledgerInsert, e.ID(), c.workerID, pid, attempt)
 		return err
-	})
-	reg := outbox.NewRegistry()
-	if err := reg.Register(orderAgg, orderPlaced, listener); err != nil {
-		return err
 	}
-	d, err := outbox.NewDispatcher(outbox.DispatcherConfig{
-		Store: store, DB: db, Registry: reg, Logger: logger, Workers: 8, MaxAttempts: 5,
+	// One Client per process (hot path, claiming poller and purge) with a
+	// short lease, so that killed workers' events are recovered quickly.
+	client, err := outbox.New(outbox.Config{
+		Store: store, TxContext: tx, Logger: logger, Lease: c.lease,
+		Workers: 8, MaxAttempts: 5, DrainTimeout: 2 * time.Second,
 		RetryPolicy:  &outbox.ExponentialBackoff{Base: 50 * time.Millisecond, Max: time.Second},
-		DrainTimeout: 2 * time.Second,
+		PollInterval: 200 * time.Millisecond, PollBatchSize: 100, MaxPollBackoff: time.Second,
 	})
 	if err != nil {
 		return err
 	}
-	p, err := outbox.NewPoller(outbox.PollerConfig{Store: store, DB: db, Dispatcher: d, Logger: logger,
-		Interval: 200 * time.Millisecond, BatchSize: 100, Lease: c.lease, MaxBackoff: time.Second})
-	if err != nil {
+	if err := client.Handle(orderPlaced, listener); err != nil {
 		return err
 	}
-	w, err := outbox.NewWriter(outbox.WriterConfig{TxContext: tx, Store: store, Hook: d.Hook(), Logger: logger})
-	if err != nil {
-		return err
-	}
-	if err := d.Start(ctx); err != nil {
-		return err
-	}
-	if err := p.Start(ctx); err != nil {
+	if err := client.Start(ctx); err != nil {
 		return err
 	}
 
@@ -120,14 +110,11 @@ func runWorker(c config) error {
 				e := outbox.MustEnvelope(orderPlaced, outbox.WithAggregate(orderAgg, ""), outbox.WithJSON([]byte(`{"torture":true}`)))
 				rollback := int(seq.Add(1)%100) < c.rollbackPct
 				err := tx.InTx(ctx, func(ctx context.Context) error {
-					cur, err := tx.Current(ctx)
-					if err != nil {
+					sqlTx, _ := tx.Tx(ctx)
+					if _, err := sqlTx.ExecContext(ctx, insertOrder, e.ID(), c.workerID); err != nil {
 						return err
 					}
-					if _, err := cur.Executor().ExecContext(ctx, insertOrder, e.ID(), c.workerID); err != nil {
-						return err
-					}
-					if _, err := w.Write(ctx, e); err != nil {
+					if _, err := client.Write(ctx, e); err != nil {
 						return err
 					}
 					if rollback {
@@ -149,5 +136,5 @@ func runWorker(c config) error {
 	<-ctx.Done()
 	closeCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	return errors.Join(p.Close(closeCtx), d.Close(closeCtx))
+	return client.Close(closeCtx)
 }

@@ -85,7 +85,7 @@ func run(ctx context.Context, path string, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	if err := store.Migrate(ctx, db); err != nil {
+	if err := store.Migrate(ctx); err != nil {
 		return err
 	}
 	if _, err := db.ExecContext(ctx, `CREATE TABLE orders (id TEXT PRIMARY KEY, amount INTEGER NOT NULL)`); err != nil {
@@ -94,43 +94,36 @@ func run(ctx context.Context, path string, logger *slog.Logger) error {
 	tx := outboxsql.NewTxManager(db)
 	fmt.Println("outbox demo on", path)
 
+	// One Client writes events in our transactions and delivers them: right
+	// after commit, and through its poller for delayed and retried ones.
+	client, err := outbox.New(outbox.Config{
+		Store: store, TxContext: tx, Logger: logger,
+		PollInterval: 100 * time.Millisecond,
+		RetryPolicy:  &outbox.ExponentialBackoff{Base: 100 * time.Millisecond, Max: time.Second},
+	})
+	if err != nil {
+		return err
+	}
+
 	t := &tally{seen: map[string]int{}}
 	var paymentCalls atomic.Int32
-	reg := outbox.NewRegistry()
-	must(reg.Register(ordersAggregate, orderPlaced, outbox.ListenerFunc(func(ctx context.Context, e outbox.Envelope) error {
+	must(client.Handle(orderPlaced, func(ctx context.Context, e outbox.Envelope) error {
 		t.deliver(e, string(e.PayloadString()))
 		return nil
-	})))
-	must(reg.Register(ordersAggregate, paymentCaptured, outbox.ListenerFunc(func(ctx context.Context, e outbox.Envelope) error {
+	}))
+	must(client.Handle(paymentCaptured, func(ctx context.Context, e outbox.Envelope) error {
 		if paymentCalls.Add(1) == 1 {
 			fmt.Printf("  failed    %-16s %s (payment gateway timeout, will retry)\n", e.Type(), e.AggregateID())
 			return errors.New("payment gateway timeout")
 		}
 		t.deliver(e, "on retry")
 		return nil
-	})))
-	must(reg.Register(ordersAggregate, reminderDue, outbox.ListenerFunc(func(ctx context.Context, e outbox.Envelope) error {
+	}))
+	must(client.Handle(reminderDue, func(ctx context.Context, e outbox.Envelope) error {
 		t.deliver(e, "after its delay")
 		return nil
-	})))
-
-	d, err := outbox.NewDispatcher(outbox.DispatcherConfig{
-		Store: store, DB: db, Registry: reg, Logger: logger,
-		RetryPolicy: &outbox.ExponentialBackoff{Base: 100 * time.Millisecond, Max: time.Second},
-	})
-	if err != nil {
-		return err
-	}
-	p, err := outbox.NewPoller(outbox.PollerConfig{Store: store, DB: db, Dispatcher: d, Interval: 100 * time.Millisecond, Logger: logger})
-	if err != nil {
-		return err
-	}
-	w, err := outbox.NewWriter(outbox.WriterConfig{TxContext: tx, Store: store, Hook: d.Hook(), Logger: logger})
-	if err != nil {
-		return err
-	}
-	must(d.Start(ctx))
-	must(p.Start(ctx))
+	}))
+	must(client.Start(ctx))
 
 	// placeOrder inserts the order and its events in one transaction.
 	placeOrder := func(id string, amount int, fail bool, extra ...outbox.Envelope) error {
@@ -138,14 +131,11 @@ func run(ctx context.Context, path string, logger *slog.Logger) error {
 			outbox.WithJSONValue(map[string]any{"order": id, "amount": amount}))
 		events := append([]outbox.Envelope{placed}, extra...)
 		err := tx.InTx(ctx, func(ctx context.Context) error {
-			sqlTx, err := tx.Current(ctx)
-			if err != nil {
+			sqlTx, _ := tx.Tx(ctx)
+			if _, err := sqlTx.ExecContext(ctx, `INSERT INTO orders (id, amount) VALUES (?, ?)`, id, amount); err != nil {
 				return err
 			}
-			if _, err := sqlTx.Executor().ExecContext(ctx, `INSERT INTO orders (id, amount) VALUES (?, ?)`, id, amount); err != nil {
-				return err
-			}
-			if _, err := w.Write(ctx, events...); err != nil {
+			if _, err := client.Write(ctx, events...); err != nil {
 				return err
 			}
 			if fail {
@@ -178,10 +168,11 @@ func run(ctx context.Context, path string, logger *slog.Logger) error {
 	// Wait until nothing is pending.
 	deadline := time.Now().Add(settleTimeoutDef)
 	for {
-		n, err := store.Count(ctx, db, outbox.Query{Statuses: []outbox.Status{outbox.StatusNew, outbox.StatusRetry}})
+		stats, err := client.Stats(ctx)
 		if err != nil {
 			return err
 		}
+		n := stats.ByStatus[outbox.StatusNew] + stats.ByStatus[outbox.StatusRetry]
 		if n == 0 {
 			break
 		}
@@ -192,20 +183,20 @@ func run(ctx context.Context, path string, logger *slog.Logger) error {
 	}
 	closeCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	must(p.Close(closeCtx))
-	must(d.Close(closeCtx))
+	must(client.Close(closeCtx))
 
-	dead, err := outbox.NewDeadEvents(store, db, nil).List(ctx, outbox.Query{})
+	dead, err := client.Dead().List(ctx, outbox.Query{})
 	if err != nil {
 		return err
 	}
 	for _, r := range dead {
 		fmt.Printf("  dead      %-16s %s: %s\n", r.Envelope.Type(), r.Envelope.AggregateID(), r.LastError)
 	}
-	done, err := store.Count(ctx, db, outbox.Query{Statuses: []outbox.Status{outbox.StatusDone}})
+	stats, err := client.Stats(ctx)
 	if err != nil {
 		return err
 	}
+	done := stats.ByStatus[outbox.StatusDone]
 	var orders int
 	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM orders`).Scan(&orders); err != nil {
 		return err

@@ -12,13 +12,14 @@ import (
 
 	outbox "github.com/go-outbox/outbox/core"
 	"github.com/go-outbox/outbox/core/outboxsql"
+	"github.com/go-outbox/outbox/core/sqlstore"
 	_ "github.com/go-sql-driver/mysql"
 	_ "github.com/jackc/pgx/v5/stdlib"
 	_ "github.com/lib/pq"
 	_ "modernc.org/sqlite"
 )
 
-// Table names: the framework writes fwTable through outboxsql.Store, the
+// Table names: the framework writes fwTable through its Store, the
 // baselines write rawTable with hand-written SQL. Both are created by the
 // same Migrate, so they have the same columns and indexes.
 const (
@@ -28,21 +29,23 @@ const (
 
 // backend is one database reached through one driver.
 type backend struct {
-	key    string // as selected by -db: sqlite, pgx, pq, mysql
-	name   string // as printed: sqlite, postgres/pgx, postgres/pq, mariadb
+	key    string // as selected by -db: sqlite, pgx, pgx-native, pq, mysql
+	name   string // as printed: sqlite, postgres/pgx, postgres/pgx-native, postgres/pq, mariadb
 	family string // sqlite, postgres or mysql
-	driver string // database/sql driver name
+	driver string // database/sql driver name; "" for native pgx (pgxpool)
 	dsn    string // for SQLite, the file path
 }
 
 // backends returns the backends selected by list (comma-separated names:
-// sqlite, postgres (= pgx and pq), pgx, pq, mysql or mariadb, all).
+// sqlite, postgres (= pgx, pgx-native and pq), pgx, pgx-native, pq, mysql
+// or mariadb, all).
 func backends(list, pgDSN, myDSN, sqlitePath string) ([]backend, error) {
 	all := map[string]backend{
-		"sqlite": {key: "sqlite", name: "sqlite", family: "sqlite", driver: "sqlite", dsn: sqlitePath},
-		"pgx":    {key: "pgx", name: "postgres/pgx", family: "postgres", driver: "pgx", dsn: pgDSN},
-		"pq":     {key: "pq", name: "postgres/pq", family: "postgres", driver: "postgres", dsn: pgDSN},
-		"mysql":  {key: "mysql", name: "mariadb", family: "mysql", driver: "mysql", dsn: myDSN},
+		"sqlite":     {key: "sqlite", name: "sqlite", family: "sqlite", driver: "sqlite", dsn: sqlitePath},
+		"pgx":        {key: "pgx", name: "postgres/pgx", family: "postgres", driver: "pgx", dsn: pgDSN},
+		"pgx-native": {key: "pgx-native", name: "postgres/pgx-native", family: "postgres", dsn: pgDSN},
+		"pq":         {key: "pq", name: "postgres/pq", family: "postgres", driver: "postgres", dsn: pgDSN},
+		"mysql":      {key: "mysql", name: "mariadb", family: "mysql", driver: "mysql", dsn: myDSN},
 	}
 	var out []backend
 	seen := map[string]bool{}
@@ -57,27 +60,32 @@ func backends(list, pgDSN, myDSN, sqlitePath string) ([]backend, error) {
 	for _, name := range strings.Split(list, ",") {
 		switch strings.TrimSpace(name) {
 		case "all":
-			add("sqlite", "pgx", "pq", "mysql")
+			add("sqlite", "pgx", "pgx-native", "pq", "mysql")
 		case "sqlite":
 			add("sqlite")
 		case "postgres", "pg":
-			add("pgx", "pq")
+			add("pgx", "pgx-native", "pq")
 		case "pgx":
 			add("pgx")
+		case "pgx-native":
+			add("pgx-native")
 		case "pq":
 			add("pq")
 		case "mysql", "mariadb":
 			add("mysql")
 		case "":
 		default:
-			return nil, fmt.Errorf("unknown -db %q: use sqlite, postgres, pgx, pq, mysql or all", name)
+			return nil, fmt.Errorf("unknown -db %q: use sqlite, postgres, pgx, pgx-native, pq, mysql or all", name)
 		}
 	}
 	return out, nil
 }
 
 // open connects with a pool of at most conns connections.
-func (b backend) open(ctx context.Context, conns int) (*sql.DB, error) {
+func (b backend) open(ctx context.Context, conns int) (pool, error) {
+	if b.driver == "" {
+		return openPgxPool(ctx, b.dsn, conns)
+	}
 	dsn := b.dsn
 	if b.family == "sqlite" {
 		dsn = outboxsql.SQLiteDSN(b.dsn)
@@ -92,7 +100,7 @@ func (b backend) open(ctx context.Context, conns int) (*sql.DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("connect to %s: %w", b.name, err)
 	}
-	return db, nil
+	return newSQLPool(db), nil
 }
 
 // resetSQLite removes the SQLite database file and its WAL.
@@ -112,15 +120,16 @@ func (b backend) resetSQLite() error {
 }
 
 // version returns the server's version string.
-func (b backend) version(ctx context.Context, db *sql.DB) string {
+func (b backend) version(ctx context.Context, p pool) string {
 	q := "SELECT version()"
 	if b.family == "sqlite" {
 		q = "SELECT 'SQLite ' || sqlite_version()"
 	}
-	var v string
-	if err := db.QueryRowContext(ctx, q).Scan(&v); err != nil {
-		return "unknown (" + err.Error() + ")"
+	vals, err := p.query(ctx, q)
+	if err != nil || len(vals) != 1 {
+		return fmt.Sprintf("unknown (%v)", err)
 	}
+	v := fmt.Sprint(vals[0])
 	if i := strings.Index(v, " on "); i > 0 && b.family == "postgres" {
 		v = v[:i]
 	}
@@ -130,19 +139,19 @@ func (b backend) version(ctx context.Context, db *sql.DB) string {
 	return v
 }
 
-// stores returns the framework's store and a store on the raw table (used
-// only for Migrate, so that both tables are identical).
-func (b backend) setup(ctx context.Context, db *sql.DB) (*outboxsql.Store, error) {
-	var fw *outboxsql.Store
+// setup recreates both tables and returns the framework's store; the raw
+// table comes from the same Migrate, so that both tables are identical.
+func (b backend) setup(ctx context.Context, p pool) (*sqlstore.Store, error) {
+	var fw *sqlstore.Store
 	for _, t := range []string{fwTable, rawTable} {
-		if _, err := db.ExecContext(ctx, "DROP TABLE IF EXISTS "+t); err != nil {
+		if _, err := p.exec(ctx, "DROP TABLE IF EXISTS "+t); err != nil {
 			return nil, err
 		}
-		s, err := outboxsql.Open(db, outboxsql.WithTable(t))
+		s, err := p.store(t)
 		if err != nil {
 			return nil, err
 		}
-		if err := s.Migrate(ctx, db); err != nil {
+		if err := s.Migrate(ctx); err != nil {
 			return nil, err
 		}
 		if t == fwTable {
@@ -154,24 +163,28 @@ func (b backend) setup(ctx context.Context, db *sql.DB) (*outboxsql.Store, error
 
 // truncate empties a table between runs so every run starts from the same
 // state.
-func (b backend) truncate(ctx context.Context, db *sql.DB, table string) error {
+func (b backend) truncate(ctx context.Context, p pool, table string) error {
 	q := "TRUNCATE TABLE " + table
 	if b.family == "sqlite" {
 		q = "DELETE FROM " + table
 	}
-	_, err := db.ExecContext(ctx, q)
+	_, err := p.exec(ctx, q)
 	return err
 }
 
 // analyze refreshes the planner's statistics (and, on PostgreSQL, the
 // visibility map) after a bulk load.
-func (b backend) analyze(ctx context.Context, db *sql.DB, table string) error {
-	q := map[string]string{"sqlite": "ANALYZE", "postgres": "VACUUM ANALYZE " + table, "mysql": "ANALYZE TABLE " + table}[b.family]
-	rows, err := db.QueryContext(ctx, q) // MySQL's ANALYZE TABLE returns a result set
-	if err != nil {
-		return err
+func (b backend) analyze(ctx context.Context, p pool, table string) error {
+	var err error
+	switch b.family {
+	case "sqlite":
+		_, err = p.exec(ctx, "ANALYZE")
+	case "postgres":
+		_, err = p.exec(ctx, "VACUUM ANALYZE "+table)
+	case "mysql":
+		_, err = p.query(ctx, "ANALYZE TABLE "+table) // it returns a result set
 	}
-	return rows.Close()
+	return err
 }
 
 // rebind turns ? placeholders into $n on PostgreSQL.
@@ -192,7 +205,7 @@ func (b backend) rebind(q string) string {
 	return sb.String()
 }
 
-// timeArg binds a timestamp the way the outboxsql dialect does, so the
+// timeArg binds a timestamp the way the sqlstore dialect does, so the
 // baseline writes the same column values.
 func (b backend) timeArg(t time.Time) any {
 	t = t.UTC()
@@ -254,7 +267,7 @@ func (b backend) appendRawRow(args []any, orderID string, now time.Time) []any {
 // statement: generate_series on PostgreSQL, the SEQUENCE engine's
 // seq_1_to_N on MariaDB, a recursive CTE on SQLite. Ids sort in creation
 // order, like ULIDs; all rows are due.
-func (b backend) bulkLoad(ctx context.Context, db *sql.DB, table string, n int) error {
+func (b backend) bulkLoad(ctx context.Context, p pool, table string, n int) error {
 	base := time.Now().Add(-time.Hour).UTC()
 	cols := rawInsertColumns
 	var q string
@@ -264,7 +277,7 @@ func (b backend) bulkLoad(ctx context.Context, db *sql.DB, table string, n int) 
 SELECT '01BENCH' || lpad(g::text, 19, '0'), '%s', '%s', 'o-' || g, '', '%s'::json, '%s',
        $1::timestamptz + g * interval '1 microsecond', $1::timestamptz + g * interval '1 microsecond', $1::timestamptz + g * interval '1 microsecond'
 FROM generate_series(1, %d) AS g`, table, cols, eventType, aggregateType, payloadJSON, headersJSON, n)
-		_, err := db.ExecContext(ctx, q, base)
+		_, err := p.exec(ctx, q, base)
 		return err
 	case "mysql":
 		// Chunks keep the transaction (and the undo log) moderate.
@@ -276,7 +289,7 @@ SELECT CONCAT('01BENCH', LPAD(seq, 19, '0')), '%s', '%s', CONCAT('o-', seq), '',
        ? + INTERVAL seq MICROSECOND, ? + INTERVAL seq MICROSECOND, ? + INTERVAL seq MICROSECOND
 FROM seq_%d_to_%d`, table, cols, eventType, aggregateType, payloadJSON, headersJSON, from, to)
 			ts := b.timeArg(base)
-			if _, err := db.ExecContext(ctx, q, ts, ts, ts); err != nil {
+			if _, err := p.exec(ctx, q, ts, ts, ts); err != nil {
 				return err
 			}
 		}
@@ -287,14 +300,12 @@ WITH RECURSIVE g(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM g WHERE x < %d)
 SELECT '01BENCH' || printf('%%019d', x), '%s', '%s', 'o-' || x, '', '%s', '%s', ? + x, ? + x, ? + x FROM g`,
 			table, cols, n, eventType, aggregateType, payloadJSON, headersJSON)
 		ts := base.UnixMicro()
-		_, err := db.ExecContext(ctx, q, ts, ts, ts)
+		_, err := p.exec(ctx, q, ts, ts, ts)
 		return err
 	}
 }
 
 // countStatus returns how many rows of table have the given status.
-func countStatus(ctx context.Context, db *sql.DB, table string, status int) (int64, error) {
-	var n int64
-	err := db.QueryRowContext(ctx, fmt.Sprintf("SELECT COUNT(*) FROM %s WHERE status = %d", table, status)).Scan(&n)
-	return n, err
+func countStatus(ctx context.Context, p pool, table string, status int) (int64, error) {
+	return queryInt(ctx, p, fmt.Sprintf("SELECT COUNT(*) FROM %s WHERE status = %d", table, status))
 }

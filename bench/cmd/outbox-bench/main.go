@@ -4,16 +4,21 @@
 //
 //	BENCH db=… scenario=… n=… rate=…/s baseline=…/s ratio=… p50=… p99=… rss_mb=…
 //
-// Scenarios (each on SQLite, PostgreSQL through pgx and lib/pq, MariaDB):
+// Backends: SQLite, PostgreSQL through database/sql with pgx's stdlib
+// driver (pgx) and with lib/pq (pq), PostgreSQL through a native pgxpool
+// (pgx-native: the framework through outboxpgx, the baselines through pgx
+// itself), and MariaDB. Scenarios, each on every selected backend:
 //
-//   - write-cN: N writers, one transaction per event: the outbox Writer
-//     against a plain INSERT of the same row into an identical table.
+//   - write-cN: N writers, one transaction per event: Client.Write of a
+//     Client in ModeWriterOnly against a plain INSERT of the same row into
+//     an identical table.
 //   - write-batch-cN: the same with -batch events per transaction against a
 //     raw multi-row INSERT.
-//   - e2e-hot: -e2e-writers writers through the hot path (dispatcher hook,
-//     listener, batched DONE): the rate of rows that reach DONE against the
-//     raw INSERT loop, and the commit → listener latency.
-//   - drain: -drain-rows pending rows drained by the poller and dispatcher
+//   - e2e-hot: -e2e-writers writers through the hot path of a Client in
+//     ModeFull (after-commit handoff, listener, batched DONE): the rate of
+//     rows that reach DONE against the raw INSERT loop, and the commit →
+//     listener latency.
+//   - drain: -drain-rows pending rows drained by a Client in ModePollerOnly
 //     with a no-op listener against a raw claim+mark-DONE loop with the same
 //     number of connections. Each side runs in a fresh child process of this
 //     binary, so rss_mb is that side's own peak (VmHWM).
@@ -41,7 +46,6 @@ import (
 	"time"
 
 	outbox "github.com/go-outbox/outbox/core"
-	"github.com/go-outbox/outbox/core/outboxsql"
 )
 
 type options struct {
@@ -73,7 +77,7 @@ func envOr(key, def string) string {
 func main() {
 	var o options
 	var writers string
-	flag.StringVar(&o.dbs, "db", "all", "backends: comma-separated sqlite, postgres (pgx and pq), pgx, pq, mysql, all")
+	flag.StringVar(&o.dbs, "db", "all", "backends: comma-separated sqlite, postgres (pgx, pgx-native and pq), pgx, pgx-native, pq, mysql, all")
 	flag.StringVar(&o.scenarios, "scenario", "write,write-batch,e2e-hot,drain", "scenarios to run, comma-separated")
 	flag.DurationVar(&o.duration, "duration", 3*time.Second, "length of each timed write, write-batch and e2e-hot run")
 	flag.IntVar(&o.rounds, "rounds", 2, "timed runs per side of write, write-batch and e2e-hot (best reported)")
@@ -86,7 +90,7 @@ func main() {
 	flag.IntVar(&o.drainConns, "drain-conns", 2, "connections of the drain scenario (both sides)")
 	flag.IntVar(&o.drainBatch, "drain-batch", 100, "rows per claim in the drain scenario (both sides)")
 	flag.DurationVar(&o.drainInterval, "drain-poll-interval", time.Second, "the framework's poll interval in the drain scenario (idle wait)")
-	flag.IntVar(&o.workers, "dispatch-workers", 0, "the framework's dispatcher workers (0: the default)")
+	flag.IntVar(&o.workers, "dispatch-workers", 0, "the framework's delivery workers, Config.Workers (0: the default)")
 	flag.IntVar(&o.ackBatch, "ack-batch", 0, "the framework's AckBatchSize (0: the default)")
 	flag.DurationVar(&o.ackInterval, "ack-interval", 0, "the framework's AckInterval (0: the default)")
 	flag.BoolVar(&o.short, "short", false, "CI sizes: -duration 300ms -rounds 1 -drain-rows 100000 unless set")
@@ -170,17 +174,17 @@ func runBackend(ctx context.Context, o options, b backend, want map[string]bool,
 	if err := b.resetSQLite(); err != nil {
 		return err
 	}
-	db, err := b.open(ctx, o.pool)
+	p, err := b.open(ctx, o.pool)
 	if err != nil {
 		return err
 	}
-	defer db.Close()
-	rep.versions = append(rep.versions, b.name+": "+b.version(ctx, db))
-	store, err := b.setup(ctx, db)
+	defer p.close()
+	rep.versions = append(rep.versions, b.name+": "+b.version(ctx, p))
+	store, err := b.setup(ctx, p)
 	if err != nil {
 		return err
 	}
-	e := &env{b: b, disp: o.dispatcherConfig(), db: db, store: store, txm: outboxsql.NewTxManager(db), log: discardLogger(os.Stderr)}
+	e := &env{b: b, cfg: o.clientConfig(), p: p, store: store, txm: p.txManager(), log: discardLogger(os.Stderr)}
 	// best runs both sides -rounds times, alternating which goes first, and
 	// records the best round of each.
 	best := func(name string, conc int, side func(side string) (run, error)) error {
@@ -245,14 +249,14 @@ func runBackend(ctx context.Context, o options, b backend, want map[string]bool,
 				table = fwTable
 			}
 			for _, t := range []string{rawTable, fwTable} {
-				if err := b.truncate(ctx, db, t); err != nil {
+				if err := b.truncate(ctx, p, t); err != nil {
 					return err
 				}
 			}
-			if err := b.bulkLoad(ctx, db, table, o.drainRows); err != nil {
+			if err := b.bulkLoad(ctx, p, table, o.drainRows); err != nil {
 				return fmt.Errorf("drain: bulk load: %w", err)
 			}
-			if err := b.analyze(ctx, db, table); err != nil {
+			if err := b.analyze(ctx, p, table); err != nil {
 				return fmt.Errorf("drain: analyze: %w", err)
 			}
 			r, err := spawnDrain(ctx, o, b, side)
@@ -268,7 +272,7 @@ func runBackend(ctx context.Context, o options, b backend, want map[string]bool,
 	}
 	// Leave the tables empty: the servers are shared.
 	for _, t := range []string{rawTable, fwTable} {
-		_ = b.truncate(ctx, db, t)
+		_ = b.truncate(ctx, p, t)
 	}
 	return nil
 }
@@ -373,7 +377,8 @@ func loadAvg() string {
 	return strings.Join(f[:3], " ")
 }
 
-// dispatcherConfig returns the tuning the framework's dispatchers run with.
-func (o options) dispatcherConfig() outbox.DispatcherConfig {
-	return outbox.DispatcherConfig{Workers: o.workers, AckBatchSize: o.ackBatch, AckInterval: o.ackInterval}
+// clientConfig returns the tuning the framework's Clients run with. They
+// do not purge: the baselines do not either.
+func (o options) clientConfig() outbox.Config {
+	return outbox.Config{Workers: o.workers, AckBatchSize: o.ackBatch, AckInterval: o.ackInterval, DisablePurge: true}
 }

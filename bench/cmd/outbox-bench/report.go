@@ -145,7 +145,8 @@ func (rep *report) markdown() string {
 		w(" (%d on MariaDB)", o.drainRowsMySQL)
 	}
 	w(", %d connections, claims of %d rows, both sides; the framework's poll interval (idle wait) %s\n", o.drainConns, o.drainBatch, o.drainInterval)
-	w("- framework: default Dispatcher (4 workers, queues 1000, acks batched by 256 or 5 ms); e2e-hot also runs a default Poller; drain runs a Poller with BatchSize %d\n\n", o.drainBatch)
+	w("- framework: one outbox.Client per run with the default tuning (4 workers, queues 1000, acks batched by 256 or 5 ms) and no purge: ")
+	w("ModeWriterOnly for write and write-batch, ModeFull (hot path and a default poller) for e2e-hot, ModePollerOnly with PollBatchSize %d for drain\n\n", o.drainBatch)
 	w("%s", endMarker)
 	return b.String()
 }

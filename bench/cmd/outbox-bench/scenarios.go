@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,7 +14,7 @@ import (
 	"time"
 
 	outbox "github.com/go-outbox/outbox/core"
-	"github.com/go-outbox/outbox/core/outboxsql"
+	"github.com/go-outbox/outbox/core/sqlstore"
 )
 
 // run is the outcome of one timed run of one side of a scenario.
@@ -38,11 +37,18 @@ func (r run) rate() float64 {
 // env is what a scenario runs against: one backend, one pool.
 type env struct {
 	b     backend
-	disp  outbox.DispatcherConfig // Workers, AckBatchSize, AckInterval of the framework's dispatchers
-	db    *sql.DB
-	store *outboxsql.Store
-	txm   *outboxsql.TxManager
+	cfg   outbox.Config // the framework's tuning: Workers, AckBatchSize, AckInterval
+	p     pool
+	store *sqlstore.Store
+	txm   txManager
 	log   *slog.Logger
+}
+
+// client returns a Client of mode on the env's store, tuned by e.cfg.
+func (e *env) client(mode outbox.Mode) (*outbox.Client, error) {
+	cfg := e.cfg
+	cfg.Store, cfg.TxContext, cfg.Mode, cfg.Logger = e.store, e.txm, mode, e.log
+	return outbox.New(cfg)
 }
 
 // loop runs op on workers goroutines until d has passed and returns the
@@ -93,26 +99,24 @@ func loop(ctx context.Context, workers int, d time.Duration, rowsPerOp int, op f
 func (e *env) rawWrite(rows int) func(ctx context.Context, w, i int) error {
 	query := e.b.rawInsertSQL(rows)
 	return func(ctx context.Context, w, i int) error {
-		tx, err := e.db.BeginTx(ctx, nil)
-		if err != nil {
+		return e.p.inTx(ctx, false, func(tx conn) error {
+			now := time.Now()
+			args := make([]any, 0, rows*10)
+			for k := range rows {
+				args = e.b.appendRawRow(args, "o-"+strconv.Itoa(w)+"-"+strconv.Itoa(i)+"-"+strconv.Itoa(k), now)
+			}
+			_, err := tx.exec(ctx, query, args...)
 			return err
-		}
-		now := time.Now()
-		args := make([]any, 0, rows*10)
-		for k := range rows {
-			args = e.b.appendRawRow(args, "o-"+strconv.Itoa(w)+"-"+strconv.Itoa(i)+"-"+strconv.Itoa(k), now)
-		}
-		if _, err := tx.ExecContext(ctx, query, args...); err != nil {
-			_ = tx.Rollback()
-			return err
-		}
-		return tx.Commit()
+		})
 	}
 }
 
-// fwWrite is the framework side: the same transaction through TxManager and
-// the outbox Writer, rows events per transaction.
-func (e *env) fwWrite(w *outbox.Writer, rows int) func(ctx context.Context, wk, i int) error {
+// fwWrite is the framework side: the same transaction through the
+// TxManager and Client.Write, rows events per transaction. With stamps set,
+// it records when each transaction committed (its first after-commit
+// callback, registered before the Client's), so that the listener can
+// measure commit → listener latency.
+func (e *env) fwWrite(c *outbox.Client, rows int, stamps *sync.Map) func(ctx context.Context, wk, i int) error {
 	return func(ctx context.Context, wk, i int) error {
 		return e.txm.InTx(ctx, func(ctx context.Context) error {
 			events := make([]outbox.Envelope, rows)
@@ -123,7 +127,19 @@ func (e *env) fwWrite(w *outbox.Writer, rows int) func(ctx context.Context, wk, 
 				}
 				events[k] = ev
 			}
-			_, err := w.Write(ctx, events...)
+			if stamps != nil {
+				tx, err := e.txm.Current(ctx)
+				if err != nil {
+					return err
+				}
+				tx.AfterCommit(func() {
+					now := time.Now()
+					for _, ev := range events {
+						stamps.Store(ev.ID(), now)
+					}
+				})
+			}
+			_, err := c.Write(ctx, events...)
 			return err
 		})
 	}
@@ -131,46 +147,40 @@ func (e *env) fwWrite(w *outbox.Writer, rows int) func(ctx context.Context, wk, 
 
 // writeSide runs one side of write or write-batch: rows events per
 // transaction on workers writers for d, into an emptied table. The
-// framework's Writer has no hook (a poller-only setup).
-func (e *env) writeSide(ctx context.Context, side string, workers, rows int, d time.Duration) (run, error) {
+// framework side is a Client in ModeWriterOnly: its rows are left
+// unclaimed for pollers elsewhere.
+func (e *env) writeSide(ctx context.Context, side string, workers, rows int, d time.Duration) (r run, err error) {
 	if side == "raw" {
-		if err := e.b.truncate(ctx, e.db, rawTable); err != nil {
+		if err := e.b.truncate(ctx, e.p, rawTable); err != nil {
 			return run{}, err
 		}
 		return loop(ctx, workers, d, rows, e.rawWrite(rows))
 	}
-	w, err := outbox.NewWriter(outbox.WriterConfig{TxContext: e.txm, Store: e.store, Logger: e.log})
+	c, err := e.client(outbox.ModeWriterOnly)
 	if err != nil {
 		return run{}, err
 	}
-	if err := e.b.truncate(ctx, e.db, fwTable); err != nil {
+	if err := c.Start(ctx); err != nil {
 		return run{}, err
 	}
-	return loop(ctx, workers, d, rows, e.fwWrite(w, rows))
-}
-
-// stampHook wraps the dispatcher's hook and records when each batch's
-// transaction committed (AfterCommit runs right after Commit returns), so
-// the listener can measure commit → listener latency.
-type stampHook struct {
-	outbox.ClaimingHook
-	stamps *sync.Map // event id -> time.Time
-}
-
-func (h stampHook) AfterCommit(events []outbox.Envelope) {
-	now := time.Now()
-	for _, e := range events {
-		h.stamps.Store(e.ID(), now)
+	defer func() {
+		if cerr := c.Close(ctx); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
+	if err := e.b.truncate(ctx, e.p, fwTable); err != nil {
+		return run{}, err
 	}
-	h.ClaimingHook.AfterCommit(events)
+	return loop(ctx, workers, d, rows, e.fwWrite(c, rows, nil))
 }
 
 // e2eFramework writes with workers writers for d through the hot path of
-// a running dispatcher (and poller, as deployed) and measures the rate at
-// which rows become DONE (up to the last DONE written) and the commit →
-// listener latency. Its baseline is writeSide("raw", workers, 1, d).
+// a running Client (ModeFull: its poller runs too, as deployed) and
+// measures the rate at which rows become DONE (up to the last DONE
+// written) and the commit → listener latency. Its baseline is
+// writeSide("raw", workers, 1, d).
 func (e *env) e2eFramework(ctx context.Context, workers int, d time.Duration) (fw run, err error) {
-	if err := e.b.truncate(ctx, e.db, fwTable); err != nil {
+	if err := e.b.truncate(ctx, e.p, fwTable); err != nil {
 		return fw, err
 	}
 	var (
@@ -179,8 +189,11 @@ func (e *env) e2eFramework(ctx context.Context, workers int, d time.Duration) (f
 		latMu     sync.Mutex
 		lats      = make([]time.Duration, 0, 1<<16)
 	)
-	reg := outbox.NewRegistry()
-	if err := reg.Register(outbox.AggregateName(aggregateType), outbox.EventName(eventType), outbox.ListenerFunc(func(_ context.Context, ev outbox.Envelope) error {
+	c, err := e.client(outbox.ModeFull)
+	if err != nil {
+		return fw, err
+	}
+	if err := c.Handle(outbox.EventName(eventType), func(_ context.Context, ev outbox.Envelope) error {
 		now := time.Now()
 		if v, ok := stamps.LoadAndDelete(ev.ID()); ok {
 			latMu.Lock()
@@ -189,32 +202,14 @@ func (e *env) e2eFramework(ctx context.Context, workers int, d time.Duration) (f
 		}
 		delivered.Add(1)
 		return nil
-	})); err != nil {
+	}); err != nil {
 		return fw, err
 	}
-	dc := e.disp
-	dc.Store, dc.DB, dc.Registry, dc.Logger = e.store, e.db, reg, e.log
-	disp, err := outbox.NewDispatcher(dc)
-	if err != nil {
-		return fw, err
-	}
-	poll, err := outbox.NewPoller(outbox.PollerConfig{Store: e.store, DB: e.db, Dispatcher: disp, Logger: e.log})
-	if err != nil {
-		return fw, err
-	}
-	w, err := outbox.NewWriter(outbox.WriterConfig{TxContext: e.txm, Store: e.store, Logger: e.log,
-		Hook: stampHook{ClaimingHook: disp.Hook(), stamps: &stamps}})
-	if err != nil {
-		return fw, err
-	}
-	if err := disp.Start(ctx); err != nil {
-		return fw, err
-	}
-	if err := poll.Start(ctx); err != nil {
+	if err := c.Start(ctx); err != nil {
 		return fw, err
 	}
 	start := time.Now()
-	written, werr := loop(ctx, workers, d, 1, e.fwWrite(w, 1))
+	written, werr := loop(ctx, workers, d, 1, e.fwWrite(c, 1, &stamps))
 	// Wait for every written event to reach the listener, then stop: Close
 	// writes the last acks, so the run ends when every row is DONE.
 	for last, since := int64(-1), time.Now(); delivered.Load() < written.n && time.Since(since) < 10*time.Second; {
@@ -223,10 +218,7 @@ func (e *env) e2eFramework(ctx context.Context, workers int, d time.Duration) (f
 		}
 		time.Sleep(200 * time.Microsecond)
 	}
-	cerr := poll.Close(ctx)
-	if err := disp.Close(ctx); err != nil && cerr == nil {
-		cerr = err
-	}
+	cerr := c.Close(ctx)
 	elapsed := time.Since(start)
 	if werr != nil {
 		return fw, fmt.Errorf("framework: %w", werr)
@@ -234,7 +226,7 @@ func (e *env) e2eFramework(ctx context.Context, workers int, d time.Duration) (f
 	if cerr != nil {
 		return fw, cerr
 	}
-	done, err := countStatus(ctx, e.db, fwTable, int(outbox.StatusDone))
+	done, err := countStatus(ctx, e.p, fwTable, int(outbox.StatusDone))
 	if err != nil {
 		return fw, err
 	}
@@ -246,22 +238,23 @@ func (e *env) e2eFramework(ctx context.Context, workers int, d time.Duration) (f
 }
 
 // drainChild runs in a fresh process of this binary: it drains the n
-// pending rows that the parent loaded, either with the framework (poller +
-// dispatcher + no-op listener) or with the raw claim+mark loop, on a pool
-// of conns connections, and prints the outcome and its peak RSS.
+// pending rows that the parent loaded, either with the framework (a Client
+// in ModePollerOnly with a no-op listener) or with the raw claim+mark
+// loop, on a pool of conns connections, and prints the outcome and its
+// peak RSS.
 func drainChild(ctx context.Context, b backend, o options, mode string) error {
 	n, conns, batch := o.drainRows, o.drainConns, o.drainBatch
-	db, err := b.open(ctx, conns)
+	p, err := b.open(ctx, conns)
 	if err != nil {
 		return err
 	}
-	defer db.Close()
+	defer p.close()
 	var r run
 	switch mode {
 	case "framework":
-		r, err = drainFramework(ctx, db, o.dispatcherConfig(), n, batch, o.drainInterval)
+		r, err = drainFramework(ctx, p, o.clientConfig(), n, batch, o.drainInterval)
 	case "raw":
-		r, err = drainRaw(ctx, b, db, n, conns, batch)
+		r, err = drainRaw(ctx, b, p, n, conns, batch)
 	default:
 		err = fmt.Errorf("unknown drain mode %q", mode)
 	}
@@ -272,40 +265,31 @@ func drainChild(ctx context.Context, b backend, o options, mode string) error {
 	return nil
 }
 
-// drainFramework drains fwTable with one poller (claims of batch rows) and
-// a dispatcher with a no-op listener, and ends when the last ack is written.
-func drainFramework(ctx context.Context, db *sql.DB, dc outbox.DispatcherConfig, n, batch int, interval time.Duration) (run, error) {
-	store, err := outboxsql.Open(db, outboxsql.WithTable(fwTable))
+// drainFramework drains fwTable with a Client in ModePollerOnly (claims of
+// batch rows) and a no-op listener, and ends when the last ack is written.
+func drainFramework(ctx context.Context, p pool, cfg outbox.Config, n, batch int, interval time.Duration) (run, error) {
+	store, err := p.store(fwTable)
 	if err != nil {
 		return run{}, err
 	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	cfg.Store, cfg.Mode, cfg.PollBatchSize, cfg.PollInterval = store, outbox.ModePollerOnly, batch, interval
+	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	c, err := outbox.New(cfg)
+	if err != nil {
+		return run{}, err
+	}
 	var delivered atomic.Int64
 	all := make(chan struct{})
-	reg := outbox.NewRegistry()
-	if err := reg.Register(outbox.AggregateName(aggregateType), outbox.EventName(eventType), outbox.ListenerFunc(func(context.Context, outbox.Envelope) error {
+	if err := c.Handle(outbox.EventName(eventType), func(context.Context, outbox.Envelope) error {
 		if delivered.Add(1) == int64(n) {
 			close(all)
 		}
 		return nil
-	})); err != nil {
-		return run{}, err
-	}
-	dc.Store, dc.DB, dc.Registry, dc.Logger = store, db, reg, logger
-	disp, err := outbox.NewDispatcher(dc)
-	if err != nil {
-		return run{}, err
-	}
-	poll, err := outbox.NewPoller(outbox.PollerConfig{Store: store, DB: db, Dispatcher: disp, Logger: logger,
-		BatchSize: batch, Interval: interval})
-	if err != nil {
+	}); err != nil {
 		return run{}, err
 	}
 	start := time.Now()
-	if err := disp.Start(ctx); err != nil {
-		return run{}, err
-	}
-	if err := poll.Start(ctx); err != nil {
+	if err := c.Start(ctx); err != nil {
 		return run{}, err
 	}
 	// Stop early if nothing is delivered for 30 s (the count then shows it).
@@ -323,14 +307,11 @@ func drainFramework(ctx context.Context, db *sql.DB, dc outbox.DispatcherConfig,
 		}
 	}
 	tick.Stop()
-	if err := poll.Close(ctx); err != nil {
-		return run{}, err
-	}
-	if err := disp.Close(ctx); err != nil {
+	if err := c.Close(ctx); err != nil {
 		return run{}, err
 	}
 	elapsed := time.Since(start)
-	done, err := countStatus(ctx, db, fwTable, int(outbox.StatusDone))
+	done, err := countStatus(ctx, p, fwTable, int(outbox.StatusDone))
 	if err != nil {
 		return run{}, err
 	}
@@ -340,7 +321,7 @@ func drainFramework(ctx context.Context, db *sql.DB, dc outbox.DispatcherConfig,
 // drainRaw drains rawTable with conns goroutines, each looping: claim up to
 // batch due rows for an owner (the same claim shape as the store's, reading
 // the same columns), then mark them DONE, fenced by owner.
-func drainRaw(ctx context.Context, b backend, db *sql.DB, n, conns, batch int) (run, error) {
+func drainRaw(ctx context.Context, b backend, p pool, n, conns, batch int) (run, error) {
 	const cols = "event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, payload_bytes, headers, " +
 		"status, attempts, occurred_at, available_at, created_at, done_at, last_error, locked_by, locked_at"
 	owner := outbox.NewOwnerID()
@@ -362,61 +343,27 @@ func drainRaw(ctx context.Context, b backend, db *sql.DB, n, conns, batch int) (
 	in := func(head string, k int) string {
 		return b.rebind(head + " IN (?" + strings.Repeat(", ?", k-1) + ")")
 	}
-	scan := func(rows *sql.Rows) ([]any, error) {
-		var ids []any
-		vals := make([]any, 17)
-		ptrs := make([]any, 17)
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		for rows.Next() {
-			if err := rows.Scan(ptrs...); err != nil {
-				rows.Close()
-				return nil, err
-			}
-			switch id := vals[0].(type) {
-			case []byte:
-				ids = append(ids, string(id))
-			default:
-				ids = append(ids, id)
-			}
-		}
-		if err := rows.Err(); err != nil {
-			return nil, err
-		}
-		return ids, rows.Close()
-	}
 	claim := func() ([]any, error) {
 		now := time.Now()
 		if b.family != "mysql" {
-			rows, err := db.QueryContext(ctx, claimSQL, owner, b.timeArg(now), b.timeArg(now), b.timeArg(now.Add(-lease)), batch)
-			if err != nil {
-				return nil, err
+			return p.claim(ctx, claimSQL, owner, b.timeArg(now), b.timeArg(now), b.timeArg(now.Add(-lease)), batch)
+		}
+		var ids []any
+		err := p.inTx(ctx, true, func(tx conn) error {
+			var err error
+			ids, err = tx.claim(ctx, claimSQL, b.timeArg(now), b.timeArg(now.Add(-lease)), batch)
+			if err != nil || len(ids) == 0 {
+				return err
 			}
-			return scan(rows)
-		}
-		tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
-		if err != nil {
-			return nil, err
-		}
-		defer tx.Rollback()
-		rows, err := tx.QueryContext(ctx, claimSQL, b.timeArg(now), b.timeArg(now.Add(-lease)), batch)
-		if err != nil {
-			return nil, err
-		}
-		ids, err := scan(rows)
-		if err != nil || len(ids) == 0 {
-			return ids, err
-		}
-		args := append([]any{owner, b.timeArg(now)}, ids...)
-		if _, err := tx.ExecContext(ctx, in("UPDATE "+rawTable+" SET locked_by = ?, locked_at = ? WHERE event_id", len(ids)), args...); err != nil {
-			return nil, err
-		}
-		return ids, tx.Commit()
+			args := append([]any{owner, b.timeArg(now)}, ids...)
+			_, err = tx.exec(ctx, in("UPDATE "+rawTable+" SET locked_by = ?, locked_at = ? WHERE event_id", len(ids)), args...)
+			return err
+		})
+		return ids, err
 	}
 	markDone := func(ids []any) error {
 		args := append([]any{b.timeArg(time.Now()), owner}, ids...)
-		_, err := db.ExecContext(ctx, in("UPDATE "+rawTable+" SET status = 1, done_at = ?, locked_by = NULL, locked_at = NULL"+
+		_, err := p.exec(ctx, in("UPDATE "+rawTable+" SET status = 1, done_at = ?, locked_by = NULL, locked_at = NULL"+
 			" WHERE locked_by = ? AND status IN (0, 2) AND event_id", len(ids)), args...)
 		return err
 	}
@@ -454,7 +401,7 @@ func drainRaw(ctx context.Context, b backend, db *sql.DB, n, conns, batch int) (
 	if first != nil {
 		return run{}, first
 	}
-	done, err := countStatus(ctx, db, rawTable, int(outbox.StatusDone))
+	done, err := countStatus(ctx, p, rawTable, int(outbox.StatusDone))
 	if err != nil {
 		return run{}, err
 	}
