@@ -55,6 +55,9 @@ type dialect struct {
 	onConflict string
 	// uniqueViolation reports whether err is a duplicate-key error.
 	uniqueViolation func(err error) bool
+	// idsArray, when set, is the condition "event_id is one of the ids of
+	// one array parameter", bound as an array literal (see idsSQL).
+	idsArray string
 	// maxIdent is the longest identifier the database keeps as written;
 	// longer ones are cut (PostgreSQL) or refused. Zero: no limit below
 	// the 64 characters every table name is held to.

@@ -31,7 +31,11 @@ var postgresDialect = &dialect{
 	missingTable:    func(err error) bool { return sqlState(err) == "42P01" }, // undefined_table
 	onConflict:      " ON CONFLICT (event_id) DO NOTHING RETURNING event_id",
 	uniqueViolation: func(err error) bool { return sqlState(err) == "23505" }, // unique_violation
-	maxIdent:        63,                                                       // NAMEDATALEN - 1: longer names are cut, and the cut index names of two tables collide
+	// The array comes as text and is cast on the server, so that lib/pq
+	// and pgx bind it alike; the primary key serves it in custom and
+	// generic plans.
+	idsArray: "event_id = ANY(CAST(? AS TEXT)::TEXT[])",
+	maxIdent: 63, // NAMEDATALEN - 1: longer names are cut, and the cut index names of two tables collide
 	indexQuery: func(schema, name string) (string, []any) {
 		return "SELECT indexname FROM pg_indexes WHERE schemaname = COALESCE(NULLIF($1, ''), current_schema()) AND tablename = $2",
 			[]any{strings.ToLower(schema), strings.ToLower(name)} // unquoted identifiers fold to lower case

@@ -39,15 +39,15 @@ type queries struct {
 	insert     *batchSQL
 	// existing selects which of some ids are stored; undoInsert deletes
 	// the rows an Insert wrote before it found a duplicate id.
-	existing   *batchSQL
-	undoInsert *batchSQL
+	existing   *idsSQL
+	undoInsert *idsSQL
 	claim      string // UPDATE … RETURNING, without own-reclaim
 	claimOwn   string // the same with own-reclaim
-	markDone   *batchSQL
+	markDone   *idsSQL
 	markRetry  string
 	markDead   string
-	release    *batchSQL
-	replay     *batchSQL
+	release    *idsSQL
+	replay     *idsSQL
 	stats      string
 	oldest     string
 	purge      string
@@ -56,18 +56,18 @@ type queries struct {
 func buildQueries(d *dialect, t string) *queries {
 	q := &queries{
 		insert:     newBatchSQL(d, "INSERT INTO "+t+" ("+insertColumns+") VALUES ", insertRow, insertRowArgs, ", ", d.onConflict),
-		existing:   newBatchSQL(d, "SELECT event_id FROM "+t+" WHERE event_id IN (", "?", 1, ", ", ")"),
-		undoInsert: newBatchSQL(d, "DELETE FROM "+t+" WHERE event_id IN (", "?", 1, ", ", ")"),
-		markDone: newBatchSQL(d, "UPDATE "+t+" SET status = 1, done_at = ?, locked_by = NULL, locked_at = NULL"+
-			" WHERE locked_by = ? AND status IN (0, 2) AND event_id IN (", "?", 1, ", ", ")"),
+		existing:   newIDsSQL(d, "SELECT event_id FROM "+t+" WHERE "),
+		undoInsert: newIDsSQL(d, "DELETE FROM "+t+" WHERE "),
+		markDone: newIDsSQL(d, "UPDATE "+t+" SET status = 1, done_at = ?, locked_by = NULL, locked_at = NULL"+
+			" WHERE locked_by = ? AND status IN (0, 2) AND "),
 		markRetry: d.rebind("UPDATE "+t+" SET status = 2, available_at = ?, last_error = ?, attempts = attempts + ?,"+
 			" locked_by = NULL, locked_at = NULL WHERE event_id = ? AND locked_by = ? AND status IN (0, 2)", 1),
 		markDead: d.rebind("UPDATE "+t+" SET status = 3, done_at = ?, last_error = ?, attempts = attempts + ?,"+
 			" locked_by = NULL, locked_at = NULL WHERE event_id = ? AND locked_by = ? AND status IN (0, 2)", 1),
-		release: newBatchSQL(d, "UPDATE "+t+" SET locked_by = NULL, locked_at = NULL"+
-			" WHERE locked_by = ? AND status IN (0, 2) AND event_id IN (", "?", 1, ", ", ")"),
-		replay: newBatchSQL(d, "UPDATE "+t+" SET status = 0, attempts = 0, available_at = ?, done_at = NULL,"+
-			" locked_by = NULL, locked_at = NULL WHERE status = 3 AND event_id IN (", "?", 1, ", ", ")"),
+		release: newIDsSQL(d, "UPDATE "+t+" SET locked_by = NULL, locked_at = NULL"+
+			" WHERE locked_by = ? AND status IN (0, 2) AND "),
+		replay: newIDsSQL(d, "UPDATE "+t+" SET status = 0, attempts = 0, available_at = ?, done_at = NULL,"+
+			" locked_by = NULL, locked_at = NULL WHERE status = 3 AND "),
 		queryWhere: queryWhere,
 		get:        d.rebind("SELECT "+columns+" FROM "+t+" WHERE event_id = ?", 1),
 		stats:      "SELECT status, COUNT(*) FROM " + t + " GROUP BY status",
@@ -124,4 +124,74 @@ func (b *batchSQL) sql(n int) string {
 	s := sb.String()
 	b.cache.Store(n, s)
 	return s
+}
+
+// idsSQL is a statement about a list of event ids: prefix, then the
+// condition "event_id is one of ids". By default the condition is an IN
+// list with one placeholder per id, at most the dialect's batch size per
+// statement; on a dialect with arrays (PostgreSQL) it is one array
+// parameter, so that the statement's text is the same whatever the count
+// and a driver that caches prepared statements prepares it once.
+type idsSQL struct {
+	d     *dialect
+	list  *batchSQL // IN list; nil with arrays
+	array string    // the statement with one array parameter
+	fixed int       // placeholders in prefix
+}
+
+// maxArrayIDs bounds the ids of one statement with an array parameter.
+const maxArrayIDs = 10_000
+
+func newIDsSQL(d *dialect, prefix string) *idsSQL {
+	q := &idsSQL{d: d, fixed: strings.Count(prefix, "?")}
+	if d.idsArray != "" {
+		q.array = d.rebind(prefix+d.idsArray, 1)
+	} else {
+		q.list = newBatchSQL(d, prefix+"event_id IN (", "?", 1, ", ", ")")
+	}
+	return q
+}
+
+// chunk returns the most ids one statement takes.
+func (q *idsSQL) chunk() int {
+	if q.list == nil {
+		return maxArrayIDs
+	}
+	return q.d.maxBatch
+}
+
+// bind returns the statement and its arguments for fixed (the prefix's
+// arguments) and ids, at most chunk() of them.
+func (q *idsSQL) bind(fixed []any, ids []string) (string, []any) {
+	args := make([]any, 0, len(fixed)+len(ids))
+	args = append(args, fixed...)
+	if q.list == nil {
+		return q.array, append(args, arrayLiteral(ids))
+	}
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	return q.list.sql(len(ids)), args
+}
+
+// arrayLiteral writes ids as a PostgreSQL array literal of quoted elements.
+func arrayLiteral(ids []string) string {
+	var b strings.Builder
+	b.Grow(len(ids) * 30)
+	b.WriteByte('{')
+	for i, id := range ids {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteByte('"')
+		for _, r := range id {
+			if r == '"' || r == '\\' {
+				b.WriteByte('\\')
+			}
+			b.WriteRune(r)
+		}
+		b.WriteByte('"')
+	}
+	b.WriteByte('}')
+	return b.String()
 }

@@ -79,13 +79,46 @@ func TestSchemaUsesTheTableName(t *testing.T) {
 }
 
 func TestNoStatementReadsTheDatabaseClock(t *testing.T) {
-	s, err := New(noDB{}, WithDialect(SQLite))
-	if err != nil {
-		t.Fatal(err)
+	for _, d := range []Dialect{SQLite, PostgreSQL, MySQL} {
+		s, err := New(noDB{}, WithDialect(d))
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := s.q
+		all := []string{q.claim, q.claimOwn, q.markRetry, q.markDead, q.get, q.stats, q.oldest, q.purge, q.insert.sql(3)}
+		for _, b := range []*idsSQL{q.markDone, q.release, q.replay, q.existing, q.undoInsert} {
+			query, _ := b.bind(nil, []string{"a", "b"})
+			all = append(all, query)
+		}
+		if d != MySQL { // its DDL declares DATETIME(6) columns
+			all = append(all, s.Schema()...)
+		}
+		noDatabaseClock(t, all)
 	}
-	q := s.q
-	all := append([]string{q.claim, q.claimOwn, q.markRetry, q.markDead, q.get, q.stats, q.oldest, q.purge,
-		q.insert.sql(3), q.markDone.sql(2), q.release.sql(2), q.replay.sql(2)}, s.Schema()...)
+}
+
+// TestIDsSQL: an IN list of placeholders by default; on PostgreSQL one
+// array parameter, the same statement whatever the count, with every id
+// quoted in the literal.
+func TestIDsSQL(t *testing.T) {
+	pg, _ := New(noDB{}, WithDialect(PostgreSQL), WithTable("t"))
+	q1, a1 := pg.q.release.bind([]any{"owner"}, []string{"a"})
+	q3, a3 := pg.q.release.bind([]any{"owner"}, []string{"a", `b"c`, `d\e`})
+	if q1 != q3 || !strings.HasSuffix(q1, "event_id = ANY(CAST($2 AS TEXT)::TEXT[])") {
+		t.Errorf("postgres statements %q and %q, want one text with an array parameter", q1, q3)
+	}
+	if !slices.Equal(a1, []any{"owner", `{"a"}`}) || !slices.Equal(a3, []any{"owner", `{"a","b\"c","d\\e"}`}) {
+		t.Errorf("postgres arguments %q and %q", a1, a3)
+	}
+	lite, _ := New(noDB{}, WithDialect(SQLite), WithTable("t"))
+	q, a := lite.q.release.bind([]any{"owner"}, []string{"a", "b"})
+	if !strings.HasSuffix(q, "event_id IN (?, ?)") || !slices.Equal(a, []any{"owner", "a", "b"}) {
+		t.Errorf("sqlite: %q %v", q, a)
+	}
+}
+
+func noDatabaseClock(t *testing.T, all []string) {
+	t.Helper()
 	for _, st := range all {
 		up := strings.ToUpper(st)
 		for _, bad := range []string{"CURRENT_TIMESTAMP", "NOW()", "DATETIME(", "LOCALTIMESTAMP", "UTC_TIMESTAMP"} {

@@ -253,12 +253,9 @@ func (s *Store) duplicate(ctx context.Context, ex Conn, mine, chunk []string) er
 // existing returns which of ids are stored (as ex sees them).
 func (s *Store) existing(ctx context.Context, ex Conn, ids []string) ([]string, error) {
 	var found []string
-	for chunk := range slices.Chunk(ids, s.d.maxBatch) {
-		args := make([]any, len(chunk))
-		for i, id := range chunk {
-			args[i] = id
-		}
-		rows, err := ex.Query(ctx, s.q.existing.sql(len(chunk)), args...)
+	for chunk := range slices.Chunk(ids, s.q.existing.chunk()) {
+		query, args := s.q.existing.bind(nil, chunk)
+		rows, err := ex.Query(ctx, query, args...)
 		if err != nil {
 			return nil, err
 		}
@@ -364,20 +361,16 @@ func sortDue(recs []outbox.Record) {
 
 // execIDs runs a batch statement over ids in chunks, with fixed arguments
 // first, and returns the rows affected.
-func (s *Store) execIDs(ctx context.Context, b *batchSQL, fixed []any, ids []string) (int64, error) {
+func (s *Store) execIDs(ctx context.Context, b *idsSQL, fixed []any, ids []string) (int64, error) {
 	return s.execIDsOn(ctx, s.db, b, fixed, ids)
 }
 
 // execIDsOn is execIDs on ex.
-func (s *Store) execIDsOn(ctx context.Context, ex Conn, b *batchSQL, fixed []any, ids []string) (int64, error) {
+func (s *Store) execIDsOn(ctx context.Context, ex Conn, b *idsSQL, fixed []any, ids []string) (int64, error) {
 	var total int64
-	for chunk := range slices.Chunk(ids, s.d.maxBatch) {
-		args := make([]any, 0, len(fixed)+len(chunk))
-		args = append(args, fixed...)
-		for _, id := range chunk {
-			args = append(args, id)
-		}
-		n, err := ex.Exec(ctx, b.sql(len(chunk)), args...)
+	for chunk := range slices.Chunk(ids, b.chunk()) {
+		query, args := b.bind(fixed, chunk)
+		n, err := ex.Exec(ctx, query, args...)
 		total += n
 		if err != nil {
 			return total, err
