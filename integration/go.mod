@@ -7,6 +7,7 @@ require (
 	github.com/go-sql-driver/mysql v1.10.1
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/lib/pq v1.12.3
+	go.uber.org/goleak v1.3.0
 	modernc.org/sqlite v1.46.1
 )
 

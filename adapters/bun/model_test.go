@@ -4,10 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"testing"
-	"time"
 
 	outbox "github.com/go-outbox/outbox/core"
-	"github.com/go-outbox/outbox/core/outboxsql"
 	"github.com/go-outbox/outbox/core/outboxsql/outboxsqltest"
 	"github.com/uptrace/bun"
 
@@ -45,17 +43,7 @@ func TestModelReadsRows(t *testing.T) {
 			t.Fatal(err)
 		}
 		e := outbox.MustEnvelope(outbox.EventName("Read"), outbox.WithJSON([]byte(`{"a":1}`)))
-		txm := outboxsql.NewTxManager(sqlDB)
-		err = txm.InTx(ctx, func(ctx context.Context) error {
-			tx, err := txm.Current(ctx)
-			if err != nil {
-				return err
-			}
-			return store.Insert(ctx, tx, time.Now(), "", []outbox.Envelope{e})
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
+		outboxsqltest.Insert(t, sqlDB, store, e)
 		model, _ := outboxbun.Model(db)
 		if err := db.NewSelect().Model(model).Limit(1).Scan(ctx); err != nil {
 			t.Errorf("select into %T: %v", model, err)

@@ -139,14 +139,7 @@ func (e *env) fixture(s style) outboxtest.AdapterFixture {
 			_, err = tx.NewInsert().Model(&order{Name: name}).ModelTableExpr(e.business).Exec(ctx)
 			return err
 		},
-		ExecBusiness: func(ctx context.Context, query string) error {
-			tx, err := txOf(ctx)
-			if err != nil {
-				return err
-			}
-			_, err = tx.ExecContext(ctx, query)
-			return err
-		},
+		ExecBusiness: outboxsqltest.ExecIn(txOf),
 		BusinessRows: func(t testing.TB) []string {
 			var names []string
 			if err := e.db.NewSelect().TableExpr(e.business).Column("name").OrderExpr("id").Scan(context.Background(), &names); err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"testing"
-	"time"
 
 	outbox "github.com/go-outbox/outbox/core"
 	"github.com/go-outbox/outbox/core/outboxsql"
@@ -24,48 +23,23 @@ import (
 func TestOpen(t *testing.T) {
 	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
 		e := newEnv(t, b)
-		ctx := context.Background()
-		table := outboxsqltest.TableName("outbox_open")
-		store, err := outboxbun.Open(e.db, outboxsql.WithTable(table))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _, _ = e.sqlDB.ExecContext(context.Background(), "DROP TABLE IF EXISTS "+table) })
-		if store.Dialect() != b.Dialect || store.Table() != table {
-			t.Fatalf("Open: dialect %v, table %q; want %v, %q", store.Dialect(), store.Table(), b.Dialect, table)
-		}
-		if err := store.Migrate(ctx); err != nil {
+		store := b.OpenWith(t, e.sqlDB, func(opts ...outboxsql.Option) (*outboxsql.Store, error) { return outboxbun.Open(e.db, opts...) })
+		if err := store.Migrate(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		client, err := outbox.New(outbox.Config{Store: store, TxContext: e.tc, Logger: quietLogger})
 		if err != nil {
 			t.Fatal(err)
 		}
-		l := outboxtest.NewLedger()
-		if err := client.Handle(outbox.EventName("Opened"), l.Listener().Handle); err != nil {
-			t.Fatal(err)
-		}
-		if err := client.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		defer func() {
-			if err := client.Close(ctx); err != nil {
-				t.Error(err)
-			}
-		}()
-		var ids []string
-		err = e.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-			if _, err := tx.NewInsert().Model(&order{Name: "a"}).ModelTableExpr(e.business).Exec(ctx); err != nil {
-				return err
-			}
-			ev := outbox.MustEnvelope(outbox.EventName("Opened"), outbox.WithJSON([]byte(`{}`)))
-			ids, err = client.Write(outboxbun.WithTx(ctx, tx), ev)
-			return err
+		ev := outbox.MustEnvelope(outbox.EventName("Opened"), outbox.WithJSON([]byte(`{}`)))
+		outboxtest.DeliverOnce(t, client, ev, func(ctx context.Context, write func(context.Context) error) error {
+			return e.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+				if _, err := tx.NewInsert().Model(&order{Name: "a"}).ModelTableExpr(e.business).Exec(ctx); err != nil {
+					return err
+				}
+				return write(outboxbun.WithTx(ctx, tx))
+			})
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		outboxtest.Eventually(t, 10*time.Second, "the event delivered", func() bool { return l.Count(ids[0]) == 1 })
 	})
 }
 

@@ -118,24 +118,8 @@ func TestConnRunInTx(t *testing.T) {
 func TestRunInTxAfterEnd(t *testing.T) {
 	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
 		e := newEnv(t, b)
-		var kept context.Context
-		if err := e.tc.RunInTx(context.Background(), e.db, nil, func(ctx context.Context, _ bun.Tx) error {
-			kept = ctx
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
-		committed := false
-		err := e.tc.RunInTx(kept, e.db, nil, func(ctx context.Context, _ bun.Tx) error {
-			cur, err := e.tc.Current(ctx)
-			if err != nil {
-				return err
-			}
-			cur.AfterCommit(func() { committed = true })
-			return nil
+		outboxtest.WantNewTxAfterEnd(t, e.tc, func(ctx context.Context, fn func(context.Context) error) error {
+			return e.tc.RunInTx(ctx, e.db, nil, func(ctx context.Context, _ bun.Tx) error { return fn(ctx) })
 		})
-		if err != nil || !committed {
-			t.Fatalf("RunInTx with the context of an ended transaction = %v, committed %v; want a new transaction that commits", err, committed)
-		}
 	})
 }

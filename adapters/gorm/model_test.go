@@ -9,7 +9,6 @@ import (
 	"time"
 
 	outbox "github.com/go-outbox/outbox/core"
-	"github.com/go-outbox/outbox/core/outboxsql"
 	"github.com/go-outbox/outbox/core/outboxsql/outboxsqltest"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
@@ -67,7 +66,6 @@ func TestModel(t *testing.T) {
 // TestModelReadsRows reads through the model what the store wrote.
 func TestModelReadsRows(t *testing.T) {
 	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
-		ctx := context.Background()
 		sqlDB := b.OpenIsolated(t)
 		db := migrateModel(t, b, sqlDB)
 		store, err := outboxgorm.Open(db)
@@ -75,17 +73,7 @@ func TestModelReadsRows(t *testing.T) {
 			t.Fatal(err)
 		}
 		e := outbox.MustEnvelope(outbox.EventName("Read"), outbox.WithJSON([]byte(`{"a":1}`)))
-		txm := outboxsql.NewTxManager(sqlDB)
-		err = txm.InTx(ctx, func(ctx context.Context) error {
-			tx, err := txm.Current(ctx)
-			if err != nil {
-				return err
-			}
-			return store.Insert(ctx, tx, time.Now(), "", []outbox.Envelope{e})
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
+		outboxsqltest.Insert(t, sqlDB, store, e)
 		model, _ := outboxgorm.Model(db)
 		if err := db.First(model).Error; err != nil {
 			t.Errorf("First(%T): %v", model, err)

@@ -5,12 +5,12 @@ import (
 	"errors"
 	"path/filepath"
 	"testing"
-	"time"
 
 	outbox "github.com/go-outbox/outbox/core"
 	"github.com/go-outbox/outbox/core/outboxsql"
 	"github.com/go-outbox/outbox/core/outboxsql/outboxsqltest"
 	"github.com/go-outbox/outbox/core/outboxtest"
+	"gorm.io/driver/postgres"
 	"gorm.io/driver/sqlite"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
@@ -24,44 +24,20 @@ import (
 func TestSetup(t *testing.T) {
 	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
 		e := newEnv(t, b, nil)
-		ctx := context.Background()
-		table := outboxsqltest.TableName("outbox_open")
-		store, err := outboxgorm.Open(e.db, outboxsql.WithTable(table))
+		store := b.OpenWith(t, e.sqlDB, func(opts ...outboxsql.Option) (*outboxsql.Store, error) { return outboxgorm.Open(e.db, opts...) })
+		client, err := outboxgorm.Setup(context.Background(), e.db, outbox.Config{Logger: quietLogger}, outboxsql.WithTable(store.Table()))
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = e.db.Migrator().DropTable(table) })
-		if store.Dialect() != b.Dialect || store.Table() != table {
-			t.Fatalf("Open: dialect %v, table %q; want %v, %q", store.Dialect(), store.Table(), b.Dialect, table)
-		}
-		client, err := outboxgorm.Setup(ctx, e.db, outbox.Config{Logger: quietLogger}, outboxsql.WithTable(table))
-		if err != nil {
-			t.Fatal(err)
-		}
-		l := outboxtest.NewLedger()
-		if err := client.Handle(outbox.EventName("Opened"), l.Listener().Handle); err != nil {
-			t.Fatal(err)
-		}
-		if err := client.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		defer func() {
-			if err := client.Close(ctx); err != nil {
-				t.Error(err)
-			}
-		}()
-		var ids []string
-		err = e.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-			if err := tx.Table(e.business).Create(&order{Name: "a"}).Error; err != nil {
-				return err
-			}
-			ids, err = client.Write(outboxgorm.WithTx(ctx, tx), outbox.MustEnvelope(outbox.EventName("Opened"), outbox.WithJSON([]byte(`{}`))))
-			return err
+		ev := outbox.MustEnvelope(outbox.EventName("Opened"), outbox.WithJSON([]byte(`{}`)))
+		outboxtest.DeliverOnce(t, client, ev, func(ctx context.Context, write func(context.Context) error) error {
+			return e.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+				if err := tx.Table(e.business).Create(&order{Name: "a"}).Error; err != nil {
+					return err
+				}
+				return write(outboxgorm.WithTx(ctx, tx))
+			})
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		outboxtest.Eventually(t, 10*time.Second, "the event delivered", func() bool { return l.Count(ids[0]) == 1 })
 	})
 }
 
@@ -83,29 +59,27 @@ func TestOpenDialect(t *testing.T) {
 	}
 	path := filepath.Join(t.TempDir(), "app.db")
 
-	// GORM's default SQLite driver (mattn/go-sqlite3), which outboxsql
-	// cannot recognize: the dialector's name says SQLite.
-	mattn := open(t, sqlite.Open(path))
-	sqlDB, err := mattn.DB()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := outboxsql.DetectDialect(sqlDB); err == nil {
-		t.Fatal("outboxsql detects mattn/go-sqlite3: this test no longer shows what Open adds")
-	}
-	if store, err := outboxgorm.Open(mattn); err != nil || store.Dialect() != outboxsql.SQLite {
-		t.Errorf("Open over mattn/go-sqlite3 = %v, %v; want the SQLite dialect", store, err)
+	// A driver outboxsql cannot recognize: the dialector's name says
+	// PostgreSQL.
+	pg := open(t, postgres.New(postgres.Config{Conn: outboxsqltest.UnknownDB(t)}))
+	if store, err := outboxgorm.Open(pg); err != nil || store.Dialect() != outboxsql.PostgreSQL {
+		t.Errorf("Open with GORM's PostgreSQL dialector over an unknown driver = %v, %v; want the PostgreSQL dialect", store, err)
 	}
 	// WithDialect wins.
-	if store, err := outboxgorm.Open(mattn, outboxsql.WithDialect(outboxsql.MySQL)); err != nil || store.Dialect() != outboxsql.MySQL {
+	if store, err := outboxgorm.Open(pg, outboxsql.WithDialect(outboxsql.MySQL)); err != nil || store.Dialect() != outboxsql.MySQL {
 		t.Errorf("Open with WithDialect(MySQL) = %v, %v; want the MySQL dialect", store, err)
+	}
+	// GORM's default SQLite driver (mattn/go-sqlite3).
+	mattn := open(t, sqlite.Open(path))
+	if store, err := outboxgorm.Open(mattn); err != nil || store.Dialect() != outboxsql.SQLite {
+		t.Errorf("Open over mattn/go-sqlite3 = %v, %v; want the SQLite dialect", store, err)
 	}
 	// A dialector Open does not know: the driver decides.
 	modernc := open(t, renamed{sqlite.Dialector{DriverName: "sqlite", DSN: outboxsql.SQLiteDSN(path)}})
 	if store, err := outboxgorm.Open(modernc); err != nil || store.Dialect() != outboxsql.SQLite {
 		t.Errorf("Open over modernc.org/sqlite with an unknown dialector = %v, %v; want the SQLite dialect", store, err)
 	}
-	unknown := open(t, renamed{sqlite.Open(path)})
+	unknown := open(t, renamed{postgres.New(postgres.Config{Conn: outboxsqltest.UnknownDB(t)})})
 	if _, err := outboxgorm.Open(unknown); !errors.Is(err, outbox.ErrInvalidConfig) {
 		t.Errorf("Open with an unknown dialector and driver = %v, want ErrInvalidConfig", err)
 	}

@@ -139,24 +139,8 @@ func TestPluginInConfig(t *testing.T) {
 func TestTransactionAfterEnd(t *testing.T) {
 	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
 		e := newEnv(t, b, nil)
-		var kept context.Context
-		if err := outboxgorm.Transaction(context.Background(), e.db, func(ctx context.Context, _ *gorm.DB) error {
-			kept = ctx
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
-		committed := false
-		err := outboxgorm.Transaction(kept, e.db, func(ctx context.Context, _ *gorm.DB) error {
-			cur, err := e.tc.Current(ctx)
-			if err != nil {
-				return err
-			}
-			cur.AfterCommit(func() { committed = true })
-			return nil
+		outboxtest.WantNewTxAfterEnd(t, e.tc, func(ctx context.Context, fn func(context.Context) error) error {
+			return outboxgorm.Transaction(ctx, e.db, func(ctx context.Context, _ *gorm.DB) error { return fn(ctx) })
 		})
-		if err != nil || !committed {
-			t.Fatalf("Transaction with the context of an ended transaction = %v, committed %v; want a new transaction that commits", err, committed)
-		}
 	})
 }

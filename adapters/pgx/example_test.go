@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"log"
 	"testing"
-	"time"
 
 	outbox "github.com/go-outbox/outbox/core"
 	"github.com/go-outbox/outbox/core/outboxsql/outboxsqltest"
+	"github.com/go-outbox/outbox/core/outboxtest"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	outboxpgx "github.com/go-outbox/outbox/adapters/pgx"
@@ -74,42 +74,16 @@ func TestQuickStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	delivered := make(chan string, 1)
-	err = client.Handle(outbox.EventName("OrderPlaced"), func(_ context.Context, e outbox.Envelope) error {
-		delivered <- e.PayloadString()
-		return nil
+	ev := outbox.MustEnvelope(outbox.EventName("OrderPlaced"), outbox.WithJSON([]byte(`{"id":"o-1"}`)))
+	outboxtest.DeliverOnce(t, client, ev, func(ctx context.Context, write func(context.Context) error) error {
+		return txm.InTx(ctx, func(ctx context.Context) error {
+			tx, _ := txm.Tx(ctx)
+			if _, err := tx.Exec(ctx, "INSERT INTO "+orders+" (id, total) VALUES ($1, $2)", "o-1", 42); err != nil {
+				return err
+			}
+			return write(ctx)
+		})
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := client.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := client.Close(ctx); err != nil {
-			t.Error(err)
-		}
-	}()
-	err = txm.InTx(ctx, func(ctx context.Context) error {
-		tx, _ := txm.Tx(ctx)
-		if _, err := tx.Exec(ctx, "INSERT INTO "+orders+" (id, total) VALUES ($1, $2)", "o-1", 42); err != nil {
-			return err
-		}
-		ev := outbox.MustEnvelope(outbox.EventName("OrderPlaced"), outbox.WithJSON([]byte(`{"id":"o-1"}`)))
-		_, err := client.Write(ctx, ev)
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case got := <-delivered:
-		if got != `{"id":"o-1"}` {
-			t.Fatalf("delivered %s", got)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("not delivered")
-	}
 	if n := count(t, pool, orders); n != 1 {
 		t.Fatalf("%d orders, want 1", n)
 	}

@@ -14,15 +14,25 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// testPool returns a pool on the test server, closed at cleanup.
-func testPool(tb testing.TB) *pgxpool.Pool {
+// testPool returns a pool on the test server, configured by configure
+// (nil: as the DSN says) and closed at tb's cleanup (after its subtests,
+// parallel ones included). An unreachable server skips tb, or fails it
+// under OUTBOX_TEST_REQUIRE_DBS=1.
+func testPool(tb testing.TB, configure func(c *pgxpool.Config)) *pgxpool.Pool {
 	tb.Helper()
 	dsn := os.Getenv(outboxsqltest.EnvPostgresDSN)
 	if dsn == "" {
 		dsn = outboxsqltest.DefaultPostgresDSN
 	}
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if configure != nil {
+		configure(cfg)
+	}
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, dsn)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err == nil {
 		if err = pool.Ping(ctx); err != nil {
 			pool.Close()
@@ -35,11 +45,12 @@ func testPool(tb testing.TB) *pgxpool.Pool {
 	return pool
 }
 
-// testStore returns a migrated Store on a fresh table, dropped at cleanup.
-func testStore(tb testing.TB, pool *pgxpool.Pool) *sqlstore.Store {
+// testStore returns a migrated Store on a fresh table of pool, dropped at
+// cleanup.
+func testStore(tb testing.TB, pool *pgxpool.Pool, opts ...Option) *sqlstore.Store {
 	tb.Helper()
 	table := outboxsqltest.TableName("outbox_pgx")
-	store, err := Open(pool, WithTable(table))
+	store, err := Open(pool, append(opts, WithTable(table))...)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -54,7 +65,7 @@ func testStore(tb testing.TB, pool *pgxpool.Pool) *sqlstore.Store {
 // with several-statement claims use them): commit, rollback on an error and
 // on a panic, and that the connection goes back to the pool each time.
 func TestReadCommitted(t *testing.T) {
-	pool := testPool(t)
+	pool := testPool(t, nil)
 	db := poolDB{pool}
 	ctx := context.Background()
 	table := outboxsqltest.TableName("rc_pgx")
@@ -124,7 +135,7 @@ func (t noCopyTx) Conn() sqlstore.Conn { return insertOnly{t.level.Conn()} }
 //
 //	go test -run '^$' -bench Insert -benchtime 200x -count 5
 func BenchmarkInsert(b *testing.B) {
-	pool := testPool(b)
+	pool := testPool(b, nil)
 	payload := []byte(`{"orderId":"o-42","total":1200,"currency":"EUR","lines":[{"sku":"A-1","qty":2}]}`)
 	for _, n := range []int{16, 32, 64, 128, 256, 512, 1000} {
 		b.Run(fmt.Sprintf("events=%d", n), func(b *testing.B) {

@@ -4,12 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"testing"
 
 	"github.com/go-outbox/outbox/core/outboxsql/outboxsqltest"
 	"github.com/go-outbox/outbox/core/outboxtest"
-	"github.com/go-outbox/outbox/core/sqlstore"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/goleak"
@@ -49,38 +47,11 @@ var (
 	}}
 )
 
-// dsn returns the test server's DSN.
-func dsn() string {
-	if s := os.Getenv(outboxsqltest.EnvPostgresDSN); s != "" {
-		return s
-	}
-	return outboxsqltest.DefaultPostgresDSN
-}
-
-// newPool returns a pool on the test server in session s, closed at t's
-// cleanup (after its subtests, parallel ones included). An unreachable
-// server skips t, or fails it under OUTBOX_TEST_REQUIRE_DBS=1.
+// newPool returns a pool on the test server in session s (see
+// outboxpgx.OpenTestPool).
 func newPool(t testing.TB, s session) *pgxpool.Pool {
 	t.Helper()
-	cfg, err := pgxpool.ParseConfig(dsn())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s.configure != nil {
-		s.configure(cfg)
-	}
-	ctx := context.Background()
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err == nil {
-		if err = pool.Ping(ctx); err != nil {
-			pool.Close()
-		}
-	}
-	if err != nil {
-		outboxsqltest.Unavailable(t, "PostgreSQL (pgx) at "+outboxsqltest.EnvPostgresDSN+" (or the local default)", err)
-	}
-	t.Cleanup(pool.Close)
-	return pool
+	return outboxpgx.OpenTestPool(t, s.configure)
 }
 
 // exec runs a statement on pool, failing t if it fails.
@@ -93,19 +64,7 @@ func exec(t testing.TB, pool *pgxpool.Pool, query string) {
 
 // newStore returns a migrated Store on a fresh table of pool, dropped at
 // cleanup.
-func newStore(t testing.TB, pool *pgxpool.Pool, opts ...outboxpgx.Option) *sqlstore.Store {
-	t.Helper()
-	table := outboxsqltest.TableName("outbox_pgx")
-	store, err := outboxpgx.Open(pool, append(opts, outboxpgx.WithTable(table))...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DROP TABLE IF EXISTS "+table) })
-	if err := store.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	return store
-}
+var newStore = outboxpgx.NewTestStore
 
 // fixture returns the suites' fixture factory on pool: a fresh table per
 // call, transactions of a TxManager nested in style st.

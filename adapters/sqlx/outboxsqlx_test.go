@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -28,46 +27,13 @@ var _ outbox.TxContext = (*outboxsqlx.TxContext)(nil)
 
 var quietLogger = slog.New(slog.DiscardHandler)
 
-var (
-	serversMu sync.Mutex
-	servers   = map[string]*sqlx.DB{}
-)
-
 // openTracked returns a database of b opened through outboxsqlx: a fresh
 // SQLite file, or one pool per server shared by the test binary.
 func openTracked(t *testing.T, b outboxsqltest.Backend) *sqlx.DB {
 	t.Helper()
-	b.Open(t) // skips, or fails, when the server is down
-	dsn := b.DSN(t)
-	open := func() *sqlx.DB {
-		db, err := outboxsqlx.OpenDB(b.DriverName, dsn, outboxsqlx.WithLogger(quietLogger))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return db
-	}
-	if !b.IsServer() {
-		db := open()
-		t.Cleanup(func() { _ = db.Close() })
-		return db
-	}
-	serversMu.Lock()
-	defer serversMu.Unlock()
-	key := b.DriverName + " " + dsn
-	if servers[key] == nil {
-		servers[key] = open()
-	}
-	return servers[key]
-}
-
-// closeServers closes the pools openTracked shares, once the tests ran.
-func closeServers() {
-	serversMu.Lock()
-	defer serversMu.Unlock()
-	for key, db := range servers {
-		_ = db.Close()
-		delete(servers, key)
-	}
+	return outboxsqltest.Shared(t, b, "outboxsqlx", func(dsn string) (*sqlx.DB, error) {
+		return outboxsqlx.OpenDB(b.DriverName, dsn, outboxsqlx.WithLogger(quietLogger))
+	})
 }
 
 // env is one test's database, an outbox store on a fresh table and a fresh
@@ -191,14 +157,7 @@ func (e *env) fixture(s style) outboxtest.AdapterFixture {
 			_, err = tx.ExecContext(ctx, tx.Rebind("INSERT INTO "+e.business+" (id, name) VALUES (?, ?)"), ids.Add(1), name)
 			return err
 		},
-		ExecBusiness: func(ctx context.Context, query string) error {
-			tx, err := txOf(ctx)
-			if err != nil {
-				return err
-			}
-			_, err = tx.ExecContext(ctx, query)
-			return err
-		},
+		ExecBusiness: outboxsqltest.ExecIn(txOf),
 		BusinessRows: func(t testing.TB) []string {
 			var names []string
 			if err := e.db.SelectContext(context.Background(), &names, "SELECT name FROM "+e.business+" ORDER BY id"); err != nil {

@@ -2,11 +2,8 @@ package outboxsqlx_test
 
 import (
 	"context"
-	"database/sql"
-	"database/sql/driver"
 	"errors"
 	"testing"
-	"time"
 
 	outbox "github.com/go-outbox/outbox/core"
 	"github.com/go-outbox/outbox/core/outboxsql"
@@ -23,47 +20,24 @@ import (
 func TestOpen(t *testing.T) {
 	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
 		e := newEnv(t, b)
-		ctx := context.Background()
-		table := outboxsqltest.TableName("outbox_open")
-		store, err := outboxsqlx.Open(e.db, outboxsql.WithTable(table))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _, _ = e.db.ExecContext(context.Background(), "DROP TABLE IF EXISTS "+table) })
-		if store.Dialect() != b.Dialect || store.Table() != table {
-			t.Fatalf("Open: dialect %v, table %q; want %v, %q", store.Dialect(), store.Table(), b.Dialect, table)
-		}
-		if err := store.Migrate(ctx); err != nil {
+		store := b.OpenWith(t, e.db.DB, func(opts ...outboxsql.Option) (*outboxsql.Store, error) { return outboxsqlx.Open(e.db, opts...) })
+		if err := store.Migrate(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		client, err := outbox.New(outbox.Config{Store: store, TxContext: e.tc, Logger: quietLogger})
 		if err != nil {
 			t.Fatal(err)
 		}
-		l := outboxtest.NewLedger()
-		if err := client.Handle(outbox.EventName("Opened"), l.Listener().Handle); err != nil {
-			t.Fatal(err)
-		}
-		if err := client.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		defer func() {
-			if err := client.Close(ctx); err != nil {
-				t.Error(err)
-			}
-		}()
-		tx := e.db.MustBegin()
-		tx.MustExec(tx.Rebind("INSERT INTO "+e.business+" (id, name) VALUES (?, ?)"), 1, "a")
 		ev := outbox.MustEnvelope(outbox.EventName("Opened"), outbox.WithJSON([]byte(`{}`)))
-		ids, err := client.Write(outboxsqlx.WithTx(ctx, tx), ev)
-		if err != nil {
-			_ = tx.Rollback()
-			t.Fatal(err)
-		}
-		if err := tx.Commit(); err != nil {
-			t.Fatal(err)
-		}
-		outboxtest.Eventually(t, 10*time.Second, "the event delivered", func() bool { return l.Count(ids[0]) == 1 })
+		outboxtest.DeliverOnce(t, client, ev, func(ctx context.Context, write func(context.Context) error) error {
+			tx := e.db.MustBegin()
+			tx.MustExec(tx.Rebind("INSERT INTO "+e.business+" (id, name) VALUES (?, ?)"), 1, "a")
+			if err := write(outboxsqlx.WithTx(ctx, tx)); err != nil {
+				_ = tx.Rollback()
+				return err
+			}
+			return tx.Commit()
+		})
 	})
 }
 
@@ -104,18 +78,5 @@ func TestOpenDialect(t *testing.T) {
 // outboxsql does not recognize and which cannot connect.
 func unknownDB(t *testing.T, driverName string) *sqlx.DB {
 	t.Helper()
-	sqlDB := sql.OpenDB(unknownConnector{})
-	t.Cleanup(func() { _ = sqlDB.Close() })
-	return sqlx.NewDb(sqlDB, driverName)
+	return sqlx.NewDb(outboxsqltest.UnknownDB(t), driverName)
 }
-
-var errNotADatabase = errors.New("not a database")
-
-type unknownConnector struct{}
-
-func (unknownConnector) Connect(context.Context) (driver.Conn, error) { return nil, errNotADatabase }
-func (unknownConnector) Driver() driver.Driver                        { return unknownDriver{} }
-
-type unknownDriver struct{}
-
-func (unknownDriver) Open(string) (driver.Conn, error) { return nil, errNotADatabase }

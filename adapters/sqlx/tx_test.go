@@ -57,25 +57,9 @@ func TestInTxAfterEnd(t *testing.T) {
 	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
 		e := newEnv(t, b)
 		for _, db := range []*sqlx.DB{e.db, e.plain} {
-			var kept context.Context
-			if err := e.tc.InTx(context.Background(), db, nil, func(ctx context.Context, _ *sqlx.Tx) error {
-				kept = ctx
-				return nil
-			}); err != nil {
-				t.Fatal(err)
-			}
-			committed := false
-			err := e.tc.InTx(kept, db, nil, func(ctx context.Context, _ *sqlx.Tx) error {
-				cur, err := e.tc.Current(ctx)
-				if err != nil {
-					return err
-				}
-				cur.AfterCommit(func() { committed = true })
-				return nil
+			outboxtest.WantNewTxAfterEnd(t, e.tc, func(ctx context.Context, fn func(context.Context) error) error {
+				return e.tc.InTx(ctx, db, nil, func(ctx context.Context, _ *sqlx.Tx) error { return fn(ctx) })
 			})
-			if err != nil || !committed {
-				t.Fatalf("InTx with the context of an ended transaction = %v, committed %v; want a new transaction that commits", err, committed)
-			}
 		}
 	})
 }

@@ -74,6 +74,34 @@ func WantNoTransaction(t testing.TB, ctx context.Context, tc outbox.TxContext, h
 	}
 }
 
+// WantNewTxAfterEnd checks what an adapter's helper that runs a function
+// in a transaction, inTx, does with a context whose transaction already
+// ended: that context carries none, so inTx begins a new transaction,
+// whose after-commit callbacks run when it commits, instead of nesting in
+// the ended one.
+func WantNewTxAfterEnd(t testing.TB, tc outbox.TxContext, inTx func(ctx context.Context, fn func(ctx context.Context) error) error) {
+	t.Helper()
+	var kept context.Context
+	if err := inTx(context.Background(), func(ctx context.Context) error {
+		kept = ctx
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	committed := false
+	err := inTx(kept, func(ctx context.Context) error {
+		cur, err := tc.Current(ctx)
+		if err != nil {
+			return err
+		}
+		cur.AfterCommit(func() { committed = true })
+		return nil
+	})
+	if err != nil || !committed {
+		t.Fatalf("a transaction begun with the context of an ended one = %v, committed %v; want a new transaction that commits", err, committed)
+	}
+}
+
 // hookRecorder is a WriterHook that records the ids it was told about.
 type hookRecorder struct {
 	outbox.NopHook

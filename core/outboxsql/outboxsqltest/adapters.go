@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"testing"
+	"time"
 
 	outbox "github.com/go-outbox/outbox/core"
 	"github.com/go-outbox/outbox/core/outboxsql"
@@ -76,4 +77,54 @@ func RunModelSuites(t *testing.T, create func(t *testing.T, b Backend, db *sql.D
 			})
 		})
 	})
+}
+
+// ExecIn returns the ExecBusiness of an outboxtest.AdapterFixture for an
+// ORM whose transactions run statements like database/sql: it runs the
+// statement in the transaction txOf finds in ctx.
+func ExecIn[T outboxsql.Executor](txOf func(ctx context.Context) (T, error)) func(ctx context.Context, query string) error {
+	return func(ctx context.Context, query string) error {
+		tx, err := txOf(ctx)
+		if err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, query)
+		return err
+	}
+}
+
+// OpenWith returns the Store that open, an adapter's Open on db (a
+// database of b), returns for a fresh table, whose name it passes with
+// outboxsql.WithTable. It fails t unless the Store has b's dialect and that
+// table. The table is dropped at cleanup; the Store is not migrated.
+func (b Backend) OpenWith(t *testing.T, db *sql.DB, open func(opts ...outboxsql.Option) (*outboxsql.Store, error)) *outboxsql.Store {
+	t.Helper()
+	table := TableName("outbox_open")
+	store, err := open(outboxsql.WithTable(table))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = db.ExecContext(context.Background(), "DROP TABLE IF EXISTS "+table) })
+	if store.Dialect() != b.Dialect || store.Table() != table {
+		t.Fatalf("Open: dialect %v, table %q; want %v, %q", store.Dialect(), store.Table(), b.Dialect, table)
+	}
+	return store
+}
+
+// Insert writes events with store in one transaction of db, run by
+// outboxsql's TxManager, and fails t unless it commits: rows for a test
+// that reads the table another way (through an ORM's model, say).
+func Insert(t testing.TB, db *sql.DB, store outbox.Store, events ...outbox.Envelope) {
+	t.Helper()
+	txm := outboxsql.NewTxManager(db)
+	err := txm.InTx(context.Background(), func(ctx context.Context) error {
+		tx, err := txm.Current(ctx)
+		if err != nil {
+			return err
+		}
+		return store.Insert(ctx, tx, time.Now(), "", events)
+	})
+	if err != nil {
+		t.Fatalf("insert %d events: %v", len(events), err)
+	}
 }

@@ -87,44 +87,101 @@ func (b Backend) DSN(t *testing.T) string {
 	return b.defaultDSN
 }
 
+// Pool is a connection pool that the tests of a binary share: a *sql.DB,
+// or an ORM's database over one.
+type Pool interface {
+	PingContext(ctx context.Context) error
+	Close() error
+}
+
 var (
 	serversMu sync.Mutex
-	servers   = map[string]*sql.DB{}
+	servers   = map[string]Pool{}
 )
 
 // Open returns the database one fixture uses: a fresh SQLite file (closed at
 // cleanup), or a pool to the server shared by every fixture of the test
-// binary (fixtures are then isolated by their tables). A server that cannot
-// be reached skips the test, or fails it under OUTBOX_TEST_REQUIRE_DBS=1.
+// binary (fixtures are then isolated by their tables) until CloseServers. A
+// server that cannot be reached skips the test, or fails it under
+// OUTBOX_TEST_REQUIRE_DBS=1.
 func (b Backend) Open(t *testing.T) *sql.DB {
+	t.Helper()
+	return Shared(t, b, "database/sql", func(dsn string) (*sql.DB, error) { return sql.Open(b.DriverName, dsn) })
+}
+
+// Shared is Open for a database that an adapter opens its own way: open
+// opens b's database at dsn, through b.DriverName. On SQLite, Shared calls
+// it for every test, on a fresh file, and closes the database at cleanup. On
+// a server, it calls it once for the whole test binary, pings the pool (see
+// Open for a server that cannot be reached) and returns that pool to every
+// test until CloseServers. name names the way open opens the database
+// ("database/sql" is Open's), so that only pools opened the same way are
+// shared.
+func Shared[P Pool](t *testing.T, b Backend, name string, open func(dsn string) (P, error)) P {
 	t.Helper()
 	dsn := b.DSN(t)
 	if !b.IsServer() {
-		db, err := sql.Open(b.DriverName, dsn)
+		db, err := open(dsn)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = db.Close() })
 		return db
 	}
-	key := b.DriverName + " " + dsn
+	key := name + " " + b.DriverName + " " + dsn
 	serversMu.Lock()
 	defer serversMu.Unlock()
-	if db, ok := servers[key]; ok {
+	if pool, ok := servers[key]; ok {
+		db, ok := pool.(P)
+		if !ok {
+			t.Fatalf("outboxsqltest: the pool shared as %q is a %T, not a %T", name, pool, db)
+		}
 		return db
 	}
-	db, err := sql.Open(b.DriverName, dsn)
+	db, err := open(dsn)
 	if err == nil {
-		err = db.PingContext(context.Background())
-	}
-	if err != nil {
-		if db != nil {
+		if err = db.PingContext(context.Background()); err != nil {
 			_ = db.Close()
 		}
+	}
+	if err != nil {
 		Unavailable(t, b.Name+" ("+b.DriverName+") at "+b.EnvDSN+" (or the local default)", err)
 	}
 	servers[key] = db
 	return db
+}
+
+// CloseServers closes the server pools that Open and Shared keep for the
+// tests of a binary; an Open or Shared after it opens new ones. A TestMain
+// calls it once the tests ran, before it looks for goroutines that outlive
+// them (see ClosingServers): the pools' own goroutines (database/sql's
+// connection opener, a driver's watcher per connection) are then gone.
+func CloseServers() {
+	serversMu.Lock()
+	defer serversMu.Unlock()
+	for key, db := range servers {
+		_ = db.Close()
+		delete(servers, key)
+	}
+}
+
+// M runs the tests of a binary, like *testing.M.
+type M interface{ Run() int }
+
+// ClosingServers returns m whose Run runs the tests, then CloseServers. A
+// TestMain that fails the binary when a goroutine outlives the tests hands
+// it to the leak check, which then finds none of the shared pools':
+//
+//	func TestMain(m *testing.M) {
+//		goleak.VerifyTestMain(outboxsqltest.ClosingServers(m))
+//	}
+func ClosingServers(m M) M { return closingServers{m} }
+
+type closingServers struct{ m M }
+
+func (c closingServers) Run() int {
+	defer CloseServers()
+	return c.m.Run()
 }
 
 // NewStore returns a Store of b's dialect on a new table with a random name
