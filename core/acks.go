@@ -22,6 +22,21 @@ func (d *Dispatcher) ackLoop() {
 	}
 	for {
 		select {
+		case done := <-d.flushNow:
+			// Take what is waiting in the channel too: those deliveries
+			// ended before the request.
+		drain:
+			for {
+				select {
+				case id := <-d.acks:
+					batch = append(batch, id)
+				default:
+					break drain
+				}
+			}
+			timer.Stop()
+			flush()
+			close(done)
 		case id, ok := <-d.acks:
 			if !ok {
 				flush()
@@ -56,5 +71,18 @@ func (d *Dispatcher) flushAcks(ids []string) {
 	if stale := len(ids) - int(n); stale > 0 {
 		d.metrics.StaleUpdates(stale)
 		d.log.Warn("outbox: some DONE updates found their claim taken over", "stale", stale, "batch", len(ids))
+	}
+}
+
+// flushAcksNow writes the acknowledgements of every delivery that has
+// ended, and returns when they are stored (or given up). A worker calls it
+// before it starts an event that may kill the process (a take-over, see
+// ErrClaimExpired), so that a crash costs only the deliveries in flight.
+func (d *Dispatcher) flushAcksNow() {
+	done := make(chan struct{})
+	select {
+	case d.flushNow <- done:
+		<-done
+	case <-d.ackDone:
 	}
 }

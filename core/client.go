@@ -75,6 +75,10 @@ type Config struct {
 	RetryPolicy RetryPolicy
 	// Interceptors run around every delivery.
 	Interceptors []Interceptor
+	// ListenerTimeout bounds one delivery: the listener's context is
+	// cancelled then and the delivery counts as failed (default Lease/2;
+	// it must be shorter than Lease).
+	ListenerTimeout time.Duration
 	// DrainTimeout bounds how long Close delivers what is queued (default 5s).
 	DrainTimeout time.Duration
 	// AckBatchSize and AckInterval bound the batching of DONE updates
@@ -151,7 +155,7 @@ func New(cfg Config) (*Client, error) {
 			return nil, configErr("%s must not be negative, got %d", name, v)
 		}
 	}
-	for name, v := range map[string]time.Duration{"Lease": cfg.Lease, "DrainTimeout": cfg.DrainTimeout, "AckInterval": cfg.AckInterval,
+	for name, v := range map[string]time.Duration{"Lease": cfg.Lease, "ListenerTimeout": cfg.ListenerTimeout, "DrainTimeout": cfg.DrainTimeout, "AckInterval": cfg.AckInterval,
 		"PollInterval": cfg.PollInterval, "SkipRecent": cfg.SkipRecent, "MaxPollBackoff": cfg.MaxPollBackoff,
 		"Retention": cfg.Retention, "PurgeInterval": cfg.PurgeInterval} {
 		if v < 0 {
@@ -177,7 +181,7 @@ func New(cfg Config) (*Client, error) {
 			Store: cfg.Store, Registry: &c.registry, Owner: cfg.Owner, Workers: cfg.Workers,
 			HotQueueSize: cfg.HotQueueSize, ColdQueueSize: cfg.ColdQueueSize, MaxAttempts: cfg.MaxAttempts,
 			RetryPolicy: cfg.RetryPolicy, Interceptors: cfg.Interceptors, DrainTimeout: cfg.DrainTimeout,
-			Lease: cfg.Lease, AckBatchSize: cfg.AckBatchSize, AckInterval: cfg.AckInterval,
+			Lease: cfg.Lease, ListenerTimeout: cfg.ListenerTimeout, AckBatchSize: cfg.AckBatchSize, AckInterval: cfg.AckInterval,
 			Metrics: cfg.Metrics, Logger: cfg.Logger, Clock: cfg.Clock,
 		})
 		if err != nil {

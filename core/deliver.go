@@ -12,7 +12,12 @@ import (
 // the outcome.
 func (d *Dispatcher) deliver(ctx context.Context, q queued) {
 	e := q.env
-	err := d.dispatch(context.WithValue(ctx, attemptKey{}, q.attempts+1), e)
+	lctx, cancel := context.WithTimeout(context.WithValue(ctx, attemptKey{}, q.attempts+1), d.cfg.ListenerTimeout)
+	// A listener that returns an error after its timeout failed (its
+	// error wraps context.DeadlineExceeded); one that succeeds late did its
+	// work, and a stale ack is fenced off anyway.
+	err := d.dispatch(lctx, e)
+	cancel()
 	if err == nil {
 		d.metrics.DispatchSuccess()
 		d.acks <- e.ID() // released from in-flight once the ack is written

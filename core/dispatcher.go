@@ -55,6 +55,11 @@ type DispatcherConfig struct {
 	// an event whose claim is older (it was queued too long and may have
 	// been claimed elsewhere). It must exceed the longest listener run.
 	Lease time.Duration
+	// ListenerTimeout bounds one delivery: the listener's context is
+	// cancelled then, and the error it returns counts as a failed attempt
+	// (default Lease/2; it must be shorter than Lease, or an event whose
+	// listener outlives its lease is delivered twice).
+	ListenerTimeout time.Duration
 	// InFlight deduplicates events in this process (default: a tracker
 	// whose entries expire after Lease).
 	InFlight InFlightTracker
@@ -90,6 +95,8 @@ type Dispatcher struct {
 	turn      atomic.Uint32
 	finished  recentSet // ids whose outcome was just stored
 	acks      chan string
+	flushNow  chan chan struct{} // see flushAcksNow
+	running   sync.RWMutex       // read-held by every delivery but a suspect's
 	dropped   chan struct{}
 
 	mu       sync.RWMutex // guards closed against concurrent enqueues
@@ -108,6 +115,9 @@ type queued struct {
 	env      Envelope
 	attempts int
 	claimed  time.Time // when this process's claim on the row began (about)
+	// suspect: the claim was taken over from an owner whose delivery ended
+	// without an outcome; this delivery may end the same way.
+	suspect bool
 }
 
 // NewOwnerID returns an owner id unique to this process start: host, pid and
@@ -132,7 +142,7 @@ func NewDispatcher(cfg DispatcherConfig) (*Dispatcher, error) {
 			return nil, configErr("dispatcher %s must not be negative, got %d", name, v)
 		}
 	}
-	if cfg.DrainTimeout < 0 || cfg.AckInterval < 0 || cfg.Lease < 0 {
+	if cfg.DrainTimeout < 0 || cfg.AckInterval < 0 || cfg.Lease < 0 || cfg.ListenerTimeout < 0 {
 		return nil, configErr("dispatcher durations must not be negative")
 	}
 	if len(cfg.Owner) > maxOwnerLen {
@@ -146,6 +156,10 @@ func NewDispatcher(cfg DispatcherConfig) (*Dispatcher, error) {
 	setDefault(&cfg.DrainTimeout, DefaultDrainTimeout)
 	setDefault(&cfg.AckInterval, DefaultAckInterval)
 	setDefault(&cfg.Lease, DefaultLease)
+	setDefault(&cfg.ListenerTimeout, cfg.Lease/2)
+	if cfg.ListenerTimeout >= cfg.Lease {
+		return nil, configErr("dispatcher ListenerTimeout (%s) must be shorter than Lease (%s)", cfg.ListenerTimeout, cfg.Lease)
+	}
 	if cfg.Owner == "" {
 		cfg.Owner = NewOwnerID()
 	}
@@ -160,7 +174,7 @@ func NewDispatcher(cfg DispatcherConfig) (*Dispatcher, error) {
 		cfg: cfg, owner: cfg.Owner, log: loggerOr(cfg.Logger).With("outbox_owner", cfg.Owner),
 		metrics: metricsOr(cfg.Metrics), clock: cfg.Clock, inflight: cfg.InFlight,
 		hot: make(chan queued, cfg.HotQueueSize), cold: make(chan queued, cfg.ColdQueueSize),
-		acks: make(chan string, cfg.AckBatchSize), dropped: make(chan struct{}, 1),
+		acks: make(chan string, cfg.AckBatchSize), flushNow: make(chan chan struct{}), dropped: make(chan struct{}, 1),
 		stopping: make(chan struct{}), ackDone: make(chan struct{}),
 	}
 	return d, nil
@@ -213,8 +227,13 @@ func (d *Dispatcher) enqueueHot(e Envelope) bool {
 // enqueueCold queues an event claimed by the poller. It returns false if the
 // cold queue is full or the dispatcher is closed. An event already held in
 // this process is not queued twice but reported as accepted.
-func (d *Dispatcher) enqueueCold(e Envelope, attempts int) bool {
-	ok, held := d.enqueue(d.cold, queued{env: e, attempts: attempts, claimed: utcNow(d.clock)})
+func (d *Dispatcher) enqueueCold(r Record) bool {
+	claimed := r.LockedAt
+	if claimed.IsZero() {
+		claimed = utcNow(d.clock)
+	}
+	ok, held := d.enqueue(d.cold, queued{env: r.Envelope, attempts: r.Attempts, claimed: claimed,
+		suspect: r.LastError == ErrClaimExpired.Error()})
 	if held {
 		return true // being delivered here already, or just finished (a stale re-claim)
 	}
@@ -382,7 +401,19 @@ func (d *Dispatcher) work() {
 			d.log.Info("outbox: claim expired while queued, leaving the event to a new claim", "event_id", q.env.ID(), "queued_for", age)
 			continue
 		}
+		if q.suspect {
+			// Let the deliveries already running end and store their
+			// outcomes first: if this one kills the process, it takes only
+			// itself (and what starts meanwhile) along.
+			d.running.Lock()
+			d.flushAcksNow()
+			d.running.Unlock()
+			d.deliver(d.runCtx, q)
+			continue
+		}
+		d.running.RLock()
 		d.deliver(d.runCtx, q)
+		d.running.RUnlock()
 	}
 }
 

@@ -161,7 +161,7 @@ func TestDispatcherLastAttemptGoesDead(t *testing.T) {
 	h.start(t)
 	e := evt("E")
 	h.st.put(Record{ID: e.ID(), Envelope: e, Status: StatusRetry, Attempts: 2, LockedBy: h.d.Owner(), LockedAt: h.clk.Now()})
-	if !h.d.enqueueCold(e, 2) {
+	if !h.d.enqueueCold(Record{Envelope: e, Attempts: 2}) {
 		t.Fatal("enqueueCold refused")
 	}
 	r := h.waitStatus(t, e.ID(), StatusDead)
@@ -338,7 +338,7 @@ func TestDispatcherCloseReleasesQueued(t *testing.T) {
 	if err := h.d.Start(context.Background()); !errors.Is(err, ErrClosed) {
 		t.Errorf("Start after Close: err = %v, want ErrClosed", err)
 	}
-	if h.d.enqueueHot(evt("E")) || h.d.enqueueCold(evt("E"), 0) {
+	if h.d.enqueueHot(evt("E")) || h.d.enqueueCold(Record{Envelope: evt("E")}) {
 		t.Error("closed dispatcher accepted an event")
 	}
 	if owner := h.d.claimOwner(); owner != "" {

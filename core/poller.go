@@ -1,8 +1,10 @@
 package outbox
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -150,6 +152,12 @@ func (p *Poller) poll(ctx context.Context) (queued int, more, busy bool, err err
 	if len(recs) == 0 {
 		return 0, false, false, nil
 	}
+	// Events taken over from an owner whose delivery ended without an
+	// outcome go last: their batch-mates are delivered (and acknowledged)
+	// before a delivery that may kill the process starts.
+	slices.SortStableFunc(recs, func(a, b Record) int {
+		return cmp.Compare(boolInt(a.LastError == ErrClaimExpired.Error()), boolInt(b.LastError == ErrClaimExpired.Error()))
+	})
 	oldest := recs[0].CreatedAt
 	for i, r := range recs {
 		if r.CreatedAt.Before(oldest) {
@@ -163,7 +171,19 @@ func (p *Poller) poll(ctx context.Context) (queued int, more, busy bool, err err
 			}
 			continue
 		}
-		if !d.enqueueCold(r.Envelope, r.Attempts) {
+		if r.Attempts >= d.cfg.MaxAttempts {
+			// Only take-overs reach this here (a failing delivery goes to
+			// DEAD when it stores its last failure): the listener kills or
+			// hangs its process. Do not start it again.
+			d.metrics.DispatchDead()
+			d.log.Error("outbox: delivery ended without an outcome too often, moved to DEAD", "event_id", r.ID, "event_type", r.Envelope.Type(), "attempts", r.Attempts)
+			msg := fmt.Sprintf("%s (%d deliveries started, none ended: does the listener kill or hang its process?)", ErrClaimExpired, r.Attempts)
+			if _, err := d.cfg.Store.MarkDead(ctx, Outcome{Owner: d.owner, ID: r.ID, At: now, Error: msg}); err != nil {
+				d.log.Error("outbox: could not move the event to DEAD", "event_id", r.ID, "error", err)
+			}
+			continue
+		}
+		if !d.enqueueCold(r) {
 			// Full or closing: the rest stay claimed by us and are taken back
 			// after OwnReclaimAfter, or by others when the lease expires.
 			d.log.Debug("outbox: cold queue full, leaving the rest of the batch", "left", len(recs)-i)
@@ -179,3 +199,10 @@ func (p *Poller) poll(ctx context.Context) (queued int, more, busy bool, err err
 // Events already queued are the dispatcher's to finish; close the poller
 // before the dispatcher.
 func (p *Poller) Close(ctx context.Context) error { return p.bg.close(ctx, "poller") }
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

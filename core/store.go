@@ -146,7 +146,12 @@ type Store interface {
 	// the insert with an error wrapping ErrDuplicateEvent; none of the
 	// events is then inserted and tx stays usable.
 	Insert(ctx context.Context, tx Tx, now time.Time, owner string, events []Envelope) error
-	// Claim atomically claims due pending events, oldest due first.
+	// Claim atomically claims due pending events, oldest due first. A row
+	// claimed by another owner whose lease expired is taken over: its
+	// attempts are incremented and its last error set to
+	// ErrClaimExpired's text. A row re-claimed by its own owner
+	// (OwnReclaimAfter) keeps its claim time: re-claiming never renews a
+	// lease.
 	Claim(ctx context.Context, req ClaimRequest) ([]Record, error)
 	// MarkDone marks owner's claimed events DONE at now and returns how many
 	// rows changed.

@@ -202,7 +202,14 @@ func (s *Store) Claim(ctx context.Context, req outbox.ClaimRequest) ([]outbox.Re
 	due = due[:min(len(due), req.Limit)]
 	recs := make([]outbox.Record, len(due))
 	for i, r := range due {
-		r.lockedBy, r.lockedAt = req.Owner, now
+		if r.lockedBy != req.Owner { // an own re-claim keeps its claim time
+			if r.lockedBy != "" { // taken over: the delivery ended without an outcome
+				r.attempts++
+				r.lastError = outbox.ErrClaimExpired.Error()
+			}
+			r.lockedAt = now
+		}
+		r.lockedBy = req.Owner
 		recs[i] = r.record()
 	}
 	return recs, nil
@@ -236,7 +243,7 @@ func (s *Store) MarkDone(ctx context.Context, owner string, ids []string, now ti
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.fenced(owner, ids, func(r *row) {
-		r.status, r.doneAt = outbox.StatusDone, now
+		r.status, r.doneAt, r.lastError = outbox.StatusDone, now, ""
 		r.unlock()
 	}), nil
 }

@@ -42,6 +42,9 @@ func RunEndToEndSuite(t *testing.T, newFixture func(t *testing.T) Fixture) {
 		{"LeaseExpiryRecoversAndFencesStaleAck", e2eLeaseExpiry},
 		{"CloseReleasesUndelivered", e2eCloseReleases},
 		{"PurgeInBatchesOnlyOldTerminal", e2ePurge},
+		{"PoisonThatKillsItsProcessEndsDead", e2ePoison},
+		{"HungListenerIsTakenOver", e2eHungListener},
+		{"ListenerTimeoutIsAFailedAttempt", e2eListenerTimeout},
 		{"NoGoroutineOutlivesClose", e2eNoLeak},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -511,6 +511,11 @@ func storeLeaseExpiry(t *testing.T, f Fixture) {
 		t.Fatalf("B's claim after the lease = %v, want the row", recIDs(got))
 	}
 	wantTime(t, "re-claimed at", got[0].LockedAt, later)
+	// A's delivery ended without an outcome (A died, or hung): the take-over
+	// counts an attempt and says why, in the claim's result and in the row.
+	if got[0].Attempts != 1 || got[0].LastError != outbox.ErrClaimExpired.Error() {
+		t.Fatalf("taken over: attempts %d, last error %q; want 1 and %q", got[0].Attempts, got[0].LastError, outbox.ErrClaimExpired)
+	}
 	// A's stale updates are fenced off.
 	now := later.Add(time.Second)
 	if n, err := f.Store.MarkDone(ctx, ownerA, []string{e.ID()}, now); err != nil || n != 0 {
@@ -526,14 +531,18 @@ func storeLeaseExpiry(t *testing.T, f Fixture) {
 		t.Errorf("stale Release = %d, %v; want 0", n, err)
 	}
 	r := get(t, f, e.ID())
-	wantState(t, r, outbox.StatusNew, 0, ownerB)
-	if r.LastError != "" {
+	wantState(t, r, outbox.StatusNew, 1, ownerB)
+	if r.LastError != outbox.ErrClaimExpired.Error() {
 		t.Errorf("stale update recorded error %q", r.LastError)
 	}
 	if n, err := f.Store.MarkDone(ctx, ownerB, []string{e.ID()}, now); err != nil || n != 1 {
 		t.Fatalf("MarkDone by the current owner = %d, %v; want 1", n, err)
 	}
-	wantState(t, get(t, f, e.ID()), outbox.StatusDone, 0, "")
+	r = get(t, f, e.ID())
+	wantState(t, r, outbox.StatusDone, 1, "")
+	if r.LastError != "" {
+		t.Errorf("a DONE event keeps the last error %q", r.LastError)
+	}
 }
 
 func storeOwnReclaim(t *testing.T, f Fixture) {
@@ -558,7 +567,15 @@ func storeOwnReclaim(t *testing.T, f Fixture) {
 	if len(got) != 1 || got[0].ID != e.ID() {
 		t.Fatalf("own reclaim = %v, want %s", recIDs(got), e.ID())
 	}
-	wantTime(t, "re-claimed at", got[0].LockedAt, req.Now)
+	// Re-claiming never renews the lease (a hung listener's row must expire
+	// for other owners), and it is not a take-over.
+	wantTime(t, "re-claimed, still claimed at", got[0].LockedAt, t0)
+	if got[0].Attempts != 0 || got[0].LastError != "" {
+		t.Fatalf("own reclaim: attempts %d, last error %q; want 0 and none", got[0].Attempts, got[0].LastError)
+	}
+	if got := claim(t, f, outbox.ClaimRequest{Owner: ownerB, Now: t0.Add(lease), Lease: lease, Limit: 10}); len(got) != 1 {
+		t.Fatal("the lease of a re-claimed row did not run from its first claim")
+	}
 }
 
 func storeMarkDone(t *testing.T, f Fixture) {

@@ -89,7 +89,7 @@ func mysqlErrorNumber(err error) uint64 {
 // their owner and claim time, and commits, in a READ COMMITTED transaction
 // of its own, so that rows the scan rejects are not kept locked.
 func mysqlClaim(ctx context.Context, s *Store, req outbox.ClaimRequest) ([]outbox.Record, error) {
-	_, args := s.claimArgs(req) // SET owner, now; then WHERE …, LIMIT
+	_, set, args := s.claimArgs(req)
 	where := mysqlClaimWhere
 	if req.OwnReclaimAfter > 0 {
 		where += claimOwn
@@ -98,7 +98,7 @@ func mysqlClaim(ctx context.Context, s *Store, req outbox.ClaimRequest) ([]outbo
 	var recs []outbox.Record
 	err := s.db.ReadCommitted(ctx, func(tx Conn) error {
 		var err error
-		recs, err = s.queryRecords(ctx, tx, query, args[2:]...)
+		recs, err = s.queryRecords(ctx, tx, query, args...)
 		if err != nil {
 			if mysqlErrorNumber(err) == 1064 && strings.Contains(err.Error(), "SKIP LOCKED") { // ER_PARSE_ERROR
 				err = fmt.Errorf("%w (the claim needs FOR UPDATE SKIP LOCKED: MySQL 8.0+ or MariaDB 10.6+)", err)
@@ -108,8 +108,8 @@ func mysqlClaim(ctx context.Context, s *Store, req outbox.ClaimRequest) ([]outbo
 		if len(recs) == 0 {
 			return nil
 		}
-		ids := make([]any, 0, 2+len(recs))
-		ids = append(ids, args[0], args[1])
+		ids := make([]any, 0, len(set)+len(recs))
+		ids = append(ids, set...)
 		for _, r := range recs {
 			var dsnErr *mysqlDSNError
 			if errors.As(r.Err, &dsnErr) {
@@ -117,16 +117,25 @@ func mysqlClaim(ctx context.Context, s *Store, req outbox.ClaimRequest) ([]outbo
 			}
 			ids = append(ids, r.ID)
 		}
-		update := "UPDATE " + s.table + " SET locked_by = ?, locked_at = ? WHERE event_id IN (?" + strings.Repeat(", ?", len(recs)-1) + ")"
+		update := "UPDATE " + s.table + " SET " + claimSet + " WHERE event_id IN (?" + strings.Repeat(", ?", len(recs)-1) + ")"
 		_, err = tx.Exec(ctx, update, ids...)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
+	// The rows were read before the update: apply claimSet to them.
 	lockedAt := req.Now.UTC().Truncate(time.Microsecond) // as bound: microseconds
 	for i := range recs {
-		recs[i].LockedBy, recs[i].LockedAt = req.Owner, lockedAt
+		r := &recs[i]
+		if r.LockedBy != req.Owner {
+			if r.LockedBy != "" {
+				r.Attempts++
+				r.LastError = outbox.ErrClaimExpired.Error()
+			}
+			r.LockedAt = lockedAt
+		}
+		r.LockedBy = req.Owner
 	}
 	return recs, nil
 }

@@ -21,6 +21,15 @@ const (
 // copyColumns are the columns of a bulk copy: insertColumns as a list.
 var copyColumns = strings.Split(insertColumns, ", ")
 
+// claimSet takes rows over for an owner. Parameters: owner, owner, the
+// take-over error, owner, now, owner. A row of another owner (its lease
+// expired) counts an attempt and records the take-over; a row of the same
+// owner keeps its claim time. Every expression reads the row as it was
+// (MySQL, which reads left to right, sees locked_by last).
+const claimSet = "attempts = attempts + CASE WHEN locked_by IS NULL OR locked_by = ? THEN 0 ELSE 1 END," +
+	" last_error = CASE WHEN locked_by IS NULL OR locked_by = ? THEN last_error ELSE ? END," +
+	" locked_at = CASE WHEN locked_by = ? THEN locked_at ELSE ? END, locked_by = ?"
+
 // claimWhere selects claimable rows. Parameters: now (due), created cutoff
 // (skip recent), lease cutoff; with own-reclaim also owner and its cutoff.
 const (
@@ -58,7 +67,7 @@ func buildQueries(d *dialect, t string) *queries {
 		insert:     newBatchSQL(d, "INSERT INTO "+t+" ("+insertColumns+") VALUES ", insertRow, insertRowArgs, ", ", d.onConflict),
 		existing:   newIDsSQL(d, "SELECT event_id FROM "+t+" WHERE "),
 		undoInsert: newIDsSQL(d, "DELETE FROM "+t+" WHERE "),
-		markDone: newIDsSQL(d, "UPDATE "+t+" SET status = 1, done_at = ?, locked_by = NULL, locked_at = NULL"+
+		markDone: newIDsSQL(d, "UPDATE "+t+" SET status = 1, done_at = ?, last_error = NULL, locked_by = NULL, locked_at = NULL"+
 			" WHERE locked_by = ? AND status IN (0, 2) AND "),
 		markRetry: d.rebind("UPDATE "+t+" SET status = 2, available_at = ?, last_error = ?, attempts = attempts + ?,"+
 			" locked_by = NULL, locked_at = NULL WHERE event_id = ? AND locked_by = ? AND status IN (0, 2)", 1),
@@ -74,7 +83,7 @@ func buildQueries(d *dialect, t string) *queries {
 		oldest:     "SELECT MIN(created_at) FROM " + t + " WHERE status IN (0, 2)",
 	}
 	claim := func(where string) string {
-		return d.rebind("UPDATE "+t+" SET locked_by = ?, locked_at = ? WHERE "+d.inSubquery("SELECT event_id FROM "+t+
+		return d.rebind("UPDATE "+t+" SET "+claimSet+" WHERE "+d.inSubquery("SELECT event_id FROM "+t+
 			" WHERE "+where+") ORDER BY available_at, event_id LIMIT ?"+d.claimLock)+" RETURNING "+columns, 1)
 	}
 	q.claim = claim(claimWhere)

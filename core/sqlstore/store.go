@@ -328,8 +328,8 @@ func (s *Store) Claim(ctx context.Context, req outbox.ClaimRequest) ([]outbox.Re
 	if s.d.claim != nil {
 		recs, err = s.d.claim(ctx, s, req)
 	} else {
-		query, args := s.claimArgs(req)
-		recs, err = s.queryRecords(ctx, s.db, query, args...)
+		query, set, where := s.claimArgs(req)
+		recs, err = s.queryRecords(ctx, s.db, query, append(set, where...)...)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: claim from %s: %w", s.table, s.explain(err))
@@ -338,18 +338,19 @@ func (s *Store) Claim(ctx context.Context, req outbox.ClaimRequest) ([]outbox.Re
 	return recs, nil
 }
 
-// claimArgs returns the statement and arguments of the shared claim:
-// SET owner, now; WHERE due, created cutoff, lease cutoff[, owner, own
-// cutoff]; LIMIT.
-func (s *Store) claimArgs(req outbox.ClaimRequest) (string, []any) {
+// claimArgs returns the statement and the arguments of the shared claim:
+// those of claimSet, then WHERE due, created cutoff, lease cutoff[, owner,
+// own cutoff]; LIMIT.
+func (s *Store) claimArgs(req outbox.ClaimRequest) (query string, set, where []any) {
 	now := req.Now.UTC()
-	args := []any{req.Owner, s.t(now), s.t(now), s.t(now.Add(-req.SkipRecent)), s.t(now.Add(-req.Lease))}
-	query := s.q.claim
+	set = []any{req.Owner, req.Owner, outbox.ErrClaimExpired.Error(), req.Owner, s.t(now), req.Owner}
+	where = []any{s.t(now), s.t(now.Add(-req.SkipRecent)), s.t(now.Add(-req.Lease))}
+	query = s.q.claim
 	if req.OwnReclaimAfter > 0 {
 		query = s.q.claimOwn
-		args = append(args, req.Owner, s.t(now.Add(-req.OwnReclaimAfter)))
+		where = append(where, req.Owner, s.t(now.Add(-req.OwnReclaimAfter)))
 	}
-	return query, append(args, req.Limit)
+	return query, set, append(where, req.Limit)
 }
 
 // sortDue orders records by due time, then id: the order of the claim.

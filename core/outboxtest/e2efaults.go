@@ -1,0 +1,135 @@
+package outboxtest
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	outbox "github.com/go-outbox/outbox/core"
+)
+
+// e2ePoison: a listener that never ends its delivery — as when it kills
+// its process (os.Exit, an out-of-memory kill) — must not be started
+// forever. Each node here claims the event at its first poll and hangs in
+// the listener like a dead process; after the lease the next node takes it
+// over, which counts an attempt. After MaxAttempts starts the event is
+// DEAD and says why, and an event claimed with it is not dragged along.
+func e2ePoison(t *testing.T, f Fixture) {
+	const maxAttempts = 3
+	clock := NewClock(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
+	block := make(chan struct{})
+	var starts atomic.Int32
+	started := make(chan struct{}, maxAttempts+1)
+	mates := NewLedger()
+	listener := outbox.ListenerFunc(func(ctx context.Context, e outbox.Envelope) error {
+		if e.Type() != evtFail.Name() {
+			mates.Record(e.ID())
+			return nil
+		}
+		starts.Add(1)
+		started <- struct{}{}
+		<-block // the process "died": no outcome, whatever the context says
+		return nil
+	})
+	poison := outbox.MustEnvelope(evtFail, outbox.WithJSON([]byte(`{}`)))
+	writer := writerOnly(t, f, clock)
+	var batchMates []outbox.Envelope
+	for node := 0; ; node++ {
+		// Each claim takes the poison with a new event.
+		mate := ping(t)
+		batchMates = append(batchMates, mate)
+		if node == 0 {
+			write(t, f, writer, poison, mate)
+		} else {
+			write(t, f, writer, mate)
+			clock.Advance(time.Minute + time.Second) // the previous node's lease expires
+		}
+		c := newClient(t, f, outbox.Config{Mode: outbox.ModePollerOnly, Clock: clock, Lease: time.Minute,
+			MaxAttempts: maxAttempts, PollInterval: time.Hour, DrainTimeout: 10 * time.Millisecond})
+		handle(t, c, evtFail, listener)
+		handle(t, c, evtPing, listener)
+		start(t, c) // claims at its first poll
+		if node == maxAttempts {
+			break
+		}
+		select {
+		case <-started:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("node %d did not start the poison event", node)
+		}
+		// The process "dies" once the mate's outcome is stored: an
+		// in-process test cannot crash between a delivery and its ack (the
+		// fault harness does: cmd/outbox-torture).
+		Eventually(t, 10*time.Second, "the batch-mate DONE", func() bool { return record(t, f, mate.ID()).Status == outbox.StatusDone })
+	}
+	t.Cleanup(func() { close(block) }) // before the nodes close (cleanups run last first)
+	Eventually(t, 10*time.Second, "the poison event DEAD", func() bool { return record(t, f, poison.ID()).Status == outbox.StatusDead })
+	r := record(t, f, poison.ID())
+	if r.Attempts != maxAttempts || starts.Load() != maxAttempts || !strings.Contains(r.LastError, outbox.ErrClaimExpired.Error()) {
+		t.Fatalf("poison: attempts %d, started %d times, last error %q; want %d, %d and the take-over error",
+			r.Attempts, starts.Load(), r.LastError, maxAttempts, maxAttempts)
+	}
+	for _, m := range batchMates {
+		Eventually(t, 10*time.Second, "the batch-mates DONE", func() bool { return record(t, f, m.ID()).Status == outbox.StatusDone })
+		if n := mates.Count(m.ID()); n != 1 {
+			t.Fatalf("an event claimed with the poison was delivered %d times, want once", n)
+		}
+	}
+}
+
+// e2eHungListener: a listener that hangs must not hold its event forever.
+// The owner's own poller re-claims rows it owns but does not hold — and
+// must not renew the claim of one it is still delivering — so once the
+// lease has run out another instance takes the event over and delivers it.
+func e2eHungListener(t *testing.T, f Fixture) {
+	clock := NewClock(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
+	block, hung := make(chan struct{}), make(chan struct{})
+	var once atomic.Bool
+	stuck := outbox.ListenerFunc(func(ctx context.Context, e outbox.Envelope) error {
+		if once.CompareAndSwap(false, true) {
+			close(hung)
+		}
+		<-block // ignores its context
+		return nil
+	})
+	a := startNode(t, f, stuck, outbox.Config{Clock: clock, Lease: time.Minute, PollInterval: 5 * time.Millisecond, DrainTimeout: 10 * time.Millisecond})
+	e := ping(t)
+	write(t, f, a, e) // the hot path delivers it at once, and hangs
+	<-hung
+	clock.Advance(2 * time.Minute)
+	time.Sleep(50 * time.Millisecond) // A's poller runs its own re-claims meanwhile
+	l := NewLedger()
+	startNode(t, f, l.Listener(), outbox.Config{Mode: outbox.ModePollerOnly, Clock: clock, Lease: time.Minute, PollInterval: 5 * time.Millisecond})
+	t.Cleanup(func() { close(block) }) // before the nodes close
+	Eventually(t, 10*time.Second, "another node delivers the hung event", func() bool { return l.Count(e.ID()) == 1 })
+	Eventually(t, 10*time.Second, "the event DONE", func() bool { return record(t, f, e.ID()).Status == outbox.StatusDone })
+	if r := record(t, f, e.ID()); r.Attempts != 1 {
+		t.Fatalf("attempts %d, want 1: the hung delivery counts", r.Attempts)
+	}
+}
+
+// e2eListenerTimeout: a listener that outlives ListenerTimeout sees its
+// context cancelled, and its error is a failed attempt; the retry succeeds.
+func e2eListenerTimeout(t *testing.T, f Fixture) {
+	var calls atomic.Int32
+	slow := outbox.ListenerFunc(func(ctx context.Context, e outbox.Envelope) error {
+		if calls.Add(1) == 1 {
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		return nil
+	})
+	c := startNode(t, f, slow, outbox.Config{ListenerTimeout: 50 * time.Millisecond})
+	e := ping(t)
+	write(t, f, c, e)
+	Eventually(t, 10*time.Second, "the event DONE", func() bool { return record(t, f, e.ID()).Status == outbox.StatusDone })
+	if r := record(t, f, e.ID()); r.Attempts != 1 || calls.Load() != 2 {
+		t.Fatalf("attempts %d, calls %d; want 1 failed attempt and 2 calls", r.Attempts, calls.Load())
+	}
+	if _, err := outbox.New(outbox.Config{Store: f.Store, TxContext: f.TxContext, Lease: time.Second, ListenerTimeout: time.Second}); !errors.Is(err, outbox.ErrInvalidConfig) {
+		t.Fatalf("ListenerTimeout >= Lease: %v, want ErrInvalidConfig", err)
+	}
+}
