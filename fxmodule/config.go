@@ -63,6 +63,9 @@ type Config struct {
 	RetryMax  time.Duration
 	// DrainTimeout bounds how long stopping delivers what is queued (default 5s).
 	DrainTimeout time.Duration
+	// ListenerTimeout cancels a listener's context; its error is then a
+	// failed attempt (default Lease/2, shorter than Lease).
+	ListenerTimeout time.Duration
 	// AckBatchSize and AckInterval bound the batching of DONE updates
 	// (defaults 256 and 5ms).
 	AckBatchSize int
@@ -127,7 +130,7 @@ func (c Config) Validate() error {
 		name string
 		v    time.Duration
 	}{
-		{"RetryBase", c.RetryBase}, {"RetryMax", c.RetryMax}, {"DrainTimeout", c.DrainTimeout},
+		{"RetryBase", c.RetryBase}, {"RetryMax", c.RetryMax}, {"DrainTimeout", c.DrainTimeout}, {"ListenerTimeout", c.ListenerTimeout},
 		{"AckInterval", c.AckInterval}, {"PollInterval", c.PollInterval}, {"SkipRecent", c.SkipRecent},
 		{"Lease", c.Lease}, {"PollMaxBackoff", c.PollMaxBackoff},
 		{"Retention", c.Retention}, {"PurgeInterval", c.PurgeInterval},
@@ -175,6 +178,7 @@ func (c Config) WithDefaults() Config {
 	def(&c.PollInterval, outbox.DefaultPollInterval)
 	defInt(&c.PollBatchSize, outbox.DefaultPollBatchSize)
 	def(&c.Lease, outbox.DefaultLease)
+	def(&c.ListenerTimeout, c.Lease/2)
 	def(&c.PollMaxBackoff, outbox.DefaultMaxPollBackoff)
 	def(&c.Retention, outbox.DefaultRetention)
 	defInt(&c.PurgeBatchSize, outbox.DefaultPurgeBatch)
@@ -325,6 +329,7 @@ func EnvVars() []EnvVar {
 		duration("RETRY_BASE", "RetryBase", func(c *Config) *time.Duration { return &c.RetryBase }),
 		duration("RETRY_MAX", "RetryMax", func(c *Config) *time.Duration { return &c.RetryMax }),
 		duration("DRAIN_TIMEOUT", "DrainTimeout", func(c *Config) *time.Duration { return &c.DrainTimeout }),
+		duration("LISTENER_TIMEOUT", "ListenerTimeout", func(c *Config) *time.Duration { return &c.ListenerTimeout }),
 		integer("ACK_BATCH_SIZE", "AckBatchSize", func(c *Config) *int { return &c.AckBatchSize }),
 		duration("ACK_INTERVAL", "AckInterval", func(c *Config) *time.Duration { return &c.AckInterval }),
 		duration("POLL_INTERVAL", "PollInterval", func(c *Config) *time.Duration { return &c.PollInterval }),

@@ -23,7 +23,7 @@ func TestZeroConfigHasTheSpecDefaults(t *testing.T) {
 	c := outboxfx.Config{}.WithDefaults()
 	want := outboxfx.Config{
 		Table: "outbox_event", Workers: 4, HotQueueSize: 1000, ColdQueueSize: 1000, MaxAttempts: 10,
-		RetryBase: 200 * time.Millisecond, RetryMax: time.Minute, DrainTimeout: 5 * time.Second,
+		RetryBase: 200 * time.Millisecond, RetryMax: time.Minute, DrainTimeout: 5 * time.Second, ListenerTimeout: 150 * time.Second,
 		AckBatchSize: 256, AckInterval: 5 * time.Millisecond,
 		PollInterval: 5 * time.Second, PollBatchSize: 50, Lease: 5 * time.Minute,
 		PollMaxBackoff: time.Minute, Retention: 7 * 24 * time.Hour, PurgeBatchSize: 500, PurgeInterval: time.Hour,
@@ -45,7 +45,7 @@ func TestLoadEnvSetsEveryField(t *testing.T) {
 		"OUTBOX_ORDERS_MODE": "hot-path-only", "OUTBOX_ORDERS_PURGE_ENABLED": "false",
 		"OUTBOX_ORDERS_WORKERS": "8", "OUTBOX_ORDERS_HOT_QUEUE_SIZE": "2000", "OUTBOX_ORDERS_COLD_QUEUE_SIZE": "3000",
 		"OUTBOX_ORDERS_MAX_ATTEMPTS": "5", "OUTBOX_ORDERS_RETRY_BASE": "1s", "OUTBOX_ORDERS_RETRY_MAX": "2m",
-		"OUTBOX_ORDERS_DRAIN_TIMEOUT": "10s", "OUTBOX_ORDERS_ACK_BATCH_SIZE": "64", "OUTBOX_ORDERS_ACK_INTERVAL": "20ms",
+		"OUTBOX_ORDERS_DRAIN_TIMEOUT": "10s", "OUTBOX_ORDERS_LISTENER_TIMEOUT": "20s", "OUTBOX_ORDERS_ACK_BATCH_SIZE": "64", "OUTBOX_ORDERS_ACK_INTERVAL": "20ms",
 		"OUTBOX_ORDERS_POLL_INTERVAL": "750ms", "OUTBOX_ORDERS_BATCH_SIZE": "100", "OUTBOX_ORDERS_SKIP_RECENT": "2s",
 		"OUTBOX_ORDERS_LEASE": "1m", "OUTBOX_ORDERS_POLL_MAX_BACKOFF": "30s",
 		"OUTBOX_ORDERS_RETENTION": "3d", "OUTBOX_ORDERS_PURGE_BATCH_SIZE": "250", "OUTBOX_ORDERS_PURGE_INTERVAL": "15m",
@@ -59,7 +59,7 @@ func TestLoadEnvSetsEveryField(t *testing.T) {
 	want := outboxfx.Config{
 		Table: "orders_outbox", Migrate: true, Owner: "node-1", Mode: outbox.ModeHotPathOnly, DisablePurge: true,
 		Workers: 8, HotQueueSize: 2000, ColdQueueSize: 3000, MaxAttempts: 5, RetryBase: time.Second, RetryMax: 2 * time.Minute,
-		DrainTimeout: 10 * time.Second, AckBatchSize: 64, AckInterval: 20 * time.Millisecond,
+		DrainTimeout: 10 * time.Second, ListenerTimeout: 20 * time.Second, AckBatchSize: 64, AckInterval: 20 * time.Millisecond,
 		PollInterval: 750 * time.Millisecond, PollBatchSize: 100, SkipRecent: 2 * time.Second, Lease: time.Minute,
 		PollMaxBackoff: 30 * time.Second,
 		Retention:      72 * time.Hour, PurgeBatchSize: 250, PurgeInterval: 15 * time.Minute,
@@ -67,8 +67,8 @@ func TestLoadEnvSetsEveryField(t *testing.T) {
 	if c != want {
 		t.Fatalf("LoadEnv:\n got %+v\nwant %+v", c, want)
 	}
-	if len(outboxfx.EnvVars()) != 23 {
-		t.Fatalf("EnvVars lists %d variables; this test sets 22 plus PRESET", len(outboxfx.EnvVars()))
+	if len(outboxfx.EnvVars()) != 24 {
+		t.Fatalf("EnvVars lists %d variables; this test sets 23 plus PRESET", len(outboxfx.EnvVars()))
 	}
 }
 

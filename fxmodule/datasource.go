@@ -355,7 +355,7 @@ func build(name string, s settings, db *sql.DB, routes checkedRoutes, zl zerolog
 		retry = &outbox.ExponentialBackoff{Base: cfg.RetryBase, Max: cfg.RetryMax}
 	}
 	ds.client, err = outbox.New(outbox.Config{
-		Store: store, TxContext: tc, Mode: cfg.Mode, Owner: cfg.Owner, Lease: cfg.Lease,
+		Store: store, TxContext: tc, Mode: cfg.Mode, Owner: cfg.Owner, Lease: cfg.Lease, ListenerTimeout: cfg.ListenerTimeout,
 		Workers: cfg.Workers, HotQueueSize: cfg.HotQueueSize, ColdQueueSize: cfg.ColdQueueSize,
 		MaxAttempts: cfg.MaxAttempts, RetryPolicy: retry, Interceptors: s.interceptors,
 		DrainTimeout: cfg.DrainTimeout, AckBatchSize: cfg.AckBatchSize, AckInterval: cfg.AckInterval,
