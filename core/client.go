@@ -95,10 +95,12 @@ type Config struct {
 	// MaxPollBackoff caps the wait between polls after database errors (default 1m).
 	MaxPollBackoff time.Duration
 
-	// Retention keeps DONE and DEAD events this long (default 7 days);
-	// PurgeInterval spaces purges (default 1h); PurgeBatchSize bounds each
-	// DELETE (default 500). DisablePurge leaves purging to another process.
+	// Retention keeps DONE events this long (default 7 days). DEAD events
+	// are kept until replayed, unless DeadRetention is set. PurgeInterval
+	// spaces purges (default 1h); PurgeBatchSize bounds each DELETE (default
+	// 500). DisablePurge leaves purging to another process.
 	Retention      time.Duration
+	DeadRetention  time.Duration
 	PurgeInterval  time.Duration
 	PurgeBatchSize int
 	DisablePurge   bool
@@ -157,7 +159,7 @@ func New(cfg Config) (*Client, error) {
 	}
 	for name, v := range map[string]time.Duration{"Lease": cfg.Lease, "ListenerTimeout": cfg.ListenerTimeout, "DrainTimeout": cfg.DrainTimeout, "AckInterval": cfg.AckInterval,
 		"PollInterval": cfg.PollInterval, "SkipRecent": cfg.SkipRecent, "MaxPollBackoff": cfg.MaxPollBackoff,
-		"Retention": cfg.Retention, "PurgeInterval": cfg.PurgeInterval} {
+		"Retention": cfg.Retention, "DeadRetention": cfg.DeadRetention, "PurgeInterval": cfg.PurgeInterval} {
 		if v < 0 {
 			return nil, configErr("%s must not be negative, got %s", name, v)
 		}
@@ -195,7 +197,7 @@ func New(cfg Config) (*Client, error) {
 			return nil, err
 		}
 		if cfg.Purger != nil && !cfg.DisablePurge {
-			c.purge, err = NewPurgeScheduler(PurgeConfig{Purger: cfg.Purger, Retention: cfg.Retention,
+			c.purge, err = NewPurgeScheduler(PurgeConfig{Purger: cfg.Purger, Retention: cfg.Retention, DeadRetention: cfg.DeadRetention,
 				BatchSize: cfg.PurgeBatchSize, Interval: cfg.PurgeInterval, Logger: cfg.Logger, Clock: cfg.Clock})
 			if err != nil {
 				return nil, err
@@ -334,7 +336,7 @@ func (c *Client) PurgeOnce(ctx context.Context) (int64, error) {
 		if c.cfg.Purger == nil {
 			return 0, configErr("PurgeOnce needs a Purger")
 		}
-		s, err := NewPurgeScheduler(PurgeConfig{Purger: c.cfg.Purger, Retention: c.cfg.Retention,
+		s, err := NewPurgeScheduler(PurgeConfig{Purger: c.cfg.Purger, Retention: c.cfg.Retention, DeadRetention: c.cfg.DeadRetention,
 			BatchSize: c.cfg.PurgeBatchSize, Logger: c.cfg.Logger, Clock: c.cfg.Clock})
 		if err != nil {
 			return 0, err

@@ -314,7 +314,7 @@ func (s *memStore) Replay(_ context.Context, ids []string, now time.Time) (int64
 	return n, nil
 }
 
-func (s *memStore) Purge(_ context.Context, before time.Time, limit int) (int64, error) {
+func (s *memStore) Purge(_ context.Context, status Status, before time.Time, limit int) (int64, error) {
 	err := s.enter("Purge")
 	defer s.mu.Unlock()
 	if err != nil {
@@ -329,7 +329,7 @@ func (s *memStore) Purge(_ context.Context, before time.Time, limit int) (int64,
 		if end.IsZero() {
 			end = r.CreatedAt
 		}
-		if !pending(r) && end.Before(before) {
+		if r.Status == status && end.Before(before) {
 			delete(s.rows, r.ID)
 			n++
 		}

@@ -18,8 +18,12 @@ const (
 type PurgeConfig struct {
 	// Purger deletes the rows (required).
 	Purger Purger
-	// Retention keeps DONE and DEAD events this long after they ended (default 7 days).
+	// Retention keeps DONE events this long after they ended (default 7 days).
 	Retention time.Duration
+	// DeadRetention, when set, purges DEAD events this long after they
+	// ended. Zero keeps them until they are replayed: a DEAD event is one
+	// nobody handled, and purging it would lose it.
+	DeadRetention time.Duration
 	// BatchSize bounds each DELETE, and so how long it holds locks (default 500).
 	BatchSize int
 	// Interval between purges (default 1h). The first purge runs at Start.
@@ -44,7 +48,7 @@ func NewPurgeScheduler(cfg PurgeConfig) (*PurgeScheduler, error) {
 	if cfg.Purger == nil {
 		return nil, configErr("purge scheduler needs a Purger")
 	}
-	if cfg.Retention < 0 || cfg.BatchSize < 0 || cfg.Interval < 0 {
+	if cfg.Retention < 0 || cfg.DeadRetention < 0 || cfg.BatchSize < 0 || cfg.Interval < 0 {
 		return nil, configErr("purge settings must not be negative")
 	}
 	setDefault(&cfg.Retention, DefaultRetention)
@@ -53,16 +57,26 @@ func NewPurgeScheduler(cfg PurgeConfig) (*PurgeScheduler, error) {
 	return &PurgeScheduler{cfg: cfg, log: loggerOr(cfg.Logger), clock: clockOr(cfg.Clock)}, nil
 }
 
-// PurgeOnce deletes batch after batch until fewer than BatchSize rows are
-// deleted, and returns the total.
+// PurgeOnce deletes DONE events older than Retention (and DEAD events
+// older than DeadRetention, when set), batch after batch until a batch is
+// not full, and returns the total.
 func (s *PurgeScheduler) PurgeOnce(ctx context.Context) (int64, error) {
-	before := utcNow(s.clock).Add(-s.cfg.Retention)
+	now := utcNow(s.clock)
+	total, err := s.purge(ctx, StatusDone, now.Add(-s.cfg.Retention))
+	if err != nil || s.cfg.DeadRetention == 0 {
+		return total, err
+	}
+	n, err := s.purge(ctx, StatusDead, now.Add(-s.cfg.DeadRetention))
+	return total + n, err
+}
+
+func (s *PurgeScheduler) purge(ctx context.Context, status Status, before time.Time) (int64, error) {
 	var total int64
 	for {
-		n, err := s.cfg.Purger.Purge(ctx, before, s.cfg.BatchSize)
+		n, err := s.cfg.Purger.Purge(ctx, status, before, s.cfg.BatchSize)
 		total += n
 		if err != nil {
-			return total, fmt.Errorf("outbox: purge: %w", err)
+			return total, fmt.Errorf("outbox: purge %s events: %w", status, err)
 		}
 		if n < int64(s.cfg.BatchSize) {
 			return total, nil

@@ -26,16 +26,24 @@ func TestPurgeOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	n, err := s.PurgeOnce(context.Background())
-	if err != nil || n != 6 {
-		t.Fatalf("PurgeOnce = %d, %v; want 6", n, err)
+	if err != nil || n != 5 {
+		t.Fatalf("PurgeOnce = %d, %v; want the 5 old DONE events", n, err)
 	}
-	if calls := st.callCount("Purge"); calls != 4 { // 2+2+2, then 0 < batch
-		t.Errorf("Purge called %d times, want 4 bounded batches", calls)
+	if calls := st.callCount("Purge"); calls != 3 { // 2+2+1 < batch
+		t.Errorf("Purge called %d times, want 3 bounded batches", calls)
 	}
-	for _, id := range []string{"recent-done", "old-pending", "old-retry"} {
+	for _, id := range []string{"old-dead", "recent-done", "old-pending", "old-retry"} {
 		if st.get(id).ID == "" {
 			t.Errorf("%s was purged", id)
 		}
+	}
+	// With a DeadRetention, old DEAD events go too.
+	withDead, err := NewPurgeScheduler(PurgeConfig{Purger: st, BatchSize: 2, DeadRetention: 24 * time.Hour, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := withDead.PurgeOnce(context.Background()); err != nil || n != 1 || st.get("old-dead").ID != "" {
+		t.Fatalf("PurgeOnce with DeadRetention = %d, %v; want the old DEAD event", n, err)
 	}
 
 	st.setFail("Purge", errors.New("locked"))

@@ -180,7 +180,8 @@ type Store interface {
 
 // Purger deletes terminal events.
 type Purger interface {
-	// Purge deletes at most limit DONE or DEAD events whose completion time
-	// (or creation time, if none) is before before, and returns how many.
-	Purge(ctx context.Context, before time.Time, limit int) (int64, error)
+	// Purge deletes at most limit events in status (StatusDone or
+	// StatusDead) whose completion time (or creation time, if none) is
+	// before before, and returns how many.
+	Purge(ctx context.Context, status Status, before time.Time, limit int) (int64, error)
 }

@@ -84,8 +84,11 @@ type Config struct {
 	// PollMaxBackoff caps the wait between polls after database errors (default 1m).
 	PollMaxBackoff time.Duration
 
-	// Retention keeps DONE and DEAD events this long (default 7 days).
+	// Retention keeps DONE events this long (default 7 days).
 	Retention time.Duration
+	// DeadRetention purges DEAD events this long after they ended; zero
+	// (the default) keeps them until they are replayed.
+	DeadRetention time.Duration
 	// PurgeBatchSize bounds each DELETE (default 500).
 	PurgeBatchSize int
 	// PurgeInterval is the wait between purges (default 1h).
@@ -133,7 +136,7 @@ func (c Config) Validate() error {
 		{"RetryBase", c.RetryBase}, {"RetryMax", c.RetryMax}, {"DrainTimeout", c.DrainTimeout}, {"ListenerTimeout", c.ListenerTimeout},
 		{"AckInterval", c.AckInterval}, {"PollInterval", c.PollInterval}, {"SkipRecent", c.SkipRecent},
 		{"Lease", c.Lease}, {"PollMaxBackoff", c.PollMaxBackoff},
-		{"Retention", c.Retention}, {"PurgeInterval", c.PurgeInterval},
+		{"Retention", c.Retention}, {"DeadRetention", c.DeadRetention}, {"PurgeInterval", c.PurgeInterval},
 	} {
 		if f.v < 0 {
 			return invalid(f.name, "must not be negative, got %s", f.v)
@@ -338,6 +341,7 @@ func EnvVars() []EnvVar {
 		duration("LEASE", "Lease", func(c *Config) *time.Duration { return &c.Lease }),
 		duration("POLL_MAX_BACKOFF", "PollMaxBackoff", func(c *Config) *time.Duration { return &c.PollMaxBackoff }),
 		duration("RETENTION", "Retention", func(c *Config) *time.Duration { return &c.Retention }),
+		duration("DEAD_RETENTION", "DeadRetention", func(c *Config) *time.Duration { return &c.DeadRetention }),
 		integer("PURGE_BATCH_SIZE", "PurgeBatchSize", func(c *Config) *int { return &c.PurgeBatchSize }),
 		duration("PURGE_INTERVAL", "PurgeInterval", func(c *Config) *time.Duration { return &c.PurgeInterval }),
 	}

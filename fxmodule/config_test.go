@@ -48,7 +48,7 @@ func TestLoadEnvSetsEveryField(t *testing.T) {
 		"OUTBOX_ORDERS_DRAIN_TIMEOUT": "10s", "OUTBOX_ORDERS_LISTENER_TIMEOUT": "20s", "OUTBOX_ORDERS_ACK_BATCH_SIZE": "64", "OUTBOX_ORDERS_ACK_INTERVAL": "20ms",
 		"OUTBOX_ORDERS_POLL_INTERVAL": "750ms", "OUTBOX_ORDERS_BATCH_SIZE": "100", "OUTBOX_ORDERS_SKIP_RECENT": "2s",
 		"OUTBOX_ORDERS_LEASE": "1m", "OUTBOX_ORDERS_POLL_MAX_BACKOFF": "30s",
-		"OUTBOX_ORDERS_RETENTION": "3d", "OUTBOX_ORDERS_PURGE_BATCH_SIZE": "250", "OUTBOX_ORDERS_PURGE_INTERVAL": "15m",
+		"OUTBOX_ORDERS_RETENTION": "3d", "OUTBOX_ORDERS_DEAD_RETENTION": "30d", "OUTBOX_ORDERS_PURGE_BATCH_SIZE": "250", "OUTBOX_ORDERS_PURGE_INTERVAL": "15m",
 		// Another data source's variables and the default's are not read.
 		"OUTBOX_WORKERS": "99", "OUTBOX_BILLING_WORKERS": "77",
 	}
@@ -62,13 +62,13 @@ func TestLoadEnvSetsEveryField(t *testing.T) {
 		DrainTimeout: 10 * time.Second, ListenerTimeout: 20 * time.Second, AckBatchSize: 64, AckInterval: 20 * time.Millisecond,
 		PollInterval: 750 * time.Millisecond, PollBatchSize: 100, SkipRecent: 2 * time.Second, Lease: time.Minute,
 		PollMaxBackoff: 30 * time.Second,
-		Retention:      72 * time.Hour, PurgeBatchSize: 250, PurgeInterval: 15 * time.Minute,
+		Retention:      72 * time.Hour, DeadRetention: 720 * time.Hour, PurgeBatchSize: 250, PurgeInterval: 15 * time.Minute,
 	}
 	if c != want {
 		t.Fatalf("LoadEnv:\n got %+v\nwant %+v", c, want)
 	}
-	if len(outboxfx.EnvVars()) != 24 {
-		t.Fatalf("EnvVars lists %d variables; this test sets 23 plus PRESET", len(outboxfx.EnvVars()))
+	if len(outboxfx.EnvVars()) != 25 {
+		t.Fatalf("EnvVars lists %d variables; this test sets 24 plus PRESET", len(outboxfx.EnvVars()))
 	}
 }
 

@@ -360,7 +360,7 @@ func build(name string, s settings, db *sql.DB, routes checkedRoutes, zl zerolog
 		MaxAttempts: cfg.MaxAttempts, RetryPolicy: retry, Interceptors: s.interceptors,
 		DrainTimeout: cfg.DrainTimeout, AckBatchSize: cfg.AckBatchSize, AckInterval: cfg.AckInterval,
 		PollInterval: cfg.PollInterval, PollBatchSize: cfg.PollBatchSize, SkipRecent: cfg.SkipRecent,
-		MaxPollBackoff: cfg.PollMaxBackoff, Retention: cfg.Retention, PurgeInterval: cfg.PurgeInterval,
+		MaxPollBackoff: cfg.PollMaxBackoff, Retention: cfg.Retention, DeadRetention: cfg.DeadRetention, PurgeInterval: cfg.PurgeInterval,
 		PurgeBatchSize: cfg.PurgeBatchSize, DisablePurge: cfg.DisablePurge,
 		Clock: s.clock, Logger: log, Metrics: s.metrics,
 	})

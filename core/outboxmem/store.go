@@ -410,11 +410,15 @@ func (s *Store) Stats(ctx context.Context) (outbox.Stats, error) {
 	return st, nil
 }
 
-// Purge deletes at most limit DONE or DEAD events completed (or, without a
-// completion time, created) before before, and returns how many.
-func (s *Store) Purge(ctx context.Context, before time.Time, limit int) (int64, error) {
+// Purge deletes at most limit events in status (DONE or DEAD) completed
+// (or, without a completion time, created) before before, and returns how
+// many.
+func (s *Store) Purge(ctx context.Context, status outbox.Status, before time.Time, limit int) (int64, error) {
 	if limit <= 0 {
 		return 0, nil
+	}
+	if status != outbox.StatusDone && status != outbox.StatusDead {
+		return 0, fmt.Errorf("%w: outboxmem: purge of %s events: only DONE and DEAD events are purged", outbox.ErrInvalidConfig, status)
 	}
 	if err := ctx.Err(); err != nil {
 		return 0, fmt.Errorf("outboxmem: purge: %w", err)
@@ -428,7 +432,7 @@ func (s *Store) Purge(ctx context.Context, before time.Time, limit int) (int64, 
 		if end.IsZero() {
 			end = r.createdAt
 		}
-		if (r.status == outbox.StatusDone || r.status == outbox.StatusDead) && end.Before(before) {
+		if r.status == status && end.Before(before) {
 			old = append(old, r)
 		}
 	}

@@ -617,8 +617,15 @@ func e2ePurge(t *testing.T, f Fixture) {
 	Eventually(t, 10*time.Second, "recent event DONE", func() bool { return record(t, f, recent.ID()).Status == outbox.StatusDone })
 
 	n, err := c.PurgeOnce(context.Background())
-	if err != nil || n != 6 {
-		t.Fatalf("PurgeOnce deleted %d, %v; want the 6 old terminal events (in batches of 2)", n, err)
+	if err != nil || n != 5 {
+		t.Fatalf("PurgeOnce deleted %d, %v; want the 5 old DONE events (in batches of 2), not the DEAD one", n, err)
+	}
+	if got := count(t, f, outbox.StatusDead); got != 1 {
+		t.Fatalf("%d DEAD rows left, want the DEAD event kept (no DeadRetention)", got)
+	}
+	withDead := newClient(t, f, outbox.Config{Mode: outbox.ModeWriterOnly, Clock: clock, DeadRetention: 7 * 24 * time.Hour})
+	if n, err := withDead.PurgeOnce(context.Background()); err != nil || n != 1 {
+		t.Fatalf("PurgeOnce with DeadRetention deleted %d, %v; want the old DEAD event", n, err)
 	}
 	if got := count(t, f, outbox.StatusNew); got != 2 {
 		t.Fatalf("%d pending rows left, want the 2 untouched", got)

@@ -871,19 +871,28 @@ func storePurge(t *testing.T, f Fixture) {
 	if ok, err := f.Store.MarkRetry(ctx, outbox.Outcome{Owner: ownerA, ID: oldRetry.ID(), At: old, Error: "x", CountAttempt: true}); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
-	if n, err := f.Purger.Purge(ctx, cutoff, 0); err != nil || n != 0 {
+	if n, err := f.Purger.Purge(ctx, outbox.StatusDone, cutoff, 0); err != nil || n != 0 {
 		t.Fatalf("Purge with limit 0 = %d, %v; want 0", n, err)
 	}
-	n, err := f.Purger.Purge(ctx, cutoff.In(zoneWest), 1)
-	if err != nil || n != 1 {
-		t.Fatalf("Purge(limit 1) = %d, %v; want 1", n, err)
+	if _, err := f.Purger.Purge(ctx, outbox.StatusNew, cutoff, 10); !errors.Is(err, outbox.ErrInvalidConfig) {
+		t.Fatalf("Purge of NEW events = %v, want ErrInvalidConfig", err)
 	}
-	n, err = f.Purger.Purge(ctx, cutoff, 10)
+	n, err := f.Purger.Purge(ctx, outbox.StatusDone, cutoff.In(zoneWest), 1)
 	if err != nil || n != 1 {
-		t.Fatalf("second Purge = %d, %v; want 1 (the other old terminal row)", n, err)
+		t.Fatalf("Purge(DONE, limit 1) = %d, %v; want 1", n, err)
 	}
-	if n, err := f.Purger.Purge(ctx, cutoff, 10); err != nil || n != 0 {
-		t.Fatalf("third Purge = %d, %v; want 0", n, err)
+	if n, err := f.Purger.Purge(ctx, outbox.StatusDone, cutoff, 10); err != nil || n != 0 {
+		t.Fatalf("second Purge of DONE = %d, %v; want 0 (the old DEAD row is not DONE)", n, err)
+	}
+	if got := get(t, f, oldDead.ID()); got.Status != outbox.StatusDead {
+		t.Fatalf("the DEAD row: %+v, want it kept by a purge of DONE events", got)
+	}
+	n, err = f.Purger.Purge(ctx, outbox.StatusDead, cutoff, 10)
+	if err != nil || n != 1 {
+		t.Fatalf("Purge(DEAD) = %d, %v; want 1 (the old DEAD row)", n, err)
+	}
+	if n, err := f.Purger.Purge(ctx, outbox.StatusDead, cutoff, 10); err != nil || n != 0 {
+		t.Fatalf("second Purge of DEAD = %d, %v; want 0", n, err)
 	}
 	got := recIDs(listAll(t, f, outbox.Query{}))
 	want := ids([]outbox.Envelope{recentDone, doneLate, oldNew, oldRetry, oldClaimed})

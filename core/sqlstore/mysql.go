@@ -30,7 +30,7 @@ var mysqlDialect = &dialect{
 	scanTime:    scanMySQLTime,
 	claim:       mysqlClaim,
 	purgeSQL: func(table string) string {
-		return "DELETE FROM " + table + " WHERE purge_at < ? ORDER BY purge_at LIMIT ?"
+		return "DELETE FROM " + table + " WHERE purge_at < ? AND status = ? ORDER BY purge_at LIMIT ?"
 	},
 	missingTable:    func(err error) bool { return mysqlErrorNumber(err) == 1146 }, // ER_NO_SUCH_TABLE
 	uniqueViolation: func(err error) bool { return mysqlErrorNumber(err) == 1062 }, // ER_DUP_ENTRY

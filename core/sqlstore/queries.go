@@ -92,7 +92,7 @@ func buildQueries(d *dialect, t string) *queries {
 		q.purge = d.purgeSQL(t)
 	} else {
 		q.purge = d.rebind("DELETE FROM "+t+" WHERE "+d.inSubquery("SELECT event_id FROM "+t+
-			" WHERE status IN (1, 3) AND COALESCE(done_at, created_at) < ? LIMIT ?"), 1)
+			" WHERE status IN (1, 3) AND status = ? AND COALESCE(done_at, created_at) < ? LIMIT ?"), 1)
 	}
 	return q
 }

@@ -582,13 +582,21 @@ func (s *Store) Stats(ctx context.Context) (outbox.Stats, error) {
 	return st, nil
 }
 
-// Purge deletes at most limit DONE or DEAD events completed (or, without a
-// completion time, created) before before, and returns how many.
-func (s *Store) Purge(ctx context.Context, before time.Time, limit int) (int64, error) {
+// Purge deletes at most limit events in status (DONE or DEAD) completed
+// (or, without a completion time, created) before before, and returns how
+// many.
+func (s *Store) Purge(ctx context.Context, status outbox.Status, before time.Time, limit int) (int64, error) {
 	if limit <= 0 {
 		return 0, nil
 	}
-	n, err := s.db.Exec(ctx, s.q.purge, s.t(before), limit)
+	if status != outbox.StatusDone && status != outbox.StatusDead {
+		return 0, fmt.Errorf("%w: sqlstore: purge of %s events: only DONE and DEAD events are purged", outbox.ErrInvalidConfig, status)
+	}
+	args := []any{int(status), s.t(before), limit}
+	if s.d.purgeSQL != nil {
+		args = []any{s.t(before), int(status), limit}
+	}
+	n, err := s.db.Exec(ctx, s.q.purge, args...)
 	if err != nil {
 		return 0, fmt.Errorf("sqlstore: purge %s: %w", s.table, s.explain(err))
 	}
