@@ -129,7 +129,7 @@ type Client struct {
 	registry Registry
 	writer   *Writer
 	d        *Dispatcher
-	poller   *Poller
+	poller   *poller
 	purge    *PurgeScheduler
 	dead     *DeadEvents
 
@@ -176,7 +176,7 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Purger == nil {
 		cfg.Purger, _ = cfg.Store.(Purger)
 	}
-	c := &Client{cfg: cfg, dead: NewDeadEvents(cfg.Store, cfg.Clock)}
+	c := &Client{cfg: cfg, dead: newDeadEvents(cfg.Store, cfg.Clock)}
 	var err error
 	if cfg.Mode != ModeWriterOnly {
 		c.d, err = NewDispatcher(DispatcherConfig{
@@ -191,7 +191,7 @@ func New(cfg Config) (*Client, error) {
 		}
 	}
 	if cfg.Mode == ModeFull || cfg.Mode == ModePollerOnly {
-		c.poller, err = NewPoller(PollerConfig{Dispatcher: c.d, Interval: cfg.PollInterval, BatchSize: cfg.PollBatchSize,
+		c.poller, err = newPoller(pollerConfig{Dispatcher: c.d, Interval: cfg.PollInterval, BatchSize: cfg.PollBatchSize,
 			SkipRecent: cfg.SkipRecent, MaxBackoff: cfg.MaxPollBackoff})
 		if err != nil {
 			return nil, err

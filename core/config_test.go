@@ -22,11 +22,11 @@ func TestConfigValidation(t *testing.T) {
 			return err
 		}
 	}
-	okPoller := func(mut func(*PollerConfig)) func() error {
+	okPoller := func(mut func(*pollerConfig)) func() error {
 		return func() error {
-			cfg := PollerConfig{Dispatcher: d}
+			cfg := pollerConfig{Dispatcher: d}
 			mut(&cfg)
-			_, err := NewPoller(cfg)
+			_, err := newPoller(cfg)
 			return err
 		}
 	}
@@ -61,11 +61,11 @@ func TestConfigValidation(t *testing.T) {
 		{"dispatcher negative ack interval", okDispatcher(func(c *DispatcherConfig) { c.AckInterval = -time.Millisecond })},
 		{"dispatcher negative lease", okDispatcher(func(c *DispatcherConfig) { c.Lease = -time.Second })},
 		{"dispatcher owner too long", okDispatcher(func(c *DispatcherConfig) { c.Owner = strings.Repeat("o", 129) })},
-		{"poller no dispatcher", okPoller(func(c *PollerConfig) { c.Dispatcher = nil })},
-		{"poller negative interval", okPoller(func(c *PollerConfig) { c.Interval = -1 })},
-		{"poller negative batch", okPoller(func(c *PollerConfig) { c.BatchSize = -1 })},
-		{"poller negative skip recent", okPoller(func(c *PollerConfig) { c.SkipRecent = -1 })},
-		{"poller negative max backoff", okPoller(func(c *PollerConfig) { c.MaxBackoff = -1 })},
+		{"poller no dispatcher", okPoller(func(c *pollerConfig) { c.Dispatcher = nil })},
+		{"poller negative interval", okPoller(func(c *pollerConfig) { c.Interval = -1 })},
+		{"poller negative batch", okPoller(func(c *pollerConfig) { c.BatchSize = -1 })},
+		{"poller negative skip recent", okPoller(func(c *pollerConfig) { c.SkipRecent = -1 })},
+		{"poller negative max backoff", okPoller(func(c *pollerConfig) { c.MaxBackoff = -1 })},
 		{"purge no purger", okPurge(func(c *PurgeConfig) { c.Purger = nil })},
 		{"purge negative retention", okPurge(func(c *PurgeConfig) { c.Retention = -1 })},
 		{"purge negative batch", okPurge(func(c *PurgeConfig) { c.BatchSize = -1 })},
@@ -86,7 +86,7 @@ func TestConfigValidation(t *testing.T) {
 	// the one setting each case changes.
 	for name, f := range map[string]func() error{
 		"dispatcher": okDispatcher(func(*DispatcherConfig) {}),
-		"poller":     okPoller(func(*PollerConfig) {}),
+		"poller":     okPoller(func(*pollerConfig) {}),
 		"purge":      okPurge(func(*PurgeConfig) {}),
 		"writer":     okWriter(func(*WriterConfig) {}),
 	} {
@@ -122,14 +122,14 @@ func TestConfigDefaults(t *testing.T) {
 		t.Errorf("default retry policy = %T", c.RetryPolicy)
 	}
 
-	p, err := NewPoller(PollerConfig{Dispatcher: d})
+	p, err := newPoller(pollerConfig{Dispatcher: d})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if p.cfg.Interval != 5*time.Second || p.cfg.BatchSize != 50 || p.ownReclaim != time.Second || p.cfg.MaxBackoff != time.Minute {
 		t.Errorf("poller defaults = %+v, own reclaim after %v", p.cfg, p.ownReclaim)
 	}
-	p, err = NewPoller(PollerConfig{Dispatcher: d, Interval: 200 * time.Millisecond})
+	p, err = newPoller(pollerConfig{Dispatcher: d, Interval: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,15 +6,15 @@ import (
 )
 
 // DeadEvents inspects and replays events in DEAD. Get one from
-// Client.Dead, or build one with NewDeadEvents.
+// Client.Dead, or build one with newDeadEvents.
 type DeadEvents struct {
 	store Store
 	clock Clock
 }
 
-// NewDeadEvents returns a DeadEvents working on store. A nil clock means
+// newDeadEvents returns a DeadEvents working on store. A nil clock means
 // SystemClock.
-func NewDeadEvents(store Store, clock Clock) *DeadEvents {
+func newDeadEvents(store Store, clock Clock) *DeadEvents {
 	return &DeadEvents{store: store, clock: clockOr(clock)}
 }
 

@@ -14,7 +14,7 @@ func TestDeadEvents(t *testing.T) {
 		st.put(Record{ID: e.ID(), Envelope: e, Status: StatusDead, Attempts: 10})
 	}
 	st.put(Record{ID: "done-1", Envelope: evt("E"), Status: StatusDone})
-	d := NewDeadEvents(st, clk)
+	d := newDeadEvents(st, clk)
 	ctx := context.Background()
 
 	recs, err := d.List(ctx, Query{Statuses: []Status{StatusDone}, Limit: 2})

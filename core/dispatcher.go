@@ -60,9 +60,6 @@ type DispatcherConfig struct {
 	// (default Lease/2; it must be shorter than Lease, or an event whose
 	// listener outlives its lease is delivered twice).
 	ListenerTimeout time.Duration
-	// InFlight deduplicates events in this process (default: a tracker
-	// whose entries expire after Lease).
-	InFlight InFlightTracker
 	// AckBatchSize and AckInterval bound the batching of DONE updates:
 	// a batch is written when it is full or AckInterval after its first id
 	// (defaults 256 and 5ms). A crash before the write means redelivery.
@@ -76,7 +73,7 @@ type DispatcherConfig struct {
 
 // Dispatcher delivers events to listeners with a fixed pool of workers fed
 // by two bounded queues: hot (from the Writer, right after commit) and cold
-// (from the Poller), drained 2:1 so neither starves. A full queue never
+// (from the poller), drained 2:1 so neither starves. A full queue never
 // blocks or fails a writer: the event stays in the table for the poller.
 //
 // The work is spread over files by job: this one holds the configuration,
@@ -89,7 +86,7 @@ type Dispatcher struct {
 	log      *slog.Logger
 	metrics  Metrics
 	clock    Clock
-	inflight InFlightTracker
+	inflight inFlightTracker
 
 	hot, cold chan queued
 	turn      atomic.Uint32
@@ -167,12 +164,9 @@ func NewDispatcher(cfg DispatcherConfig) (*Dispatcher, error) {
 		cfg.RetryPolicy = &ExponentialBackoff{}
 	}
 	cfg.Clock = clockOr(cfg.Clock)
-	if cfg.InFlight == nil {
-		cfg.InFlight = NewInFlightTracker(cfg.Lease, cfg.Clock)
-	}
 	d := &Dispatcher{
 		cfg: cfg, owner: cfg.Owner, log: loggerOr(cfg.Logger).With("outbox_owner", cfg.Owner),
-		metrics: metricsOr(cfg.Metrics), clock: cfg.Clock, inflight: cfg.InFlight,
+		metrics: metricsOr(cfg.Metrics), clock: cfg.Clock, inflight: newInFlightTracker(cfg.Lease, cfg.Clock),
 		hot: make(chan queued, cfg.HotQueueSize), cold: make(chan queued, cfg.ColdQueueSize),
 		acks: make(chan string, cfg.AckBatchSize), flushNow: make(chan chan struct{}), dropped: make(chan struct{}, 1),
 		stopping: make(chan struct{}), ackDone: make(chan struct{}),

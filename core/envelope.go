@@ -340,11 +340,6 @@ func MustEnvelope(t EventType, opts ...EnvelopeOption) Envelope {
 	return e
 }
 
-// JSONEvent is shorthand for NewEnvelope(EventName(eventType), WithJSON(payload)).
-func JSONEvent(eventType string, payload []byte, opts ...EnvelopeOption) (Envelope, error) {
-	return NewEnvelope(EventName(eventType), append([]EnvelopeOption{WithJSON(payload)}, opts...)...)
-}
-
 // EnvelopeFields are the stored parts of an Envelope. Store implementations
 // use them with RestoreEnvelope to turn a row back into an Envelope.
 type EnvelopeFields struct {

@@ -285,16 +285,16 @@ func TestWithJSONValueAndDecodeJSON(t *testing.T) {
 	}
 }
 
-func TestJSONEventAndMustEnvelope(t *testing.T) {
-	e, err := JSONEvent("Dyn", []byte(`[1,2]`), WithTenant("t1"))
+func TestDynamicNameAndMustEnvelope(t *testing.T) {
+	e, err := NewEnvelope(EventName("Dyn"), WithJSON([]byte(`[1,2]`)), WithTenant("t1"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if e.Type() != "Dyn" || e.TenantID() != "t1" || e.PayloadString() != `[1,2]` {
-		t.Errorf("JSONEvent built %q %q %q", e.Type(), e.TenantID(), e.PayloadString())
+		t.Errorf("built %q %q %q", e.Type(), e.TenantID(), e.PayloadString())
 	}
-	if _, err := JSONEvent("Dyn", []byte(`nope`)); !errors.Is(err, ErrInvalidEnvelope) {
-		t.Errorf("JSONEvent with invalid JSON: err = %v", err)
+	if _, err := NewEnvelope(EventName("Dyn"), WithJSON([]byte(`nope`))); !errors.Is(err, ErrInvalidEnvelope) {
+		t.Errorf("invalid JSON: err = %v", err)
 	}
 	defer func() {
 		r := recover()

@@ -5,19 +5,19 @@ import (
 	"time"
 )
 
-// InFlightTracker keeps one event from being processed twice at once in a
+// inFlightTracker keeps one event from being processed twice at once in a
 // process. A Dispatcher holds an event from the moment it is queued until
 // its outcome is stored.
-type InFlightTracker interface {
+type inFlightTracker interface {
 	// TryAcquire returns false if id is already held.
 	TryAcquire(id string) bool
 	// Release forgets id.
 	Release(id string)
 }
 
-// NewInFlightTracker returns the default tracker. With ttl > 0 an entry older
+// newInFlightTracker returns the default tracker. With ttl > 0 an entry older
 // than ttl can be acquired again, which recovers from a stuck holder.
-func NewInFlightTracker(ttl time.Duration, clock Clock) InFlightTracker {
+func newInFlightTracker(ttl time.Duration, clock Clock) inFlightTracker {
 	return &inFlight{ttl: ttl, clock: clockOr(clock), m: make(map[string]time.Time)}
 }
 

@@ -30,7 +30,7 @@ func (c *stepClock) Advance(d time.Duration) {
 }
 
 func TestInFlightAcquireRelease(t *testing.T) {
-	tr := NewInFlightTracker(0, nil)
+	tr := newInFlightTracker(0, nil)
 	if !tr.TryAcquire("a") {
 		t.Fatal("first acquire failed")
 	}
@@ -49,7 +49,7 @@ func TestInFlightAcquireRelease(t *testing.T) {
 
 func TestInFlightTTL(t *testing.T) {
 	clk := newStepClock()
-	tr := NewInFlightTracker(time.Minute, ClockFunc(clk.Now))
+	tr := newInFlightTracker(time.Minute, ClockFunc(clk.Now))
 	if !tr.TryAcquire("a") {
 		t.Fatal("first acquire failed")
 	}
@@ -67,7 +67,7 @@ func TestInFlightTTL(t *testing.T) {
 		t.Fatal("acquired again right after a re-acquire")
 	}
 	// Without a TTL an entry never expires.
-	forever := NewInFlightTracker(0, ClockFunc(clk.Now))
+	forever := newInFlightTracker(0, ClockFunc(clk.Now))
 	forever.TryAcquire("x")
 	clk.Advance(1000 * time.Hour)
 	if forever.TryAcquire("x") {
@@ -76,7 +76,7 @@ func TestInFlightTTL(t *testing.T) {
 }
 
 func TestInFlightConcurrentExclusive(t *testing.T) {
-	tr := NewInFlightTracker(time.Hour, nil)
+	tr := newInFlightTracker(time.Hour, nil)
 	var wins atomic.Int32
 	var wg sync.WaitGroup
 	for range 32 {

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Poller defaults (the reference specification's values).
+// poller defaults (the reference specification's values).
 const (
 	DefaultPollInterval   = 5 * time.Second
 	DefaultPollBatchSize  = 50
@@ -22,9 +22,9 @@ const (
 	pollBusyWait = 5 * time.Millisecond
 )
 
-// PollerConfig configures a Poller. Zero values take the documented
+// pollerConfig configures a poller. Zero values take the documented
 // defaults. The store, lease, clock, logger and metrics are the dispatcher's.
-type PollerConfig struct {
+type pollerConfig struct {
 	// Dispatcher receives the claimed events on its cold queue and lends
 	// the poller its owner id, store and lease (required).
 	Dispatcher *Dispatcher
@@ -38,22 +38,22 @@ type PollerConfig struct {
 	MaxBackoff time.Duration
 }
 
-// Poller claims due events that the hot path did not deliver — delayed
+// poller claims due events that the hot path did not deliver — delayed
 // events, retries, events refused by a full queue, events of crashed
 // instances — and feeds them to the dispatcher's cold queue. Any number of
 // pollers can run on one table: claims are exclusive, with an owner and a
 // lease. A full batch triggers another poll at once; an idle poll waits
 // Interval; database errors back off exponentially up to MaxBackoff.
-type Poller struct {
-	cfg        PollerConfig
+type poller struct {
+	cfg        pollerConfig
 	d          *Dispatcher
 	ownReclaim time.Duration
 
 	bg background
 }
 
-// NewPoller validates cfg and returns a Poller; call Start to run it.
-func NewPoller(cfg PollerConfig) (*Poller, error) {
+// newPoller validates cfg and returns a poller; call Start to run it.
+func newPoller(cfg pollerConfig) (*poller, error) {
 	if cfg.Dispatcher == nil {
 		return nil, configErr("poller needs a Dispatcher")
 	}
@@ -63,14 +63,14 @@ func NewPoller(cfg PollerConfig) (*Poller, error) {
 	setDefault(&cfg.Interval, DefaultPollInterval)
 	setDefault(&cfg.BatchSize, DefaultPollBatchSize)
 	setDefault(&cfg.MaxBackoff, DefaultMaxPollBackoff)
-	return &Poller{cfg: cfg, d: cfg.Dispatcher, ownReclaim: min(ownReclaimAfter, cfg.Interval)}, nil
+	return &poller{cfg: cfg, d: cfg.Dispatcher, ownReclaim: min(ownReclaimAfter, cfg.Interval)}, nil
 }
 
 // Start runs the polling loop in a goroutine until Close. The first poll
 // happens at once.
-func (p *Poller) Start(ctx context.Context) error { return p.bg.start(ctx, "poller", p.loop) }
+func (p *poller) Start(ctx context.Context) error { return p.bg.start(ctx, "poller", p.loop) }
 
-func (p *Poller) loop(ctx context.Context) {
+func (p *poller) loop(ctx context.Context) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	next := time.Now()    // when the timer fires
@@ -119,7 +119,7 @@ func (p *Poller) loop(ctx context.Context) {
 // cold queue has no room for a full batch (BatchSize, or the queue's size if
 // smaller). It returns how many events were queued and whether another poll
 // should follow at once because the batch was full.
-func (p *Poller) PollOnce(ctx context.Context) (queued int, more bool, err error) {
+func (p *poller) PollOnce(ctx context.Context) (queued int, more bool, err error) {
 	queued, more, _, err = p.poll(ctx)
 	return queued, more, err
 }
@@ -130,7 +130,7 @@ func (p *Poller) PollOnce(ctx context.Context) (queued int, more bool, err error
 // full-sized: a poller that claimed whatever little room there was would
 // run many small claims, each competing with the dispatcher's acks for the
 // database (on SQLite, for its single write lock).
-func (p *Poller) poll(ctx context.Context) (queued int, more, busy bool, err error) {
+func (p *poller) poll(ctx context.Context) (queued int, more, busy bool, err error) {
 	d := p.d
 	hot, cold := d.queueDepths()
 	d.metrics.QueueDepths(hot, cold)
@@ -198,7 +198,7 @@ func (p *Poller) poll(ctx context.Context) (queued int, more, busy bool, err err
 // Close stops the polling loop and waits for it to exit (or for ctx to end).
 // Events already queued are the dispatcher's to finish; close the poller
 // before the dispatcher.
-func (p *Poller) Close(ctx context.Context) error { return p.bg.close(ctx, "poller") }
+func (p *poller) Close(ctx context.Context) error { return p.bg.close(ctx, "poller") }
 
 func boolInt(b bool) int {
 	if b {

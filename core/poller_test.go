@@ -8,13 +8,13 @@ import (
 	"time"
 )
 
-func newTestPoller(t *testing.T, h *harness, mut func(*PollerConfig)) *Poller {
+func newTestPoller(t *testing.T, h *harness, mut func(*pollerConfig)) *poller {
 	t.Helper()
-	cfg := PollerConfig{Dispatcher: h.d, BatchSize: 10}
+	cfg := pollerConfig{Dispatcher: h.d, BatchSize: 10}
 	if mut != nil {
 		mut(&cfg)
 	}
-	p, err := NewPoller(cfg)
+	p, err := newPoller(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func TestPollOnceFullBatchAsksForMore(t *testing.T) {
 	h := newHarness(t, nil)
 	_ = h.reg.Handle(EventName("E"), func(context.Context, Envelope) error { return nil })
 	h.start(t)
-	p := newTestPoller(t, h, func(c *PollerConfig) { c.BatchSize = 2 })
+	p := newTestPoller(t, h, func(c *pollerConfig) { c.BatchSize = 2 })
 	for range 3 {
 		e := evt("E")
 		h.st.put(Record{ID: e.ID(), Envelope: e, Status: StatusNew, CreatedAt: h.clk.Now(), AvailableAt: h.clk.Now()})
@@ -83,7 +83,7 @@ func TestPollerLoop(t *testing.T) {
 	h := newHarness(t, nil)
 	_ = h.reg.Handle(EventName("E"), func(context.Context, Envelope) error { return nil })
 	h.start(t)
-	p := newTestPoller(t, h, func(c *PollerConfig) { c.Interval = 5 * time.Millisecond })
+	p := newTestPoller(t, h, func(c *pollerConfig) { c.Interval = 5 * time.Millisecond })
 	if err := p.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ func TestPollWaitsForRoomForAFullBatch(t *testing.T) {
 	_ = h.reg.Handle(EventName("E"), func(context.Context, Envelope) error { <-release; return nil })
 	h.start(t)
 	defer close(release)
-	p := newTestPoller(t, h, func(c *PollerConfig) { c.BatchSize = 3 })
+	p := newTestPoller(t, h, func(c *pollerConfig) { c.BatchSize = 3 })
 	for range 10 {
 		e := evt("E")
 		h.st.put(Record{ID: e.ID(), Envelope: e, Status: StatusNew, CreatedAt: h.clk.Now(), AvailableAt: h.clk.Now()})
