@@ -87,7 +87,8 @@ type Config struct {
 	AckInterval  time.Duration
 
 	// PollInterval is the wait between polls when there is nothing to do
-	// (default 5s); PollBatchSize the most rows claimed per poll (default 50).
+	// (default 5s). PollBatchSize is the smallest claim (default 50): a poll
+	// claims as much as the cold queue has room for, up to 8 times that.
 	PollInterval  time.Duration
 	PollBatchSize int
 	// SkipRecent leaves events younger than this to the hot path (default 0).

@@ -17,6 +17,8 @@ const (
 	// dispatcher claimed but does not hold, such as hot-path events the full
 	// hot queue refused (at most the poll interval).
 	ownReclaimAfter = time.Second
+	// maxClaimGrowth bounds a claim at this many times BatchSize.
+	maxClaimGrowth = 8
 	// pollBusyWait is how soon the loop polls again when the cold queue has
 	// no room for a full batch: its workers free room within an ack window.
 	pollBusyWait = 5 * time.Millisecond
@@ -30,7 +32,9 @@ type pollerConfig struct {
 	Dispatcher *Dispatcher
 	// Interval between polls when there is nothing to do (default 5s).
 	Interval time.Duration
-	// BatchSize is the most rows claimed per poll (default 50).
+	// BatchSize is the smallest claim (default 50): the poller waits for
+	// that much room in the cold queue, then claims as much as there is
+	// room for, up to 8 times BatchSize.
 	BatchSize int
 	// SkipRecent leaves events younger than this to the hot path (default 0).
 	SkipRecent time.Duration
@@ -135,11 +139,15 @@ func (p *poller) poll(ctx context.Context) (queued int, more, busy bool, err err
 	hot, cold := d.queueDepths()
 	d.metrics.QueueDepths(hot, cold)
 	limit := min(p.cfg.BatchSize, cap(d.cold))
-	if d.coldCapacity() < limit { // always so while the dispatcher is not running
+	room := d.coldCapacity()
+	if room < limit { // always so while the dispatcher is not running
 		// Leave the rows in the table. While the queue holds events, the
 		// workers are about to free room.
 		return 0, false, cold > 0, nil
 	}
+	// A backlog is claimed in claims as large as the queue has room for,
+	// up to maxClaimGrowth batches: fewer, larger claims drain it faster.
+	limit = min(room, p.cfg.BatchSize*maxClaimGrowth)
 	now := utcNow(d.clock)
 	d.finished.rotate()
 	recs, err := d.cfg.Store.Claim(ctx, ClaimRequest{

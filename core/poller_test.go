@@ -62,20 +62,22 @@ func TestPollOnce(t *testing.T) {
 	}
 }
 
-func TestPollOnceFullBatchAsksForMore(t *testing.T) {
+// TestPollOnceClaimsGrowAndAskForMore: a claim takes what the queue has
+// room for, up to maxClaimGrowth batches; a full claim asks for another.
+func TestPollOnceClaimsGrowAndAskForMore(t *testing.T) {
 	h := newHarness(t, nil)
 	_ = h.reg.Handle(EventName("E"), func(context.Context, Envelope) error { return nil })
 	h.start(t)
 	p := newTestPoller(t, h, func(c *pollerConfig) { c.BatchSize = 2 })
-	for range 3 {
+	for range 2*maxClaimGrowth + 3 {
 		e := evt("E")
 		h.st.put(Record{ID: e.ID(), Envelope: e, Status: StatusNew, CreatedAt: h.clk.Now(), AvailableAt: h.clk.Now()})
 	}
-	if n, more, err := p.PollOnce(context.Background()); n != 2 || !more || err != nil {
-		t.Errorf("first PollOnce = %d, %v, %v; want 2, true, nil", n, more, err)
+	if n, more, err := p.PollOnce(context.Background()); n != 2*maxClaimGrowth || !more || err != nil {
+		t.Errorf("first PollOnce = %d, %v, %v; want %d, true, nil", n, more, err, 2*maxClaimGrowth)
 	}
-	if n, more, err := p.PollOnce(context.Background()); n != 1 || more || err != nil {
-		t.Errorf("second PollOnce = %d, %v, %v; want 1, false, nil", n, more, err)
+	if n, more, err := p.PollOnce(context.Background()); n != 3 || more || err != nil {
+		t.Errorf("second PollOnce = %d, %v, %v; want 3, false, nil", n, more, err)
 	}
 }
 
@@ -117,19 +119,19 @@ func TestPollWaitsForRoomForAFullBatch(t *testing.T) {
 		e := evt("E")
 		h.st.put(Record{ID: e.ID(), Envelope: e, Status: StatusNew, CreatedAt: h.clk.Now(), AvailableAt: h.clk.Now()})
 	}
-	if n, _, busy, err := p.poll(context.Background()); n != 3 || busy || err != nil {
-		t.Fatalf("first poll = %d, busy %v, %v; want 3 queued", n, busy, err)
+	if n, _, busy, err := p.poll(context.Background()); n != 4 || busy || err != nil {
+		t.Fatalf("first poll = %d, busy %v, %v; want 4 queued (the room in the queue)", n, busy, err)
 	}
-	// One event is with the blocked worker, two wait in the queue: room
-	// for two, not for a batch of three. The poller claims nothing and asks
+	// One event is with the blocked worker, three wait in the queue: room
+	// for one, not for a batch of three. The poller claims nothing and asks
 	// to be called again soon.
 	deadline := time.Now().Add(5 * time.Second)
-	for h.d.coldCapacity() != 2 && time.Now().Before(deadline) {
+	for h.d.coldCapacity() != 1 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
 	claims := h.st.callCount("Claim")
 	if n, more, busy, err := p.poll(context.Background()); n != 0 || more || !busy || err != nil || h.st.callCount("Claim") != claims {
-		t.Errorf("poll with room for 2 of 3 = %d, %v, busy %v, %v (claims %d -> %d); want nothing claimed, busy",
+		t.Errorf("poll with room for 1 of 3 = %d, %v, busy %v, %v (claims %d -> %d); want nothing claimed, busy",
 			n, more, busy, err, claims, h.st.callCount("Claim"))
 	}
 }
