@@ -12,7 +12,13 @@ import (
 // the outcome.
 func (d *Dispatcher) deliver(ctx context.Context, q queued) {
 	e := q.env
-	lctx, cancel := context.WithTimeout(context.WithValue(ctx, attemptKey{}, q.attempts+1), d.cfg.ListenerTimeout)
+	// attempt is this delivery's number; a charged suspect's is counted
+	// already (deliverSuspect), any other's is counted if it fails.
+	attempt, count := q.attempts+1, true
+	if q.charged {
+		attempt, count = q.attempts, false
+	}
+	lctx, cancel := context.WithTimeout(context.WithValue(ctx, attemptKey{}, attempt), d.cfg.ListenerTimeout)
 	// A listener that returns an error after its timeout failed (its
 	// error wraps context.DeadlineExceeded); one that succeeds late did its
 	// work, and a stale ack is fenced off anyway.
@@ -44,18 +50,18 @@ func (d *Dispatcher) deliver(ctx context.Context, q queued) {
 		d.record(ctx, e, "retry", func(ctx context.Context) (bool, error) {
 			return d.cfg.Store.MarkRetry(ctx, Outcome{Owner: d.owner, ID: e.ID(), At: now.Add(ra.Delay), Error: TruncateError(err.Error())})
 		})
-	case q.attempts+1 >= d.cfg.MaxAttempts:
+	case attempt >= d.cfg.MaxAttempts:
 		d.metrics.DispatchDead()
-		d.log.Error("outbox: event failed its last attempt, moved to DEAD", "event_id", e.ID(), "event_type", e.Type(), "attempts", q.attempts+1, "error", err)
+		d.log.Error("outbox: event failed its last attempt, moved to DEAD", "event_id", e.ID(), "event_type", e.Type(), "attempts", attempt, "error", err)
 		d.record(ctx, e, "dead", func(ctx context.Context) (bool, error) {
-			return d.cfg.Store.MarkDead(ctx, Outcome{Owner: d.owner, ID: e.ID(), At: now, Error: TruncateError(err.Error()), CountAttempt: true})
+			return d.cfg.Store.MarkDead(ctx, Outcome{Owner: d.owner, ID: e.ID(), At: now, Error: TruncateError(err.Error()), CountAttempt: count})
 		})
 	default:
 		d.metrics.DispatchFailure()
-		delay := d.cfg.RetryPolicy.Delay(q.attempts + 1)
-		d.log.Warn("outbox: delivery failed, will retry", "event_id", e.ID(), "event_type", e.Type(), "attempts", q.attempts+1, "retry_in", delay, "error", err)
+		delay := d.cfg.RetryPolicy.Delay(attempt)
+		d.log.Warn("outbox: delivery failed, will retry", "event_id", e.ID(), "event_type", e.Type(), "attempts", attempt, "retry_in", delay, "error", err)
 		d.record(ctx, e, "retry", func(ctx context.Context) (bool, error) {
-			return d.cfg.Store.MarkRetry(ctx, Outcome{Owner: d.owner, ID: e.ID(), At: now.Add(delay), Error: TruncateError(err.Error()), CountAttempt: true})
+			return d.cfg.Store.MarkRetry(ctx, Outcome{Owner: d.owner, ID: e.ID(), At: now.Add(delay), Error: TruncateError(err.Error()), CountAttempt: count})
 		})
 	}
 }

@@ -24,6 +24,7 @@ const (
 	releaseTimeoutOnStop = 5 * time.Second
 	closeGrace           = time.Second
 	maxOwnerLen          = 128 // the width of the locked_by column
+	suspectQueueSize     = 64  // events waiting for the suspect lane
 )
 
 // DispatcherConfig configures a Dispatcher. Zero values take the documented
@@ -93,8 +94,10 @@ type Dispatcher struct {
 	finished  recentSet // ids whose outcome was just stored
 	acks      chan string
 	flushNow  chan chan struct{} // see flushAcksNow
-	running   sync.RWMutex       // read-held by every delivery but a suspect's
-	dropped   chan struct{}
+	// suspects holds events taken over again and again (a suspect that
+	// has used an attempt): one goroutine delivers them one at a time.
+	suspects chan queued
+	dropped  chan struct{}
 
 	mu       sync.RWMutex // guards closed against concurrent enqueues
 	closed   bool
@@ -112,9 +115,10 @@ type queued struct {
 	env      Envelope
 	attempts int
 	claimed  time.Time // when this process's claim on the row began (about)
-	// suspect: the claim was taken over from an owner whose delivery ended
-	// without an outcome; this delivery may end the same way.
-	suspect bool
+	// suspect: the claim was taken over from an owner that stored no
+	// outcome (ErrClaimExpired); this delivery may end the same way, so its
+	// attempt is counted before it starts (charged).
+	suspect, charged bool
 }
 
 // NewOwnerID returns an owner id unique to this process start: host, pid and
@@ -168,7 +172,8 @@ func NewDispatcher(cfg DispatcherConfig) (*Dispatcher, error) {
 		cfg: cfg, owner: cfg.Owner, log: loggerOr(cfg.Logger).With("outbox_owner", cfg.Owner),
 		metrics: metricsOr(cfg.Metrics), clock: cfg.Clock, inflight: newInFlightTracker(cfg.Lease, cfg.Clock),
 		hot: make(chan queued, cfg.HotQueueSize), cold: make(chan queued, cfg.ColdQueueSize),
-		acks: make(chan string, cfg.AckBatchSize), flushNow: make(chan chan struct{}), dropped: make(chan struct{}, 1),
+		suspects: make(chan queued, suspectQueueSize),
+		acks:     make(chan string, cfg.AckBatchSize), flushNow: make(chan chan struct{}), dropped: make(chan struct{}, 1),
 		stopping: make(chan struct{}), ackDone: make(chan struct{}),
 	}
 	return d, nil
@@ -198,10 +203,11 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 	}
 	d.started = true
 	d.runCtx, d.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	d.workers.Add(d.cfg.Workers)
+	d.workers.Add(d.cfg.Workers + 1)
 	for range d.cfg.Workers {
 		go d.work()
 	}
+	go d.suspectLane()
 	go d.ackLoop()
 	return nil
 }
@@ -226,8 +232,14 @@ func (d *Dispatcher) enqueueCold(r Record) bool {
 	if claimed.IsZero() {
 		claimed = utcNow(d.clock)
 	}
-	ok, held := d.enqueue(d.cold, queued{env: r.Envelope, attempts: r.Attempts, claimed: claimed,
-		suspect: r.LastError == ErrClaimExpired.Error()})
+	item := queued{env: r.Envelope, attempts: r.Attempts, claimed: claimed, suspect: r.LastError == ErrClaimExpired.Error()}
+	q := d.cold
+	if item.suspect && item.attempts > 0 {
+		// Taken over before, and again: it may be what killed those
+		// processes. It runs alone, after the acks of what ran before.
+		q = d.suspects
+	}
+	ok, held := d.enqueue(q, item)
 	if held {
 		return true // being delivered here already, or just finished (a stale re-claim)
 	}
@@ -387,28 +399,75 @@ func (d *Dispatcher) work() {
 		if !ok {
 			return
 		}
-		if age := utcNow(d.clock).Sub(q.claimed); age >= d.cfg.Lease {
-			// Queued longer than the lease: another instance may have claimed
-			// and delivered it by now. Leave it to whoever claims it next
-			// (possibly this process's own poller) instead of delivering twice.
-			d.inflight.Release(q.env.ID())
-			d.log.Info("outbox: claim expired while queued, leaving the event to a new claim", "event_id", q.env.ID(), "queued_for", age)
+		if d.expired(q) {
 			continue
 		}
 		if q.suspect {
-			// Let the deliveries already running end and store their
-			// outcomes first: if this one kills the process, it takes only
-			// itself (and what starts meanwhile) along.
-			d.running.Lock()
-			d.flushAcksNow()
-			d.running.Unlock()
-			d.deliver(d.runCtx, q)
+			d.deliverSuspect(q)
 			continue
 		}
-		d.running.RLock()
 		d.deliver(d.runCtx, q)
-		d.running.RUnlock()
 	}
+}
+
+// expired reports (and lets go of) an event queued longer than the lease:
+// another instance may have claimed and delivered it by now. It is left to
+// whoever claims it next (possibly this process's own poller) instead of
+// being delivered twice.
+func (d *Dispatcher) expired(q queued) bool {
+	age := utcNow(d.clock).Sub(q.claimed)
+	if age < d.cfg.Lease {
+		return false
+	}
+	d.inflight.Release(q.env.ID())
+	d.log.Info("outbox: claim expired while queued, leaving the event to a new claim", "event_id", q.env.ID(), "queued_for", age)
+	return true
+}
+
+// suspectLane delivers the events of the suspects queue one at a time.
+func (d *Dispatcher) suspectLane() {
+	defer d.workers.Done()
+	for {
+		select {
+		case q := <-d.suspects:
+			if d.expired(q) {
+				continue
+			}
+			d.deliverSuspect(q)
+		case <-d.stopping:
+			return // releaseQueued gives the rest back
+		case <-d.runCtx.Done():
+			return
+		}
+	}
+}
+
+// deliverSuspect delivers an event taken over from an owner that stored no
+// outcome. The acknowledgements of what ran before are written first, and
+// the attempt is counted before the listener starts: if this delivery kills
+// the process too, the event still comes closer to DEAD, and the events
+// delivered before it are not delivered again.
+func (d *Dispatcher) deliverSuspect(q queued) {
+	id := q.env.ID()
+	d.flushAcksNow()
+	var ok bool
+	err := storeRetry(d.runCtx, func(ctx context.Context) (err error) {
+		ok, err = d.cfg.Store.CountAttempt(ctx, d.owner, id)
+		return err
+	})
+	switch {
+	case err != nil:
+		d.inflight.Release(id)
+		d.log.Error("outbox: could not count the attempt of a taken-over event; not starting it", "event_id", id, "error", err)
+		return
+	case !ok:
+		d.inflight.Release(id)
+		d.metrics.StaleUpdates(1)
+		d.log.Warn("outbox: claim was taken over before delivery, not starting it", "event_id", id)
+		return
+	}
+	q.attempts, q.charged = q.attempts+1, true
+	d.deliver(d.runCtx, q)
 }
 
 // Close stops accepting events, lets the workers deliver what is queued for
@@ -465,7 +524,7 @@ func (d *Dispatcher) close(ctx context.Context) error {
 // delivered, so they need not wait for the lease to expire.
 func (d *Dispatcher) releaseQueued(ctx context.Context) {
 	var ids []string
-	for _, q := range []chan queued{d.hot, d.cold} {
+	for _, q := range []chan queued{d.hot, d.cold, d.suspects} {
 	drain:
 		for {
 			select {

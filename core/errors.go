@@ -31,11 +31,11 @@ var (
 	// ErrClosed is returned by components used after Close.
 	ErrClosed = errors.New("outbox: closed")
 	// ErrClaimExpired is recorded as the last error of an event whose claim
-	// another process took over: the delivery its previous owner started
-	// ended without an outcome (the process died, or the listener hung past
-	// the lease). Such a take-over counts as an attempt, so an event whose
-	// listener kills its process ends in DEAD after MaxAttempts.
-	ErrClaimExpired = errors.New("outbox: a delivery ended without an outcome: its claim expired and was taken over")
+	// another process took over: its previous owner stored no outcome (the
+	// process died, or the listener hung past the lease). Each later
+	// delivery of such an event counts its attempt when it starts, so an
+	// event whose listener kills its process ends in DEAD after MaxAttempts.
+	ErrClaimExpired = errors.New("outbox: no outcome stored: the claim expired and was taken over")
 	// ErrNotFound is returned when an event id does not exist in the state an
 	// operation requires (for example, replaying an event that is not DEAD).
 	ErrNotFound = errors.New("outbox: event not found")

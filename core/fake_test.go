@@ -408,3 +408,17 @@ func (m *countingMetrics) DispatchSuccess()   { m.inc("DispatchSuccess", 1) }
 func (m *countingMetrics) DispatchFailure()   { m.inc("DispatchFailure", 1) }
 func (m *countingMetrics) DispatchDead()      { m.inc("DispatchDead", 1) }
 func (m *countingMetrics) StaleUpdates(n int) { m.inc("StaleUpdates", n) }
+
+func (s *memStore) CountAttempt(_ context.Context, owner, id string) (bool, error) {
+	err := s.enter("CountAttempt")
+	defer s.mu.Unlock()
+	if err != nil {
+		return false, err
+	}
+	r, ok := s.rows[id]
+	if !ok || r.LockedBy != owner || !pending(r) {
+		return false, nil
+	}
+	r.Attempts++
+	return true, nil
+}

@@ -181,11 +181,12 @@ func (p *poller) poll(ctx context.Context) (queued int, more, busy bool, err err
 		}
 		if r.Attempts >= d.cfg.MaxAttempts {
 			// Only take-overs reach this here (a failing delivery goes to
-			// DEAD when it stores its last failure): the listener kills or
-			// hangs its process. Do not start it again.
+			// DEAD when it stores its last failure): attempts of taken-over
+			// deliveries that stored no outcome either. The listener kills
+			// or hangs its process; do not start it again.
 			d.metrics.DispatchDead()
-			d.log.Error("outbox: delivery ended without an outcome too often, moved to DEAD", "event_id", r.ID, "event_type", r.Envelope.Type(), "attempts", r.Attempts)
-			msg := fmt.Sprintf("%s (%d deliveries started, none ended: does the listener kill or hang its process?)", ErrClaimExpired, r.Attempts)
+			d.log.Error("outbox: deliveries ended without an outcome too often, moved to DEAD", "event_id", r.ID, "event_type", r.Envelope.Type(), "attempts", r.Attempts)
+			msg := fmt.Sprintf("%s (%d attempts used, the last ones without an outcome: does the listener kill or hang its process?)", ErrClaimExpired, r.Attempts)
 			if _, err := d.cfg.Store.MarkDead(ctx, Outcome{Owner: d.owner, ID: r.ID, At: now, Error: msg}); err != nil {
 				d.log.Error("outbox: could not move the event to DEAD", "event_id", r.ID, "error", err)
 			}

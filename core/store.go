@@ -147,11 +147,11 @@ type Store interface {
 	// events is then inserted and tx stays usable.
 	Insert(ctx context.Context, tx Tx, now time.Time, owner string, events []Envelope) error
 	// Claim atomically claims due pending events, oldest due first. A row
-	// claimed by another owner whose lease expired is taken over: its
-	// attempts are incremented and its last error set to
-	// ErrClaimExpired's text. A row re-claimed by its own owner
-	// (OwnReclaimAfter) keeps its claim time: re-claiming never renews a
-	// lease.
+	// claimed by another owner whose lease expired is taken over: its last
+	// error is set to ErrClaimExpired's text (its attempts are not changed:
+	// its previous owner may never have started it). A row re-claimed by its
+	// own owner (OwnReclaimAfter) keeps its claim time: re-claiming never
+	// renews a lease.
 	Claim(ctx context.Context, req ClaimRequest) ([]Record, error)
 	// MarkDone marks owner's claimed events DONE at now and returns how many
 	// rows changed.
@@ -162,6 +162,11 @@ type Store interface {
 	// MarkDead moves the event to DEAD at o.At, recording o.Error. It reports
 	// whether the row changed.
 	MarkDead(ctx context.Context, o Outcome) (bool, error)
+	// CountAttempt increments the attempts of owner's claimed event before
+	// a delivery that may never end (one taken over, see ErrClaimExpired),
+	// so that an event whose listener kills its process reaches DEAD. It
+	// reports whether the row changed.
+	CountAttempt(ctx context.Context, owner, id string) (bool, error)
 	// Release drops owner's claim on pending events so any poller can take
 	// them at once (used on shutdown for events that were never delivered).
 	Release(ctx context.Context, owner string, ids []string) (int64, error)

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	outbox "github.com/go-outbox/outbox/core"
 )
 
 type workerProc struct {
@@ -30,6 +32,9 @@ type coordinator struct {
 	kills   int
 	cuts    int
 	crashes int
+	// poisonExits counts workers that ended themselves delivering the
+	// poison event.
+	poisonExits int
 }
 
 func runCoordinator(c config) error {
@@ -52,15 +57,45 @@ func runCoordinator(c config) error {
 	if err := createTables(ctx, c, db); err != nil {
 		return err
 	}
-	co := &coordinator{c: c, db: db}
-	c.ownDB = "" // workers get the rewritten DSN
-	for i := range c.workers {
-		quota := c.events / c.workers
-		if i < c.events%c.workers {
-			quota++
+	var pr *probes
+	if c.poison || c.hung {
+		if c.events < c.probeCount() {
+			return fmt.Errorf("-events must be at least %d", c.probeCount())
 		}
-		if err := co.spawn(i, quota); err != nil {
+		if pr, err = newProbes(ctx, c, db); err != nil {
+			return fmt.Errorf("probe events: %w", err)
+		}
+		defer pr.close(ctx)
+		if c.poison {
+			c.poisonID = pr.poison.ID()
+		}
+		if c.hung {
+			c.hungID = pr.hung.ID()
+			if err := pr.write(ctx, pr.hung); err != nil {
+				return err
+			}
+		}
+	}
+	c.ownDB = "" // workers get the rewritten DSN
+	co := &coordinator{c: c, db: db}
+	for i := range c.workers {
+		if err := co.spawn(i, co.quota(i)); err != nil {
+			co.stopAll()
 			return err
+		}
+	}
+	if pr != nil {
+		if c.hung && !pr.awaitHang(ctx) {
+			fmt.Fprintf(os.Stderr, "torture: the hung event did not hang within %s\n", hangWait)
+		}
+		if c.poison {
+			if err := pr.write(ctx, pr.poison); err != nil {
+				co.stopAll()
+				return err
+			}
+		}
+		if err := pr.close(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "torture: probe writer:", err)
 		}
 	}
 	fmt.Fprintf(os.Stderr, "torture: db=%s workers=%d events=%d, worker logs in %s\n", c.db, c.workers, c.events, filepath.Dir(co.procs[0].logPath))
@@ -123,7 +158,7 @@ func (co *coordinator) spawn(id, quota int) error {
 		"-db", c.db, "-dsn", c.dsn, "-own-db", "", "-writers", strconv.Itoa(c.writers), "-lease", c.lease.String(),
 		"-fail-pct", strconv.Itoa(c.failPct), "-panic-pct", strconv.Itoa(c.panicPct),
 		"-poison-permille", strconv.Itoa(c.poisonPermille), "-slow-permille", strconv.Itoa(c.slowPermille),
-		"-rollback-pct", strconv.Itoa(c.rollbackPct))
+		"-rollback-pct", strconv.Itoa(c.rollbackPct), "-poison-id", c.poisonID, "-hung-id", c.hungID)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		logf.Close()
@@ -141,25 +176,49 @@ func (co *coordinator) spawn(id, quota int) error {
 	return nil
 }
 
+// quota returns how many events worker id commits: the workers share
+// what the probes leave.
 func (co *coordinator) quota(id int) int {
-	q := co.c.events / co.c.workers
-	if id < co.c.events%co.c.workers {
+	n := co.c.events - co.c.probeCount()
+	q := n / co.c.workers
+	if id < n%co.c.workers {
 		q++
 	}
 	return q
 }
 
-// killOne sends SIGKILL to a random worker and starts it again.
+// killOne sends SIGKILL to a random worker and starts it again. A worker
+// that had exited on its own meanwhile is counted as such, not as a kill.
 func (co *coordinator) killOne() {
 	co.mu.Lock()
 	p := co.procs[rand.IntN(len(co.procs))]
-	co.kills++
 	co.mu.Unlock()
 	_ = p.cmd.Process.Signal(syscall.SIGKILL)
 	<-p.exited
+	if co.countExit(p, true) {
+		fmt.Fprintf(os.Stderr, "torture: worker %d exited (%v) before the kill, restarting; see %s\n", p.id, p.cmd.ProcessState, p.logPath)
+	}
 	if err := co.spawn(p.id, co.quota(p.id)); err != nil {
 		fmt.Fprintln(os.Stderr, "torture: restart:", err)
 	}
+}
+
+// countExit counts the end of worker p: a kill (if killed and it died of a
+// signal), a poison exit or a crash. It reports whether p ended on its own.
+func (co *coordinator) countExit(p *workerProc, killed bool) (own bool) {
+	code := p.cmd.ProcessState.ExitCode() // -1: killed by a signal
+	co.mu.Lock()
+	defer co.mu.Unlock()
+	switch {
+	case code == poisonExitCode:
+		co.poisonExits++
+	case killed && code == -1:
+		co.kills++
+		return false
+	default:
+		co.crashes++
+	}
+	return true
 }
 
 // restartCrashed starts again any worker that exited on its own.
@@ -173,9 +232,9 @@ func (co *coordinator) restartCrashed() {
 		default:
 		}
 	}
-	co.crashes += len(dead)
 	co.mu.Unlock()
 	for _, p := range dead {
+		co.countExit(p, false)
 		fmt.Fprintf(os.Stderr, "torture: worker %d exited (%v), restarting; see %s\n", p.id, p.cmd.ProcessState, p.logPath)
 		if err := co.spawn(p.id, co.quota(p.id)); err != nil {
 			fmt.Fprintln(os.Stderr, "torture: restart:", err)
@@ -254,12 +313,18 @@ func (co *coordinator) report(ctx context.Context, took time.Duration) error {
 	orphanRows := one("SELECT COUNT(*) FROM " + outboxTable + " x WHERE NOT EXISTS (SELECT 1 FROM " + ordersTable + " o WHERE o.id = x.event_id)")
 	maxPer := one("SELECT MAX(c) FROM (SELECT COUNT(*) AS c FROM " + ledgerTable + " GROUP BY event_id) t")
 	co.mu.Lock()
-	kills, cuts, crashes := co.kills, co.cuts, co.crashes
+	kills, cuts, crashes, poisonExits := co.kills, co.cuts, co.crashes, co.poisonExits
 	co.mu.Unlock()
-	fmt.Printf("TORTURE db=%s events=%d delivered=%d lost=%d duplicates=%d dead=%d max_dup_per_event=%d seconds=%.1f"+
-		" kills=%d cuts=%d crashes=%d rolled_back_delivered=%d rolled_back_rows=%d missing_rows=%d\n",
-		co.c.db, events, delivered, lost, deliveries-delivered, dead, max(maxPer-1, 0), took.Seconds(),
-		kills, cuts, crashes, ghost, orphanRows, missing)
+	poisonDead, hungRecovered := co.probeResults(ctx, poisonExits)
+	unexpectedDead := co.unexpectedDead(ctx)
+	duplicates := deliveries - delivered
+	// Duplicates per process death: SIGKILLs, poison exits and crashes.
+	dupPerKill := float64(duplicates) / float64(max(kills+poisonExits+crashes, 1))
+	fmt.Printf("TORTURE db=%s events=%d delivered=%d lost=%d duplicates=%d dead=%d max_dup_per_event=%d dup_per_kill=%.1f seconds=%.1f"+
+		" kills=%d cuts=%d crashes=%d poison_exits=%d poison_dead=%d hung_recovered=%d unexpected_dead=%d"+
+		" rolled_back_delivered=%d rolled_back_rows=%d missing_rows=%d\n",
+		co.c.db, events, delivered, lost, duplicates, dead, max(maxPer-1, 0), dupPerKill, took.Seconds(),
+		kills, cuts, crashes, poisonExits, poisonDead, hungRecovered, unexpectedDead, ghost, orphanRows, missing)
 	var errs []error
 	if lost != 0 || missing != 0 {
 		errs = append(errs, fmt.Errorf("%d committed events lost (%d without an outbox row)", lost, missing))
@@ -267,8 +332,48 @@ func (co *coordinator) report(ctx context.Context, took time.Duration) error {
 	if ghost != 0 || orphanRows != 0 {
 		errs = append(errs, fmt.Errorf("rolled-back events leaked: %d delivered, %d rows", ghost, orphanRows))
 	}
+	switch {
+	case unexpectedDead < 0:
+		errs = append(errs, errors.New("could not count the DEAD events"))
+	case unexpectedDead > 0:
+		errs = append(errs, fmt.Errorf("%d events ended DEAD that neither always fail nor are the poison event", unexpectedDead))
+	}
+	if co.c.poison && poisonDead != 1 {
+		errs = append(errs, fmt.Errorf("the poison event did not end DEAD after %d attempts (at most %d deliveries started) with %q", maxAttempts, maxAttempts+1, outbox.ErrClaimExpired.Error()))
+	}
+	if co.c.hung && hungRecovered != 1 {
+		errs = append(errs, errors.New("the hung event was not delivered by a later claim"))
+	}
 	if events < co.c.events || events < 0 {
 		errs = append(errs, fmt.Errorf("only %d of %d events were written", events, co.c.events))
 	}
 	return errors.Join(errs...)
+}
+
+// unexpectedDead counts DEAD events other than the poison event and the
+// always-failing share: events that a delivery would have completed, sent
+// to DEAD by take-overs (each counts an attempt). -1 if it cannot tell.
+func (co *coordinator) unexpectedDead(ctx context.Context) int {
+	rows, err := co.db.QueryContext(ctx, "SELECT event_id FROM "+outboxTable+" WHERE status = 3")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "torture: dead events:", err)
+		return -1
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			fmt.Fprintln(os.Stderr, "torture: dead events:", err)
+			return -1
+		}
+		if id != co.c.poisonID && fate(id) >= uint32(co.c.poisonPermille) {
+			n++
+		}
+	}
+	if err := rows.Err(); err != nil {
+		fmt.Fprintln(os.Stderr, "torture: dead events:", err)
+		return -1
+	}
+	return n
 }

@@ -20,6 +20,8 @@ const (
 	outboxTable = "torture_outbox"
 	ordersTable = "torture_orders"
 	ledgerTable = "torture_ledger"
+	// hangTable records the hung event's one hanging delivery.
+	hangTable = "torture_hang"
 )
 
 func defaultDSN(db string) string {
@@ -126,7 +128,7 @@ func bind(db, q string) string {
 	return q
 }
 
-// createTables drops and recreates the business, ledger and outbox tables.
+// createTables drops and recreates the business, ledger, hang and outbox tables.
 func createTables(ctx context.Context, c config, db *sql.DB) error {
 	autoID := map[string]string{
 		"sqlite":   "INTEGER PRIMARY KEY AUTOINCREMENT",
@@ -137,9 +139,11 @@ func createTables(ctx context.Context, c config, db *sql.DB) error {
 		"DROP TABLE IF EXISTS " + ordersTable,
 		"DROP TABLE IF EXISTS " + ledgerTable,
 		"DROP TABLE IF EXISTS " + outboxTable,
+		"DROP TABLE IF EXISTS " + hangTable,
 		"CREATE TABLE " + ordersTable + " (id VARCHAR(36) PRIMARY KEY, worker INT NOT NULL)",
 		"CREATE TABLE " + ledgerTable + " (seq " + autoID + ", event_id VARCHAR(36) NOT NULL, worker INT NOT NULL, pid INT NOT NULL, attempt INT NOT NULL)",
 		"CREATE INDEX " + ledgerTable + "_event ON " + ledgerTable + " (event_id)",
+		"CREATE TABLE " + hangTable + " (event_id VARCHAR(36) PRIMARY KEY, worker INT NOT NULL, pid INT NOT NULL)",
 	}
 	for _, s := range stmts {
 		if _, err := db.ExecContext(ctx, s); err != nil {

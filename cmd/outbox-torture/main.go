@@ -7,12 +7,24 @@
 // coordinator kills random workers with SIGKILL and restarts them, the
 // listener fails, panics or outlives its lease for a fraction of events,
 // and on PostgreSQL and MariaDB every database connection is cut from SQL.
-// When the writers are done and the backlog has drained, it prints
+// Two probe events are written once per run: a poison event whose listener
+// ends its process with os.Exit every time it is delivered (it must end DEAD
+// after MaxAttempts attempts — each counted when a taken-over delivery
+// starts, so at most MaxAttempts+1 deliveries start — with ErrClaimExpired
+// as last error), and a hung event whose first
+// delivery blocks forever, ignoring its context (a later claim must deliver
+// it). Workers that exit on their own
+// are restarted like killed ones. When the writers are done and the backlog
+// has drained, it prints
 //
-//	TORTURE db=… events=… delivered=… lost=… duplicates=… dead=… max_dup_per_event=… seconds=…
+//	TORTURE db=… events=… delivered=… lost=… duplicates=… dead=… max_dup_per_event=… dup_per_kill=… seconds=…
+//	        kills=… cuts=… crashes=… poison_exits=… poison_dead=… hung_recovered=… unexpected_dead=… rolled_back_delivered=… …
 //
-// and exits non-zero if a committed event was lost (neither delivered nor
-// DEAD) or a rolled-back event was ever delivered.
+// (on one line) and exits non-zero if a committed event was lost (neither
+// delivered nor DEAD), a rolled-back event was ever delivered, an event
+// ended DEAD that was neither one of the always-failing share nor the
+// poison event (unexpected_dead), or a probe did not end as it must
+// (poison_dead=0 or hung_recovered=0).
 package main
 
 import (
@@ -39,6 +51,9 @@ type config struct {
 	role           string
 	workerID       int
 	quota          int
+	poison, hung   bool
+	poisonID       string
+	hungID         string
 }
 
 func main() {
@@ -57,10 +72,14 @@ func main() {
 	flag.IntVar(&c.poisonPermille, "poison-permille", 5, "per mille of events that always fail (end in DEAD)")
 	flag.IntVar(&c.slowPermille, "slow-permille", 2, "per mille of events whose first delivery outlives the lease")
 	flag.IntVar(&c.rollbackPct, "rollback-pct", 10, "percent of business transactions rolled back after writing their event")
+	flag.BoolVar(&c.poison, "poison-exit", true, "write one event whose listener ends its process (os.Exit) at every delivery; it must end DEAD")
+	flag.BoolVar(&c.hung, "hung-listener", true, "write one event whose first delivery hangs forever, ignoring its context; a later claim must deliver it")
 	flag.DurationVar(&c.drainTimeout, "drain-timeout", 3*time.Minute, "how long to wait for the backlog after the writers finish")
 	flag.StringVar(&c.role, "role", "coordinator", "internal: coordinator or worker")
 	flag.IntVar(&c.workerID, "worker-id", 0, "internal: worker number")
 	flag.IntVar(&c.quota, "quota", 0, "internal: events this worker commits")
+	flag.StringVar(&c.poisonID, "poison-id", "", "internal: id of the event whose listener ends its process")
+	flag.StringVar(&c.hungID, "hung-id", "", "internal: id of the event whose first delivery hangs")
 	flag.Parse()
 	if c.dsn == "" {
 		c.dsn = defaultDSN(c.db)

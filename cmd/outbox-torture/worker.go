@@ -23,6 +23,9 @@ var (
 	errRollback = errors.New("business rule: roll back")
 )
 
+// drainTimeout is the workers' DrainTimeout.
+const drainTimeout = 2 * time.Second
+
 // fate decides deterministically, from the event id, how the listener treats an event.
 func fate(id string) uint32 {
 	h := fnv.New32a()
@@ -53,15 +56,33 @@ func runWorker(c config) error {
 		failTo := poison + uint32(c.failPct*10)
 		panicTo := failTo + uint32(c.panicPct*10)
 		switch {
+		case e.ID() == c.poisonID:
+			fmt.Fprintf(os.Stderr, "worker %d: poison event %s, delivery %d: exiting\n", c.workerID, e.ID(), attempt)
+			os.Exit(poisonExitCode)
+		case e.ID() == c.hungID:
+			first, err := firstHang(ctx, c, db, e.ID())
+			if err != nil {
+				return err
+			}
+			if first {
+				fmt.Fprintf(os.Stderr, "worker %d: hung event %s, delivery %d: blocking forever\n", c.workerID, e.ID(), attempt)
+				select {} // ignores its context: only a later claim can deliver the event
+			}
 		case f < poison:
 			return errors.New("poison event: always fails")
 		case f < failTo && attempt == 1:
 			return errors.New("injected failure")
 		case f < panicTo && attempt == 1:
 			panic("injected panic")
-		case f >= 1000-uint32(c.slowPermille):
+		case f >= 1000-uint32(c.slowPermille) && attempt == 1:
+			// Only the first delivery is slow: a take-over is a later
+			// attempt, and slowOnce covers a re-claim by this process after
+			// the lease (the same attempt). Slow in every process, the event
+			// would cost an attempt per process, as each take-over counts one.
 			if _, seen := slowOnce.LoadOrStore(e.ID(), true); !seen {
-				time.Sleep(2 * c.lease) // outlive the lease: another worker takes the event over
+				time.Sleep(2 * c.lease) // outlive the lease, ignoring ctx: another worker takes the event over
+				// Its work is done late, after ListenerTimeout cancelled ctx: record it.
+				ctx = context.WithoutCancel(ctx)
 			}
 		}
 		_, err := db.ExecContext(ctx, ledgerInsert, e.ID(), c.workerID, pid, attempt)
@@ -71,7 +92,7 @@ func runWorker(c config) error {
 	// short lease, so that killed workers' events are recovered quickly.
 	client, err := outbox.New(outbox.Config{
 		Store: store, TxContext: tx, Logger: logger, Lease: c.lease,
-		Workers: 8, MaxAttempts: 5, DrainTimeout: 2 * time.Second,
+		Workers: 8, MaxAttempts: maxAttempts, DrainTimeout: drainTimeout,
 		RetryPolicy:  &outbox.ExponentialBackoff{Base: 50 * time.Millisecond, Max: time.Second},
 		PollInterval: 200 * time.Millisecond, PollBatchSize: 100, MaxPollBackoff: time.Second,
 	})
@@ -134,7 +155,12 @@ func runWorker(c config) error {
 	}
 	wg.Wait()
 	<-ctx.Done()
-	closeCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	// A hung listener never returns, so Close cannot drain: it gives up when
+	// closeCtx ends (plus a short grace) and the process exits with its error.
+	closeCtx, cancel := context.WithTimeout(context.Background(), drainTimeout+3*time.Second)
 	defer cancel()
-	return client.Close(closeCtx)
+	if err := client.Close(closeCtx); err != nil {
+		return fmt.Errorf("close: %w", err)
+	}
+	return nil
 }

@@ -203,8 +203,7 @@ func (s *Store) Claim(ctx context.Context, req outbox.ClaimRequest) ([]outbox.Re
 	recs := make([]outbox.Record, len(due))
 	for i, r := range due {
 		if r.lockedBy != req.Owner { // an own re-claim keeps its claim time
-			if r.lockedBy != "" { // taken over: the delivery ended without an outcome
-				r.attempts++
+			if r.lockedBy != "" { // taken over: no outcome was stored
 				r.lastError = outbox.ErrClaimExpired.Error()
 			}
 			r.lockedAt = now
@@ -213,6 +212,17 @@ func (s *Store) Claim(ctx context.Context, req outbox.ClaimRequest) ([]outbox.Re
 		recs[i] = r.record()
 	}
 	return recs, nil
+}
+
+// CountAttempt increments the attempts of owner's claimed event and
+// reports whether the row changed.
+func (s *Store) CountAttempt(ctx context.Context, owner, id string) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, fmt.Errorf("outboxmem: count an attempt: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.fenced(owner, []string{id}, func(r *row) { r.attempts++ }) > 0, nil
 }
 
 // fenced calls fn for each distinct id of a pending row claimed by owner

@@ -511,10 +511,17 @@ func storeLeaseExpiry(t *testing.T, f Fixture) {
 		t.Fatalf("B's claim after the lease = %v, want the row", recIDs(got))
 	}
 	wantTime(t, "re-claimed at", got[0].LockedAt, later)
-	// A's delivery ended without an outcome (A died, or hung): the take-over
-	// counts an attempt and says why, in the claim's result and in the row.
-	if got[0].Attempts != 1 || got[0].LastError != outbox.ErrClaimExpired.Error() {
-		t.Fatalf("taken over: attempts %d, last error %q; want 1 and %q", got[0].Attempts, got[0].LastError, outbox.ErrClaimExpired)
+	// A stored no outcome (A died, or hung): the take-over says so, in the
+	// claim's result and in the row, and counts no attempt (A may never
+	// have started it). B counts one before it starts the delivery.
+	if got[0].Attempts != 0 || got[0].LastError != outbox.ErrClaimExpired.Error() {
+		t.Fatalf("taken over: attempts %d, last error %q; want 0 and %q", got[0].Attempts, got[0].LastError, outbox.ErrClaimExpired)
+	}
+	if ok, err := f.Store.CountAttempt(ctx, ownerA, e.ID()); err != nil || ok {
+		t.Fatalf("CountAttempt by the old owner = %v, %v; want false", ok, err)
+	}
+	if ok, err := f.Store.CountAttempt(ctx, ownerB, e.ID()); err != nil || !ok {
+		t.Fatalf("CountAttempt by the new owner = %v, %v; want true", ok, err)
 	}
 	// A's stale updates are fenced off.
 	now := later.Add(time.Second)
@@ -531,7 +538,7 @@ func storeLeaseExpiry(t *testing.T, f Fixture) {
 		t.Errorf("stale Release = %d, %v; want 0", n, err)
 	}
 	r := get(t, f, e.ID())
-	wantState(t, r, outbox.StatusNew, 1, ownerB)
+	wantState(t, r, outbox.StatusNew, 1, ownerB) // the attempt B counted
 	if r.LastError != outbox.ErrClaimExpired.Error() {
 		t.Errorf("stale update recorded error %q", r.LastError)
 	}

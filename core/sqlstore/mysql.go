@@ -130,7 +130,6 @@ func mysqlClaim(ctx context.Context, s *Store, req outbox.ClaimRequest) ([]outbo
 		r := &recs[i]
 		if r.LockedBy != req.Owner {
 			if r.LockedBy != "" {
-				r.Attempts++
 				r.LastError = outbox.ErrClaimExpired.Error()
 			}
 			r.LockedAt = lockedAt

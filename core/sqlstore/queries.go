@@ -21,13 +21,12 @@ const (
 // copyColumns are the columns of a bulk copy: insertColumns as a list.
 var copyColumns = strings.Split(insertColumns, ", ")
 
-// claimSet takes rows over for an owner. Parameters: owner, owner, the
-// take-over error, owner, now, owner. A row of another owner (its lease
-// expired) counts an attempt and records the take-over; a row of the same
-// owner keeps its claim time. Every expression reads the row as it was
-// (MySQL, which reads left to right, sees locked_by last).
-const claimSet = "attempts = attempts + CASE WHEN locked_by IS NULL OR locked_by = ? THEN 0 ELSE 1 END," +
-	" last_error = CASE WHEN locked_by IS NULL OR locked_by = ? THEN last_error ELSE ? END," +
+// claimSet takes rows over for an owner. Parameters: owner, the take-over
+// error, owner, now, owner. A row of another owner (its lease expired)
+// records the take-over; a row of the same owner keeps its claim time.
+// Every expression reads the row as it was (MySQL, which reads left to
+// right, sees locked_by last).
+const claimSet = "last_error = CASE WHEN locked_by IS NULL OR locked_by = ? THEN last_error ELSE ? END," +
 	" locked_at = CASE WHEN locked_by = ? THEN locked_at ELSE ? END, locked_by = ?"
 
 // claimWhere selects claimable rows. Parameters: now (due), created cutoff
@@ -48,18 +47,19 @@ type queries struct {
 	insert     *batchSQL
 	// existing selects which of some ids are stored; undoInsert deletes
 	// the rows an Insert wrote before it found a duplicate id.
-	existing   *idsSQL
-	undoInsert *idsSQL
-	claim      string // UPDATE … RETURNING, without own-reclaim
-	claimOwn   string // the same with own-reclaim
-	markDone   *idsSQL
-	markRetry  string
-	markDead   string
-	release    *idsSQL
-	replay     *idsSQL
-	stats      string
-	oldest     string
-	purge      string
+	existing     *idsSQL
+	undoInsert   *idsSQL
+	claim        string // UPDATE … RETURNING, without own-reclaim
+	claimOwn     string // the same with own-reclaim
+	markDone     *idsSQL
+	markRetry    string
+	countAttempt string
+	markDead     string
+	release      *idsSQL
+	replay       *idsSQL
+	stats        string
+	oldest       string
+	purge        string
 }
 
 func buildQueries(d *dialect, t string) *queries {
@@ -69,6 +69,7 @@ func buildQueries(d *dialect, t string) *queries {
 		undoInsert: newIDsSQL(d, "DELETE FROM "+t+" WHERE "),
 		markDone: newIDsSQL(d, "UPDATE "+t+" SET status = 1, done_at = ?, last_error = NULL, locked_by = NULL, locked_at = NULL"+
 			" WHERE locked_by = ? AND status IN (0, 2) AND "),
+		countAttempt: d.rebind("UPDATE "+t+" SET attempts = attempts + 1 WHERE event_id = ? AND locked_by = ? AND status IN (0, 2)", 1),
 		markRetry: d.rebind("UPDATE "+t+" SET status = 2, available_at = ?, last_error = ?, attempts = attempts + ?,"+
 			" locked_by = NULL, locked_at = NULL WHERE event_id = ? AND locked_by = ? AND status IN (0, 2)", 1),
 		markDead: d.rebind("UPDATE "+t+" SET status = 3, done_at = ?, last_error = ?, attempts = attempts + ?,"+

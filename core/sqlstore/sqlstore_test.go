@@ -152,8 +152,8 @@ func TestRebindNumbersPlaceholders(t *testing.T) {
 	if n, want := strings.Count(s.q.insert.sql(7), "?"), 7*insertRowArgs; n != want {
 		t.Errorf("insert of 7 rows has %d placeholders, want %d", n, want)
 	}
-	if n := strings.Count(s.q.claimOwn, "?"); n != 12 {
-		t.Errorf("claim with own-reclaim has %d placeholders, want 12", n)
+	if n := strings.Count(s.q.claimOwn, "?"); n != 11 {
+		t.Errorf("claim with own-reclaim has %d placeholders, want 11", n)
 	}
 }
 

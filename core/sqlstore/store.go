@@ -343,7 +343,7 @@ func (s *Store) Claim(ctx context.Context, req outbox.ClaimRequest) ([]outbox.Re
 // own cutoff]; LIMIT.
 func (s *Store) claimArgs(req outbox.ClaimRequest) (query string, set, where []any) {
 	now := req.Now.UTC()
-	set = []any{req.Owner, req.Owner, outbox.ErrClaimExpired.Error(), req.Owner, s.t(now), req.Owner}
+	set = []any{req.Owner, outbox.ErrClaimExpired.Error(), req.Owner, s.t(now), req.Owner}
 	where = []any{s.t(now), s.t(now.Add(-req.SkipRecent)), s.t(now.Add(-req.Lease))}
 	query = s.q.claim
 	if req.OwnReclaimAfter > 0 {
@@ -415,6 +415,16 @@ func (s *Store) MarkRetry(ctx context.Context, o outbox.Outcome) (bool, error) {
 // whether the row changed.
 func (s *Store) MarkDead(ctx context.Context, o outbox.Outcome) (bool, error) {
 	return s.outcome(ctx, "mark dead", s.q.markDead, o)
+}
+
+// CountAttempt increments the attempts of owner's claimed event and
+// reports whether the row changed.
+func (s *Store) CountAttempt(ctx context.Context, owner, id string) (bool, error) {
+	n, err := s.db.Exec(ctx, s.q.countAttempt, id, owner)
+	if err != nil {
+		return false, fmt.Errorf("sqlstore: count an attempt of %s in %s: %w", id, s.table, s.explain(err))
+	}
+	return n > 0, nil
 }
 
 // Release drops owner's claim on pending events and returns how many rows
