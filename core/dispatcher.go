@@ -25,6 +25,7 @@ const (
 	closeGrace           = time.Second
 	maxOwnerLen          = 128 // the width of the locked_by column
 	suspectQueueSize     = 64  // events waiting for the suspect lane
+	suspectLaneAttempts  = 2   // attempts after which a taken-over event runs alone
 )
 
 // DispatcherConfig configures a Dispatcher. Zero values take the documented
@@ -95,7 +96,9 @@ type Dispatcher struct {
 	acks      chan string
 	flushNow  chan chan struct{} // see flushAcksNow
 	// suspects holds events taken over again and again (a suspect that
-	// has used an attempt): one goroutine delivers them one at a time.
+	// has used suspectLaneAttempts): one goroutine delivers them one at a
+	// time. Others run on the workers: a SIGKILL of a healthy process
+	// leaves many first-time suspects, and they must not queue up here.
 	suspects chan queued
 	dropped  chan struct{}
 
@@ -234,9 +237,10 @@ func (d *Dispatcher) enqueueCold(r Record) bool {
 	}
 	item := queued{env: r.Envelope, attempts: r.Attempts, claimed: claimed, suspect: r.LastError == ErrClaimExpired.Error()}
 	q := d.cold
-	if item.suspect && item.attempts > 0 {
-		// Taken over before, and again: it may be what killed those
-		// processes. It runs alone, after the acks of what ran before.
+	if item.suspect && item.attempts >= suspectLaneAttempts {
+		// Taken over again after attempts that ended no better: it may be
+		// what killed those processes. It runs alone, so that what would
+		// run beside it is not dragged along each time.
 		q = d.suspects
 	}
 	ok, held := d.enqueue(q, item)

@@ -74,7 +74,7 @@ func main() {
 	flag.IntVar(&c.rollbackPct, "rollback-pct", 10, "percent of business transactions rolled back after writing their event")
 	flag.BoolVar(&c.poison, "poison-exit", true, "write one event whose listener ends its process (os.Exit) at every delivery; it must end DEAD")
 	flag.BoolVar(&c.hung, "hung-listener", true, "write one event whose first delivery hangs forever, ignoring its context; a later claim must deliver it")
-	flag.DurationVar(&c.drainTimeout, "drain-timeout", 3*time.Minute, "how long to wait for the backlog after the writers finish")
+	flag.DurationVar(&c.drainTimeout, "drain-timeout", 5*time.Minute, "how long to wait for the backlog after the writers finish (a liveness bound: the line reports the seconds taken)")
 	flag.StringVar(&c.role, "role", "coordinator", "internal: coordinator or worker")
 	flag.IntVar(&c.workerID, "worker-id", 0, "internal: worker number")
 	flag.IntVar(&c.quota, "quota", 0, "internal: events this worker commits")
