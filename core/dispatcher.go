@@ -235,7 +235,7 @@ func (d *Dispatcher) enqueueCold(r Record) bool {
 	if claimed.IsZero() {
 		claimed = utcNow(d.clock)
 	}
-	item := queued{env: r.Envelope, attempts: r.Attempts, claimed: claimed, suspect: r.LastError == ErrClaimExpired.Error()}
+	item := queued{env: r.Envelope, attempts: r.Attempts, claimed: claimed, suspect: takenOver(r)}
 	q := d.cold
 	if item.suspect && item.attempts >= suspectLaneAttempts {
 		// Taken over again after attempts that ended no better: it may be
@@ -413,6 +413,10 @@ func (d *Dispatcher) work() {
 		d.deliver(d.runCtx, q)
 	}
 }
+
+// takenOver reports whether the claim of r was taken over from an owner
+// that stored no outcome (see ErrClaimExpired).
+func takenOver(r Record) bool { return r.LastError == ErrClaimExpired.Error() }
 
 // expired reports (and lets go of) an event queued longer than the lease:
 // another instance may have claimed and delivered it by now. It is left to

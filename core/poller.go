@@ -1,7 +1,6 @@
 package outbox
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -164,7 +163,13 @@ func (p *poller) poll(ctx context.Context) (queued int, more, busy bool, err err
 	// outcome go last: their batch-mates are delivered (and acknowledged)
 	// before a delivery that may kill the process starts.
 	slices.SortStableFunc(recs, func(a, b Record) int {
-		return cmp.Compare(boolInt(a.LastError == ErrClaimExpired.Error()), boolInt(b.LastError == ErrClaimExpired.Error()))
+		switch ta, tb := takenOver(a), takenOver(b); {
+		case ta == tb:
+			return 0
+		case ta:
+			return 1
+		}
+		return -1
 	})
 	oldest := recs[0].CreatedAt
 	for i, r := range recs {
@@ -208,10 +213,3 @@ func (p *poller) poll(ctx context.Context) (queued int, more, busy bool, err err
 // Events already queued are the dispatcher's to finish; close the poller
 // before the dispatcher.
 func (p *poller) Close(ctx context.Context) error { return p.bg.close(ctx, "poller") }
-
-func boolInt(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
-}
