@@ -1,0 +1,79 @@
+package outboxadmin_test
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	outbox "github.com/go-outbox/outbox/core"
+	"github.com/go-outbox/outbox/core/outboxadmin"
+)
+
+func TestStatsJSON(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name string
+		st   outbox.Stats
+		want string
+	}{
+		{"empty", outbox.Stats{}, `{
+  "counts": {
+    "DEAD": 0,
+    "DONE": 0,
+    "NEW": 0,
+    "RETRY": 0
+  },
+  "total": 0,
+  "pending": 0,
+  "oldest_pending_at": null,
+  "oldest_pending_age_seconds": null
+}`},
+		{"busy", outbox.Stats{
+			ByStatus:      map[outbox.Status]int64{outbox.StatusNew: 3, outbox.StatusRetry: 2, outbox.StatusDead: 1, outbox.Status(9): 4},
+			OldestPending: now.Add(-90*time.Second - 500*time.Millisecond).In(time.FixedZone("JST", 9*3600)),
+		}, `{
+  "counts": {
+    "DEAD": 1,
+    "DONE": 0,
+    "NEW": 3,
+    "RETRY": 2,
+    "Status(9)": 4
+  },
+  "total": 10,
+  "pending": 5,
+  "oldest_pending_at": "2026-03-01T11:58:29.5Z",
+  "oldest_pending_age_seconds": 90.5
+}`},
+		// A clock behind the database's: the age is zero, never negative.
+		{"ahead", outbox.Stats{ByStatus: map[outbox.Status]int64{outbox.StatusNew: 1}, OldestPending: now.Add(time.Second)}, `{
+  "counts": {
+    "DEAD": 0,
+    "DONE": 0,
+    "NEW": 1,
+    "RETRY": 0
+  },
+  "total": 1,
+  "pending": 1,
+  "oldest_pending_at": "2026-03-01T12:00:01Z",
+  "oldest_pending_age_seconds": 0
+}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := indent(t, outboxadmin.NewStats(tc.st, now)); got != tc.want {
+				t.Errorf("JSON:\n%s\nwant\n%s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestStatuses(t *testing.T) {
+	got := outboxadmin.Statuses()
+	want := []outbox.Status{outbox.StatusNew, outbox.StatusRetry, outbox.StatusDone, outbox.StatusDead}
+	if !slices.Equal(got, want) {
+		t.Fatalf("Statuses() = %v, want %v", got, want)
+	}
+	got[0] = outbox.StatusDead // a copy: the next caller gets the list intact
+	if again := outboxadmin.Statuses(); !slices.Equal(again, want) {
+		t.Fatalf("Statuses() after a caller changed its copy = %v", again)
+	}
+}

@@ -1,0 +1,77 @@
+package relay
+
+import (
+	"time"
+
+	outbox "github.com/go-outbox/outbox/core"
+)
+
+// Header names of the envelope's metadata on a relayed message. The
+// envelope's own headers (for example traceparent) are carried as they are.
+const (
+	HeaderEventID       = "Outbox-Event-Id"
+	HeaderEventType     = "Outbox-Event-Type"
+	HeaderAggregateType = "Outbox-Aggregate-Type"
+	HeaderAggregateID   = "Outbox-Aggregate-Id"
+	HeaderTenantID      = "Outbox-Tenant-Id"
+	HeaderOccurredAt    = "Outbox-Occurred-At" // RFC 3339 in UTC, to the microsecond
+	HeaderContentType   = "Content-Type"       // application/json for JSON payloads
+)
+
+// Topic maps an event to the topic (NATS subject, Kafka topic, AMQP routing
+// key) it is published to. It must not return "" for an event it is given.
+type Topic func(e outbox.Envelope) string
+
+// ByEventType is the default Topic: the event type, unchanged.
+func ByEventType(e outbox.Envelope) string { return e.Type() }
+
+// Prefixed returns a Topic that puts prefix before the event type, such as
+// Prefixed("orders.") for subjects orders.OrderPlaced, ….
+func Prefixed(prefix string) Topic {
+	return func(e outbox.Envelope) string { return prefix + e.Type() }
+}
+
+// Message is what a sink publishes for one event.
+type Message struct {
+	// ID is the event id: the broker's message id, for its deduplication.
+	ID string
+	// Topic is where the message goes.
+	Topic string
+	// Key is the partitioning key: the aggregate id, so that the events of
+	// one aggregate stay in one partition and in order ("" without one).
+	Key string
+	// Headers are the envelope's headers plus the outbox metadata headers.
+	Headers map[string]string
+	// Payload is the event's payload, byte for byte.
+	Payload []byte
+}
+
+// NewMessage builds the message of e for topic (ByEventType when nil).
+func NewMessage(e outbox.Envelope, topic Topic) Message {
+	if topic == nil {
+		topic = ByEventType
+	}
+	h := make(map[string]string, e.NumHeaders()+7)
+	e.RangeHeaders(func(k, v string) { h[k] = v })
+	h[HeaderEventID] = e.ID()
+	h[HeaderEventType] = e.Type()
+	h[HeaderAggregateType] = e.AggregateType()
+	if id := e.AggregateID(); id != "" {
+		h[HeaderAggregateID] = id
+	}
+	if t := e.TenantID(); t != "" {
+		h[HeaderTenantID] = t
+	}
+	if at := e.OccurredAt(); !at.IsZero() {
+		// To the microsecond, the precision every Store keeps: the hot path
+		// hands over the envelope as written, a redelivery the one read back,
+		// and both must carry the same header.
+		h[HeaderOccurredAt] = at.UTC().Truncate(time.Microsecond).Format(time.RFC3339Nano)
+	}
+	if e.PayloadKind() == outbox.PayloadJSON {
+		if _, set := h[HeaderContentType]; !set {
+			h[HeaderContentType] = "application/json"
+		}
+	}
+	return Message{ID: e.ID(), Topic: topic(e), Key: e.AggregateID(), Headers: h, Payload: e.Payload()}
+}

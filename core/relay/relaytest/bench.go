@@ -1,0 +1,154 @@
+package relaytest
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	outbox "github.com/go-outbox/outbox/core"
+	"github.com/go-outbox/outbox/core/outboxmem"
+	"github.com/go-outbox/outbox/core/relay"
+)
+
+// Bench describes the benchmarks of one sink for RunBench.
+type Bench struct {
+	// NewSink returns a sink on topics of its own and the topic mapping it
+	// was built with.
+	NewSink func(b *testing.B) (outbox.Listener, relay.Topic)
+	// Raw is the baseline: it publishes the messages relay.NewMessage
+	// makes of events with topic, with the sink's broker client and the
+	// same acknowledgement guarantee, collecting the acknowledgements
+	// asynchronously, and returns once every one is in (or the first
+	// error).
+	Raw func(b *testing.B, events []outbox.Envelope, topic relay.Topic) error
+	// Concurrency is how many events the sink publishes at a time: the
+	// goroutines calling Handle, the Client's Workers (default 64).
+	Concurrency int
+}
+
+// RunBench runs three sub-benchmarks of b.N events each and reports
+// events/s: "raw" (Bench.Raw), "sink" (Handle from Concurrency
+// goroutines) and "relay" (a backlog of b.N events in an outbox Client on
+// outboxmem with Concurrency workers and claims of 500, relayed through
+// HandleAll; the time ends when the broker has acknowledged every event).
+func RunBench(b *testing.B, bench Bench) {
+	if bench.Concurrency <= 0 {
+		bench.Concurrency = 64
+	}
+	report := func(b *testing.B) {
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+	}
+	b.Run("raw", func(b *testing.B) {
+		_, topic := bench.NewSink(b)
+		events := benchEvents(b, b.N)
+		b.ResetTimer()
+		if err := bench.Raw(b, events, topic); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		report(b)
+	})
+	b.Run("sink", func(b *testing.B) {
+		sink, _ := bench.NewSink(b)
+		events := benchEvents(b, b.N)
+		next := make(chan outbox.Envelope, len(events))
+		for _, e := range events {
+			next <- e
+		}
+		close(next)
+		errs := make(chan error, bench.Concurrency)
+		var wg sync.WaitGroup
+		b.ResetTimer()
+		for range bench.Concurrency {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for e := range next {
+					if err := sink.Handle(context.Background(), e); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		b.StopTimer()
+		close(errs)
+		if err := <-errs; err != nil {
+			b.Fatal(err)
+		}
+		report(b)
+	})
+	b.Run("relay", func(b *testing.B) {
+		sink, _ := bench.NewSink(b)
+		store := outboxmem.New()
+		client, err := outbox.New(outbox.Config{
+			Store: store, TxContext: store, Workers: bench.Concurrency, PollInterval: 10 * time.Millisecond, PollBatchSize: 500,
+			Logger: slog.New(slog.DiscardHandler),
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		// Counts the events the broker acknowledged: their DONE follows
+		// within the Client's ack interval.
+		var relayed atomic.Int64
+		all := make(chan struct{})
+		counted := outbox.ListenerFunc(func(ctx context.Context, e outbox.Envelope) error {
+			err := sink.Handle(ctx, e)
+			if err == nil && relayed.Add(1) == int64(b.N) {
+				close(all)
+			}
+			return err
+		})
+		if err := client.HandleAll(counted); err != nil {
+			b.Fatal(err)
+		}
+		// Written before Start: a backlog the poller claims.
+		for batch := range slices.Chunk(benchEvents(b, b.N), 500) {
+			err := store.InTx(context.Background(), func(ctx context.Context) error {
+				_, err := client.Write(ctx, batch...)
+				return err
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ResetTimer()
+		if err := client.Start(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		select {
+		case <-all:
+		case <-time.After(10 * time.Minute):
+			b.Fatalf("%d of %d events relayed after 10 minutes", relayed.Load(), b.N)
+		}
+		b.StopTimer()
+		if err := client.Close(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		report(b)
+	})
+}
+
+// benchEvents returns n small JSON events on 64 aggregates.
+func benchEvents(b *testing.B, n int) []outbox.Envelope {
+	b.Helper()
+	types := EventTypes()
+	events := make([]outbox.Envelope, n)
+	for i := range events {
+		e, err := outbox.NewEnvelope(outbox.EventName(types[i%len(types)]),
+			outbox.WithAggregate(outbox.AggregateName("Order"), fmt.Sprintf("o-%d", i%64)),
+			outbox.WithHeader("traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"),
+			outbox.WithJSON(fmt.Appendf(nil, `{"n":%d,"total":1200}`, i)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		events[i] = e
+	}
+	return events
+}

@@ -1,0 +1,163 @@
+package sqlstore
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	outbox "github.com/go-outbox/outbox/core"
+)
+
+// DefaultInboxTable is the inbox table's name unless NewInbox is given
+// another.
+const DefaultInboxTable = "outbox_inbox"
+
+// MaxInboxIDLen is the longest event id, in bytes, an inbox table holds.
+const MaxInboxIDLen = 255
+
+// Inbox is a consumer inbox table: the ids of the events a consumer has
+// processed, each with the time it was processed. Record adds an id in the
+// consumer's transaction and reports whether it was new; Purge forgets ids
+// processed before a cutoff. Package inbox builds the consumer's API on it;
+// most users never use it directly.
+//
+// The table lives in the database of a Store and is reached through that
+// Store's pool and dialect; the Store's own table plays no part. Its DDL
+// is embedded per dialect (schema/inbox_<dialect>.sql). An Inbox is safe
+// for concurrent use.
+type Inbox struct {
+	// tab is the inbox table seen as a Store without statements: its pool,
+	// dialect, name, DDL and index names, for what Store does with any
+	// table (Migrate's index check, explaining a missing table).
+	tab *Store
+	// record inserts an id, skipping an existing one without failing the
+	// statement where the dialect can (see dialect.onConflict); forget
+	// deletes one id; purge deletes the oldest ids before a cutoff.
+	record, forget, purge string
+}
+
+// NewInbox returns the inbox table named table (DefaultInboxTable when
+// empty; validated like the outbox table's, see ValidateTableName) in the
+// database of s. It does not touch the database: Migrate creates the
+// table. Errors wrap outbox.ErrInvalidConfig.
+func NewInbox(s *Store, table string) (*Inbox, error) {
+	if s == nil {
+		return nil, fmt.Errorf("%w: sqlstore: NewInbox needs the Store of the consumer's database", outbox.ErrInvalidConfig)
+	}
+	if table == "" {
+		table = DefaultInboxTable
+	}
+	if err := ValidateTableName(table); err != nil {
+		return nil, err
+	}
+	if strings.EqualFold(table, s.table) {
+		return nil, fmt.Errorf("%w: sqlstore: the inbox needs a table of its own, not the outbox table %s", outbox.ErrInvalidConfig, s.table)
+	}
+	// The inbox DDL of the dialect, rendered like the outbox's.
+	d := *s.d
+	d.schemaFile = "schema/inbox_" + s.d.name + ".sql"
+	schema, err := renderSchema(&d, table)
+	if err != nil {
+		return nil, err
+	}
+	indexes, err := checkIdentifiers(s.d, table, schema)
+	if err != nil {
+		return nil, err
+	}
+	i := &Inbox{tab: &Store{db: s.db, d: s.d, table: table, schema: schema, indexes: indexes}}
+	i.record = s.d.rebind("INSERT INTO "+table+" (event_id, processed_at) VALUES (?, ?)"+s.d.onConflict, 1)
+	i.forget = s.d.rebind("DELETE FROM "+table+" WHERE event_id = ?", 1)
+	i.purge = inboxPurgeSQL(s.d, table)
+	return i, nil
+}
+
+// inboxPurgeSQL returns the statement that deletes the ids processed
+// before a cutoff, oldest first, at most a limit: its arguments are the
+// cutoff and the limit.
+func inboxPurgeSQL(d *dialect, table string) string {
+	if d == mysqlDialect {
+		// MySQL cannot LIMIT a subquery of IN, but limits a DELETE itself.
+		return "DELETE FROM " + table + " WHERE processed_at < ? ORDER BY processed_at LIMIT ?"
+	}
+	return d.rebind("DELETE FROM "+table+" WHERE "+d.inSubquery("SELECT event_id FROM "+table+
+		" WHERE processed_at < ? ORDER BY processed_at LIMIT ?"), 1)
+}
+
+// Table returns the inbox table's name.
+func (i *Inbox) Table() string { return i.tab.table }
+
+// Dialect returns the inbox table's dialect.
+func (i *Inbox) Dialect() Dialect { return i.tab.d }
+
+// Schema returns the DDL statements that create the inbox table and its
+// index (idempotent: CREATE … IF NOT EXISTS), without trailing semicolons,
+// for users who run migrations with their own tools.
+func (i *Inbox) Schema() []string { return append([]string(nil), i.tab.schema...) }
+
+// Migrate creates the inbox table and its index if they do not exist, on
+// the pool, then checks in the database's catalog that the index exists.
+// It is safe to run at every start.
+func (i *Inbox) Migrate(ctx context.Context) error {
+	for _, stmt := range i.tab.schema {
+		if _, err := i.tab.db.Exec(ctx, stmt); err != nil {
+			return fmt.Errorf("sqlstore: migrate inbox %s: %w", i.tab.table, err)
+		}
+	}
+	missing, err := i.tab.missingIndexes(ctx)
+	if err != nil {
+		return fmt.Errorf("sqlstore: migrate inbox %s: list its indexes: %w", i.tab.table, err)
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("sqlstore: migrate inbox %s: index %s missing after CREATE INDEX IF NOT EXISTS (an index of that name on another table?)",
+			i.tab.table, strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+// Record adds id, processed at now, to the inbox through c — the
+// consumer's transaction — and reports whether it was new. An id recorded
+// already (committed, or written earlier in the same transaction) returns
+// false and leaves the transaction usable on every database. While another
+// transaction holds the same uncommitted id, Record waits for it to end:
+// its commit makes the id a duplicate, its rollback makes it new. id must
+// be 1 to MaxInboxIDLen bytes long.
+func (i *Inbox) Record(ctx context.Context, c Conn, id string, now time.Time) (bool, error) {
+	args := []any{id, i.tab.t(now)}
+	if i.tab.d.onConflict != "" {
+		written, err := i.tab.insertReturning(ctx, c, i.record, args)
+		if err != nil {
+			return false, fmt.Errorf("sqlstore: inbox %s: record %s: %w", i.tab.table, id, i.tab.explain(err))
+		}
+		return len(written) > 0, nil
+	}
+	if _, err := c.Exec(ctx, i.record, args...); err != nil {
+		if i.tab.d.uniqueViolation(err) { // the statement alone was rolled back
+			return false, nil
+		}
+		return false, fmt.Errorf("sqlstore: inbox %s: record %s: %w", i.tab.table, id, i.tab.explain(err))
+	}
+	return true, nil
+}
+
+// Forget deletes id from the inbox through c, the transaction that
+// recorded it, so that a later delivery of the event is new again.
+func (i *Inbox) Forget(ctx context.Context, c Conn, id string) error {
+	if _, err := c.Exec(ctx, i.forget, id); err != nil {
+		return fmt.Errorf("sqlstore: inbox %s: forget %s: %w", i.tab.table, id, i.tab.explain(err))
+	}
+	return nil
+}
+
+// Purge deletes at most limit ids processed before before, oldest first,
+// on the pool, and returns how many.
+func (i *Inbox) Purge(ctx context.Context, before time.Time, limit int) (int64, error) {
+	if limit <= 0 {
+		return 0, nil
+	}
+	n, err := i.tab.db.Exec(ctx, i.purge, i.tab.t(before), limit)
+	if err != nil {
+		return 0, fmt.Errorf("sqlstore: purge inbox %s: %w", i.tab.table, i.tab.explain(err))
+	}
+	return n, nil
+}
