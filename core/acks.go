@@ -5,14 +5,33 @@ import (
 	"time"
 )
 
+// maxAckGrowth bounds a DONE update at this many times AckBatchSize.
+const maxAckGrowth = 8
+
 // ackLoop batches DONE updates: a batch is written when full or AckInterval
-// after its first id, and once more on Close.
+// after its first id, and once more on Close. A batch also takes the acks
+// that are waiting when it is written (up to maxAckGrowth batches): while
+// the database is slow (SQLite's write lock), fewer, larger updates keep up
+// with the workers.
 func (d *Dispatcher) ackLoop() {
 	defer close(d.ackDone)
-	batch := make([]string, 0, d.cfg.AckBatchSize)
+	limit := d.cfg.AckBatchSize * maxAckGrowth
+	batch := make([]*hold, 0, d.cfg.AckBatchSize)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	flush := func() {
+	drain:
+		for len(batch) < limit {
+			select {
+			case hd, ok := <-d.acks:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, hd)
+			default:
+				break drain
+			}
+		}
 		if len(batch) == 0 {
 			return
 		}
@@ -20,32 +39,29 @@ func (d *Dispatcher) ackLoop() {
 		d.finish(batch...)
 		batch = batch[:0]
 	}
+	// flushAll writes every ack that is waiting.
+	flushAll := func() {
+		for flush(); len(d.acks) > 0; {
+			flush()
+		}
+	}
 	for {
 		select {
 		case done := <-d.flushNow:
-			// Take what is waiting in the channel too: those deliveries
-			// ended before the request.
-		drain:
-			for {
-				select {
-				case id := <-d.acks:
-					batch = append(batch, id)
-				default:
-					break drain
-				}
-			}
+			// flush takes what is waiting in the channel too: those
+			// deliveries ended before the request.
 			timer.Stop()
-			flush()
+			flushAll()
 			close(done)
-		case id, ok := <-d.acks:
+		case hd, ok := <-d.acks:
 			if !ok {
-				flush()
+				flushAll()
 				return
 			}
 			if len(batch) == 0 {
 				timer.Reset(d.cfg.AckInterval)
 			}
-			batch = append(batch, id)
+			batch = append(batch, hd)
 			if len(batch) >= d.cfg.AckBatchSize {
 				timer.Stop()
 				flush()
@@ -58,7 +74,11 @@ func (d *Dispatcher) ackLoop() {
 
 // flushAcks writes one batch, retrying database errors (storeRetry). If it
 // still fails the rows stay claimed by this owner and are delivered again.
-func (d *Dispatcher) flushAcks(ids []string) {
+func (d *Dispatcher) flushAcks(batch []*hold) {
+	ids := make([]string, len(batch))
+	for i, hd := range batch {
+		ids[i] = hd.id
+	}
 	var n int64
 	err := storeRetry(context.Background(), func(ctx context.Context) (err error) {
 		n, err = d.cfg.Store.MarkDone(ctx, d.owner, ids, utcNow(d.clock))
@@ -71,6 +91,12 @@ func (d *Dispatcher) flushAcks(ids []string) {
 	if stale := len(ids) - int(n); stale > 0 {
 		d.metrics.StaleUpdates(stale)
 		d.log.Warn("outbox: some DONE updates found their claim taken over", "stale", stale, "batch", len(ids))
+	}
+	for _, hd := range batch {
+		if hd.ordered { // the next event of its key may go out now
+			d.wakePoller()
+			break
+		}
 	}
 }
 

@@ -60,7 +60,9 @@ type Config struct {
 	// must be unique per process start.
 	Owner string
 	// Lease is how long a claim protects a row from other instances
-	// (default 5m). Keep it above the slowest listener run.
+	// without being renewed (default 15s). A heartbeat renews the claims of
+	// the events this process holds every Lease/3, so a crashed instance's
+	// events are taken over about one Lease after the crash.
 	Lease time.Duration
 
 	// Workers is the number of concurrent deliveries (default 4).
@@ -76,8 +78,10 @@ type Config struct {
 	// Interceptors run around every delivery.
 	Interceptors []Interceptor
 	// ListenerTimeout bounds one delivery: the listener's context is
-	// cancelled then and the delivery counts as failed (default Lease/2;
-	// it must be shorter than Lease).
+	// cancelled then and the delivery counts as failed (default 30s). Its
+	// claim is renewed until then, so it may exceed Lease; past it the
+	// claim lapses and a listener that hangs loses the event to a
+	// take-over.
 	ListenerTimeout time.Duration
 	// DrainTimeout bounds how long Close delivers what is queued (default 5s).
 	DrainTimeout time.Duration
@@ -109,6 +113,32 @@ type Config struct {
 	// Hooks shape writes and observe commits (see WriterHook).
 	Hooks []WriterHook
 
+	// Ordered delivers the events that share an ordering key (by default
+	// their aggregate type and id, see Envelope.OrderingKey and
+	// WithOrderingKey) one at a time, in the order they were written: a
+	// listener is never started for an event while an earlier event of its
+	// key is not DONE — in this process or any other, through the hot path
+	// or a poller. Keys run in parallel; events without a key are not
+	// ordered. "Earlier" is the table's insertion sequence (Record.Seq),
+	// which is the commit order when the transactions that write the
+	// events of one key are serialized, for example because each updates
+	// the aggregate's row before it writes its events. A failing event is
+	// retried as usual while the rest of its key waits; DeadPolicy says
+	// what happens once it is DEAD. Delayed events and RetryAfter hold
+	// back the rest of their key until they are delivered. Every Client
+	// that delivers from one table must agree: a Client without Ordered
+	// writes no ordering keys and never claims an event written with one
+	// (default false: no ordering, and no cost). See docs/guarantees.md.
+	Ordered bool
+	// DeadPolicy says what an ordered event that ends in DEAD does to the
+	// later events of its key (default DeadBlocksKey: they wait until it is
+	// replayed or skipped).
+	DeadPolicy DeadPolicy
+	// EnvelopeOptions, if set, gives options that WriteFrom adds to every
+	// envelope it builds from a domain event, drawn from the writer's
+	// context: headers (a trace id, the operator), the tenant.
+	EnvelopeOptions func(ctx context.Context) []EnvelopeOption
+
 	// Clock, Logger and Metrics are shared by every part (defaults
 	// SystemClock, slog.Default() and no-op metrics).
 	Clock   Clock
@@ -126,13 +156,14 @@ type Config struct {
 // Register listeners with Handle or Register, call Start, write with Write,
 // and Close on shutdown. A Client is safe for concurrent use.
 type Client struct {
-	cfg      Config
-	registry Registry
-	writer   *Writer
-	d        *Dispatcher
-	poller   *poller
-	purge    *PurgeScheduler
-	dead     *DeadEvents
+	cfg        Config
+	registry   Registry
+	eventTypes sync.Map // reflect.Type -> eventTypeName, see RegisterEventType
+	writer     *Writer
+	d          *Dispatcher
+	poller     *poller
+	purge      *PurgeScheduler
+	dead       *DeadEvents
 
 	mu      sync.Mutex
 	started bool
@@ -147,6 +178,9 @@ func New(cfg Config) (*Client, error) {
 	}
 	if cfg.Mode < ModeFull || cfg.Mode > ModeHotPathOnly {
 		return nil, configErr("unknown mode %d", int(cfg.Mode))
+	}
+	if cfg.DeadPolicy != DeadBlocksKey && cfg.DeadPolicy != DeadSkipsKey {
+		return nil, configErr("unknown DeadPolicy %d", int(cfg.DeadPolicy))
 	}
 	if cfg.TxContext == nil && cfg.Mode != ModePollerOnly {
 		return nil, configErr("client needs a TxContext to write (or Mode: ModePollerOnly)")
@@ -185,11 +219,12 @@ func New(cfg Config) (*Client, error) {
 			HotQueueSize: cfg.HotQueueSize, ColdQueueSize: cfg.ColdQueueSize, MaxAttempts: cfg.MaxAttempts,
 			RetryPolicy: cfg.RetryPolicy, Interceptors: cfg.Interceptors, DrainTimeout: cfg.DrainTimeout,
 			Lease: cfg.Lease, ListenerTimeout: cfg.ListenerTimeout, AckBatchSize: cfg.AckBatchSize, AckInterval: cfg.AckInterval,
-			Metrics: cfg.Metrics, Logger: cfg.Logger, Clock: cfg.Clock,
+			Ordered: cfg.Ordered, DeadPolicy: cfg.DeadPolicy, Metrics: cfg.Metrics, Logger: cfg.Logger, Clock: cfg.Clock,
 		})
 		if err != nil {
 			return nil, err
 		}
+		c.dead.wake = c.d.wakePoller
 	}
 	if cfg.Mode == ModeFull || cfg.Mode == ModePollerOnly {
 		c.poller, err = newPoller(pollerConfig{Dispatcher: c.d, Interval: cfg.PollInterval, BatchSize: cfg.PollBatchSize,
@@ -211,7 +246,7 @@ func New(cfg Config) (*Client, error) {
 			hot = nil
 		}
 		c.writer, err = NewWriter(WriterConfig{TxContext: cfg.TxContext, Store: cfg.Store, Dispatcher: hot,
-			Hooks: cfg.Hooks, Clock: cfg.Clock, Logger: cfg.Logger})
+			Hooks: cfg.Hooks, Ordered: cfg.Ordered, Clock: cfg.Clock, Logger: cfg.Logger})
 		if err != nil {
 			return nil, err
 		}
@@ -232,6 +267,11 @@ func (c *Client) Handle(et EventType, fn func(ctx context.Context, e Envelope) e
 func (c *Client) Register(at AggregateType, et EventType, l Listener) error {
 	return c.registry.Register(at, et, l)
 }
+
+// HandleAll routes every event that no Handle or Register route matches to
+// l, for example a broker relay (see the relay package). Specific routes
+// win over it; a second catch-all fails with ErrDuplicateListener.
+func (c *Client) HandleAll(l Listener) error { return c.registry.HandleAll(l) }
 
 // Write inserts events in the transaction carried by ctx and returns their
 // ids. With no transaction in ctx it fails with an error wrapping
@@ -316,7 +356,8 @@ func (c *Client) Get(ctx context.Context, id string) (Record, error) {
 	return c.cfg.Store.Get(ctx, id)
 }
 
-// Stats counts the table's events by status and finds the oldest pending one.
+// Stats counts the table's events by status and finds the oldest pending
+// one and the keys blocked by a DEAD event (see Stats.BlockedKeys).
 func (c *Client) Stats(ctx context.Context) (Stats, error) { return c.cfg.Store.Stats(ctx) }
 
 // PollOnce claims one batch and queues it for delivery, as the poller does

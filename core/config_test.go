@@ -105,11 +105,11 @@ func TestConfigDefaults(t *testing.T) {
 	c := d.cfg
 	if c.Workers != DefaultWorkers || c.HotQueueSize != DefaultQueueSize || c.ColdQueueSize != DefaultQueueSize ||
 		c.MaxAttempts != DefaultMaxAttempts || c.DrainTimeout != DefaultDrainTimeout ||
-		c.AckBatchSize != DefaultAckBatchSize || c.AckInterval != DefaultAckInterval || c.Lease != DefaultLease {
+		c.AckBatchSize != DefaultAckBatchSize || c.AckInterval != DefaultAckInterval || c.Lease != DefaultLease || c.ListenerTimeout != DefaultListenerTimeout {
 		t.Errorf("dispatcher defaults = %+v", c)
 	}
 	if DefaultWorkers != 4 || DefaultQueueSize != 1000 || DefaultMaxAttempts != 10 || DefaultDrainTimeout != 5*time.Second ||
-		DefaultLease != 5*time.Minute {
+		DefaultLease != 15*time.Second || DefaultListenerTimeout != 30*time.Second {
 		t.Error("dispatcher defaults differ from the specification")
 	}
 	if cap(d.hot) != 1000 || cap(d.cold) != 1000 {
@@ -126,15 +126,8 @@ func TestConfigDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.cfg.Interval != 5*time.Second || p.cfg.BatchSize != 50 || p.ownReclaim != time.Second || p.cfg.MaxBackoff != time.Minute {
-		t.Errorf("poller defaults = %+v, own reclaim after %v", p.cfg, p.ownReclaim)
-	}
-	p, err = newPoller(pollerConfig{Dispatcher: d, Interval: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p.ownReclaim != 200*time.Millisecond {
-		t.Errorf("own reclaim after %v, want at most the interval", p.ownReclaim)
+	if p.cfg.Interval != 5*time.Second || p.cfg.BatchSize != 50 || p.cfg.MaxBackoff != time.Minute {
+		t.Errorf("poller defaults = %+v", p.cfg)
 	}
 
 	s, err := NewPurgeScheduler(PurgeConfig{Purger: st})
@@ -208,7 +201,7 @@ func TestClientAssembly(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.Owner() != "node-1" || c.d.cfg.Lease != time.Minute || c.d.cfg.Workers != 3 || cap(c.d.hot) != 5 || cap(c.d.cold) != 7 ||
-		c.d.cfg.MaxAttempts != 2 || c.poller.cfg.Interval != 100*time.Millisecond || c.poller.ownReclaim != 100*time.Millisecond ||
+		c.d.cfg.MaxAttempts != 2 || c.poller.cfg.Interval != 100*time.Millisecond ||
 		c.poller.cfg.BatchSize != 9 || c.poller.cfg.SkipRecent != time.Second || c.poller.cfg.MaxBackoff != 2*time.Second ||
 		c.purge.cfg.Retention != time.Hour || c.purge.cfg.Interval != time.Minute || c.purge.cfg.BatchSize != 11 {
 		t.Errorf("settings did not reach the parts: dispatcher %+v, poller %+v, purge %+v", c.d.cfg, c.poller.cfg, c.purge.cfg)

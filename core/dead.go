@@ -10,6 +10,9 @@ import (
 type DeadEvents struct {
 	store Store
 	clock Clock
+	// wake, if set, tells the Client's poller that replayed or skipped
+	// events may let others go out.
+	wake func()
 }
 
 // newDeadEvents returns a DeadEvents working on store. A nil clock means
@@ -18,12 +21,19 @@ func newDeadEvents(store Store, clock Clock) *DeadEvents {
 	return &DeadEvents{store: store, clock: clockOr(clock)}
 }
 
+func (d *DeadEvents) woke(n int64) {
+	if n > 0 && d.wake != nil {
+		d.wake()
+	}
+}
+
 func deadOnly(q Query) Query {
 	q.Statuses = []Status{StatusDead}
 	return q
 }
 
 // List returns DEAD events matching q (its Statuses are ignored), by id.
+// With q.Blocking, only those that hold back their ordering key.
 func (d *DeadEvents) List(ctx context.Context, q Query) ([]Record, error) {
 	return d.store.List(ctx, deadOnly(q))
 }
@@ -34,7 +44,9 @@ func (d *DeadEvents) Count(ctx context.Context, q Query) (int64, error) {
 }
 
 // Replay makes one DEAD event pending again, with zero attempts. It fails
-// with ErrNotFound if id is not a DEAD event.
+// with ErrNotFound if id is not a DEAD event. An ordered event keeps its
+// place: under DeadBlocksKey it is delivered before the events of its key
+// that waited for it.
 func (d *DeadEvents) Replay(ctx context.Context, id string) error {
 	n, err := d.store.Replay(ctx, []string{id}, utcNow(d.clock))
 	if err != nil {
@@ -43,7 +55,40 @@ func (d *DeadEvents) Replay(ctx context.Context, id string) error {
 	if n == 0 {
 		return fmt.Errorf("%w: no DEAD event with id %s", ErrNotFound, id)
 	}
+	d.woke(n)
 	return nil
+}
+
+// Skip gives up one DEAD event for good without deleting it: it becomes
+// DONE, undelivered, with SkipNote and reason as its last error, so that
+// the events of its ordering key that waited for it go on. It fails with
+// ErrNotFound if id is not a DEAD event.
+func (d *DeadEvents) Skip(ctx context.Context, id, reason string) error {
+	note := SkipNote
+	if reason != "" {
+		note += ": " + reason
+	}
+	n, err := d.store.Skip(ctx, []string{id}, utcNow(d.clock), TruncateError(note))
+	if err != nil {
+		return fmt.Errorf("outbox: skip %s: %w", id, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("%w: no DEAD event with id %s", ErrNotFound, id)
+	}
+	d.woke(n)
+	return nil
+}
+
+// Delete removes DEAD events for good and returns how many it removed; an
+// id that is not a DEAD event is left alone (and not counted). Like Skip,
+// it lets the ordered events that waited for them go on.
+func (d *DeadEvents) Delete(ctx context.Context, ids ...string) (int64, error) {
+	n, err := d.store.Delete(ctx, ids)
+	if err != nil {
+		return n, fmt.Errorf("outbox: delete dead events: %w", err)
+	}
+	d.woke(n)
+	return n, nil
 }
 
 // ReplayAll replays every DEAD event matching q, batchSize at a time
@@ -68,6 +113,7 @@ func (d *DeadEvents) ReplayAll(ctx context.Context, q Query) (int64, error) {
 		}
 		n, err := d.store.Replay(ctx, ids, utcNow(d.clock))
 		total += n
+		d.woke(n)
 		if err != nil {
 			return total, fmt.Errorf("outbox: replay all: %w", err)
 		}

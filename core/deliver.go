@@ -18,6 +18,9 @@ func (d *Dispatcher) deliver(ctx context.Context, q queued) {
 	if q.charged {
 		attempt, count = q.attempts, false
 	}
+	// Past its timeout the claim is no longer renewed: a listener that
+	// ignores its context and hangs loses the event to a take-over.
+	d.holds.start(q.hold, utcNow(d.clock).Add(d.cfg.ListenerTimeout))
 	lctx, cancel := context.WithTimeout(context.WithValue(ctx, attemptKey{}, attempt), d.cfg.ListenerTimeout)
 	// A listener that returns an error after its timeout failed (its
 	// error wraps context.DeadlineExceeded); one that succeeds late did its
@@ -26,10 +29,13 @@ func (d *Dispatcher) deliver(ctx context.Context, q queued) {
 	cancel()
 	if err == nil {
 		d.metrics.DispatchSuccess()
-		d.acks <- e.ID() // released from in-flight once the ack is written
+		d.acks <- q.hold // released once the ack is written
 		return
 	}
-	defer d.finish(e.ID())
+	// Let go of the event before its outcome is stored: once it is, a
+	// claim may hand the event (pending again) right back to this process,
+	// and it must be taken then, not turned away as still held.
+	d.finish(q.hold)
 	now := utcNow(d.clock)
 	var ra *RetryAfterError
 	switch {
@@ -45,6 +51,7 @@ func (d *Dispatcher) deliver(ctx context.Context, q queued) {
 		d.record(ctx, e, "dead", func(ctx context.Context) (bool, error) {
 			return d.cfg.Store.MarkDead(ctx, Outcome{Owner: d.owner, ID: e.ID(), At: now, Error: err.Error()})
 		})
+		d.deadEnds(e)
 	case errors.As(err, &ra):
 		d.log.Debug("outbox: listener asked for a retry", "event_id", e.ID(), "delay", ra.Delay)
 		d.record(ctx, e, "retry", func(ctx context.Context) (bool, error) {
@@ -56,6 +63,7 @@ func (d *Dispatcher) deliver(ctx context.Context, q queued) {
 		d.record(ctx, e, "dead", func(ctx context.Context) (bool, error) {
 			return d.cfg.Store.MarkDead(ctx, Outcome{Owner: d.owner, ID: e.ID(), At: now, Error: TruncateError(err.Error()), CountAttempt: count})
 		})
+		d.deadEnds(e)
 	default:
 		d.metrics.DispatchFailure()
 		delay := d.cfg.RetryPolicy.Delay(attempt)
@@ -64,6 +72,22 @@ func (d *Dispatcher) deliver(ctx context.Context, q queued) {
 			return d.cfg.Store.MarkRetry(ctx, Outcome{Owner: d.owner, ID: e.ID(), At: now.Add(delay), Error: TruncateError(err.Error()), CountAttempt: count})
 		})
 	}
+	if e.Ordered() {
+		// Its key waits for it again (a retry is due later), or goes on: a
+		// poll sees which, and claims the next head of its key if it may.
+		d.wakePoller()
+	}
+}
+
+// deadEnds reports an ordered event that went DEAD: under DeadBlocksKey
+// the later events of its key wait for it from now on.
+func (d *Dispatcher) deadEnds(e Envelope) {
+	if !e.Ordered() || d.cfg.DeadPolicy != DeadBlocksKey {
+		return
+	}
+	d.metrics.KeyBlocked()
+	d.log.Error("outbox: ordering key blocked by a DEAD event: its later events wait until it is replayed or skipped (Client.Dead)",
+		"ordering_key", e.OrderingKey(), "event_id", e.ID(), "event_type", e.Type())
 }
 
 // record writes a RETRY, DEAD or release outcome, retrying database errors.

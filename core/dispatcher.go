@@ -14,18 +14,21 @@ import (
 
 // Dispatcher defaults (the reference specification's values).
 const (
-	DefaultWorkers       = 4
-	DefaultQueueSize     = 1000
-	DefaultMaxAttempts   = 10
-	DefaultDrainTimeout  = 5 * time.Second
-	DefaultLease         = 5 * time.Minute
-	DefaultAckBatchSize  = 256
-	DefaultAckInterval   = 5 * time.Millisecond
-	releaseTimeoutOnStop = 5 * time.Second
-	closeGrace           = time.Second
-	maxOwnerLen          = 128 // the width of the locked_by column
-	suspectQueueSize     = 64  // events waiting for the suspect lane
-	suspectLaneAttempts  = 2   // attempts after which a taken-over event runs alone
+	DefaultWorkers      = 4
+	DefaultQueueSize    = 1000
+	DefaultMaxAttempts  = 10
+	DefaultDrainTimeout = 5 * time.Second
+	DefaultLease        = 15 * time.Second
+	// DefaultListenerTimeout bounds one delivery unless ListenerTimeout
+	// sets another bound.
+	DefaultListenerTimeout = 30 * time.Second
+	DefaultAckBatchSize    = 256
+	DefaultAckInterval     = 5 * time.Millisecond
+	releaseTimeoutOnStop   = 5 * time.Second
+	closeGrace             = time.Second
+	maxOwnerLen            = 128 // the width of the locked_by column
+	suspectQueueSize       = 64  // events waiting for the suspect lane
+	suspectLaneAttempts    = 2   // attempts after which a taken-over event runs alone
 )
 
 // DispatcherConfig configures a Dispatcher. Zero values take the documented
@@ -53,20 +56,32 @@ type DispatcherConfig struct {
 	// DrainTimeout bounds how long Close delivers what is queued (default 5s).
 	DrainTimeout time.Duration
 	// Lease is how long a claim protects a row from other instances
-	// (default 5m): pollers claim with it, and the dispatcher does not start
-	// an event whose claim is older (it was queued too long and may have
-	// been claimed elsewhere). It must exceed the longest listener run.
+	// without being renewed (default 15s). A heartbeat renews the claims of
+	// every event the dispatcher holds (queued, or delivering within its
+	// ListenerTimeout) every Lease/3, in one batched update: a crashed
+	// instance's events are taken over about one Lease after the crash,
+	// however long listeners run. The dispatcher does not start an event
+	// whose claim was last renewed more than Lease ago (renewals failed: it
+	// may have been claimed elsewhere).
 	Lease time.Duration
-	// ListenerTimeout bounds one delivery: the listener's context is
-	// cancelled then, and the error it returns counts as a failed attempt
-	// (default Lease/2; it must be shorter than Lease, or an event whose
-	// listener outlives its lease is delivered twice).
+	// ListenerTimeout bounds one delivery (default 30s): the listener's
+	// context is cancelled then, and the error it returns counts as a
+	// failed attempt. A listener that ignores its context and does not
+	// return keeps its worker, but its claim is no longer renewed: the
+	// event is taken over about one Lease later and its attempt counted.
 	ListenerTimeout time.Duration
 	// AckBatchSize and AckInterval bound the batching of DONE updates:
 	// a batch is written when it is full or AckInterval after its first id
 	// (defaults 256 and 5ms). A crash before the write means redelivery.
 	AckBatchSize int
 	AckInterval  time.Duration
+	// Ordered claims ordered events (see Config.Ordered) only as the first
+	// of their key that is not DONE, and wakes the poller when one ends, so
+	// that the next event of its key goes out at once. DeadPolicy says what
+	// an ordered event that ends in DEAD does to its key (default
+	// DeadBlocksKey).
+	Ordered    bool
+	DeadPolicy DeadPolicy
 	// Metrics, Logger and Clock default to no-op metrics, slog.Default() and SystemClock.
 	Metrics Metrics
 	Logger  *slog.Logger
@@ -83,24 +98,26 @@ type DispatcherConfig struct {
 // outcomes; acks.go batches DONE updates; hotpath.go takes committed events
 // from the Writer.
 type Dispatcher struct {
-	cfg      DispatcherConfig
-	owner    string
-	log      *slog.Logger
-	metrics  Metrics
-	clock    Clock
-	inflight inFlightTracker
+	cfg     DispatcherConfig
+	owner   string
+	log     *slog.Logger
+	metrics Metrics
+	clock   Clock
+	holds   *holds
 
 	hot, cold chan queued
 	turn      atomic.Uint32
-	finished  recentSet // ids whose outcome was just stored
-	acks      chan string
+	acks      chan *hold         // deliveries that succeeded, for ackLoop
 	flushNow  chan chan struct{} // see flushAcksNow
 	// suspects holds events taken over again and again (a suspect that
 	// has used suspectLaneAttempts): one goroutine delivers them one at a
 	// time. Others run on the workers: a SIGKILL of a healthy process
 	// leaves many first-time suspects, and they must not queue up here.
 	suspects chan queued
-	dropped  chan struct{}
+	// wake tells the poller that events wait in the table for its next
+	// poll: the hot path refused them, or an ordered event ended and the
+	// next of its key may go out.
+	wake chan struct{}
 
 	mu       sync.RWMutex // guards closed against concurrent enqueues
 	closed   bool
@@ -117,7 +134,7 @@ type Dispatcher struct {
 type queued struct {
 	env      Envelope
 	attempts int
-	claimed  time.Time // when this process's claim on the row began (about)
+	hold     *hold
 	// suspect: the claim was taken over from an owner that stored no
 	// outcome (ErrClaimExpired); this delivery may end the same way, so its
 	// attempt is counted before it starts (charged).
@@ -149,6 +166,9 @@ func NewDispatcher(cfg DispatcherConfig) (*Dispatcher, error) {
 	if cfg.DrainTimeout < 0 || cfg.AckInterval < 0 || cfg.Lease < 0 || cfg.ListenerTimeout < 0 {
 		return nil, configErr("dispatcher durations must not be negative")
 	}
+	if cfg.DeadPolicy != DeadBlocksKey && cfg.DeadPolicy != DeadSkipsKey {
+		return nil, configErr("unknown dead policy %d", int(cfg.DeadPolicy))
+	}
 	if len(cfg.Owner) > maxOwnerLen {
 		return nil, configErr("dispatcher owner id longer than %d characters", maxOwnerLen)
 	}
@@ -160,10 +180,7 @@ func NewDispatcher(cfg DispatcherConfig) (*Dispatcher, error) {
 	setDefault(&cfg.DrainTimeout, DefaultDrainTimeout)
 	setDefault(&cfg.AckInterval, DefaultAckInterval)
 	setDefault(&cfg.Lease, DefaultLease)
-	setDefault(&cfg.ListenerTimeout, cfg.Lease/2)
-	if cfg.ListenerTimeout >= cfg.Lease {
-		return nil, configErr("dispatcher ListenerTimeout (%s) must be shorter than Lease (%s)", cfg.ListenerTimeout, cfg.Lease)
-	}
+	setDefault(&cfg.ListenerTimeout, DefaultListenerTimeout)
 	if cfg.Owner == "" {
 		cfg.Owner = NewOwnerID()
 	}
@@ -173,10 +190,14 @@ func NewDispatcher(cfg DispatcherConfig) (*Dispatcher, error) {
 	cfg.Clock = clockOr(cfg.Clock)
 	d := &Dispatcher{
 		cfg: cfg, owner: cfg.Owner, log: loggerOr(cfg.Logger).With("outbox_owner", cfg.Owner),
-		metrics: metricsOr(cfg.Metrics), clock: cfg.Clock, inflight: newInFlightTracker(cfg.Lease, cfg.Clock),
+		metrics: metricsOr(cfg.Metrics), clock: cfg.Clock, holds: newHolds(),
 		hot: make(chan queued, cfg.HotQueueSize), cold: make(chan queued, cfg.ColdQueueSize),
 		suspects: make(chan queued, suspectQueueSize),
-		acks:     make(chan string, cfg.AckBatchSize), flushNow: make(chan chan struct{}), dropped: make(chan struct{}, 1),
+		// Room for as many acks as the queues hold: a worker does not wait
+		// for the ack writer while a DONE update waits for the database
+		// (SQLite's write lock), unless that lasts thousands of deliveries.
+		acks:     make(chan *hold, cfg.HotQueueSize+cfg.ColdQueueSize+suspectQueueSize+cfg.Workers+1),
+		flushNow: make(chan chan struct{}), wake: make(chan struct{}, 1),
 		stopping: make(chan struct{}), ackDone: make(chan struct{}),
 	}
 	return d, nil
@@ -206,11 +227,12 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 	}
 	d.started = true
 	d.runCtx, d.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	d.workers.Add(d.cfg.Workers + 1)
+	d.workers.Add(d.cfg.Workers + 2)
 	for range d.cfg.Workers {
 		go d.work()
 	}
 	go d.suspectLane()
+	go d.heartbeat()
 	go d.ackLoop()
 	return nil
 }
@@ -220,7 +242,7 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 // closed, or the event is already held in this process; the event then
 // stays in the table for the poller.
 func (d *Dispatcher) enqueueHot(e Envelope) bool {
-	ok, _ := d.enqueue(d.hot, queued{env: e, claimed: utcNow(d.clock)})
+	ok, _ := d.enqueue(d.hot, queued{env: e}, utcNow(d.clock))
 	if ok {
 		d.metrics.HotEnqueued()
 	}
@@ -235,7 +257,7 @@ func (d *Dispatcher) enqueueCold(r Record) bool {
 	if claimed.IsZero() {
 		claimed = utcNow(d.clock)
 	}
-	item := queued{env: r.Envelope, attempts: r.Attempts, claimed: claimed, suspect: takenOver(r)}
+	item := queued{env: r.Envelope, attempts: r.Attempts, suspect: takenOver(r)}
 	q := d.cold
 	if item.suspect && item.attempts >= suspectLaneAttempts {
 		// Taken over again after attempts that ended no better: it may be
@@ -243,9 +265,9 @@ func (d *Dispatcher) enqueueCold(r Record) bool {
 		// run beside it is not dragged along each time.
 		q = d.suspects
 	}
-	ok, held := d.enqueue(q, item)
+	ok, held := d.enqueue(q, item, claimed)
 	if held {
-		return true // being delivered here already, or just finished (a stale re-claim)
+		return true // being delivered here already: its renewals failed for a lease, and this claim took it back
 	}
 	if ok {
 		d.metrics.ColdEnqueued()
@@ -253,87 +275,38 @@ func (d *Dispatcher) enqueueCold(r Record) bool {
 	return ok
 }
 
-// enqueue holds item's id and queues it without blocking. held reports that
-// the id was already held (see acquire), in which case nothing is queued.
-func (d *Dispatcher) enqueue(q chan queued, item queued) (ok, held bool) {
-	if !d.acquire(item.env.ID()) {
+// enqueue holds item's event, claimed at claimed, and queues it without
+// blocking. held reports that the event was already held (see acquire), in
+// which case nothing is queued.
+func (d *Dispatcher) enqueue(q chan queued, item queued, claimed time.Time) (ok, held bool) {
+	item.hold = d.acquire(item.env.ID(), claimed)
+	if item.hold == nil {
 		return false, true
 	}
+	item.hold.ordered = item.env.Ordered()
 	if !d.send(q, item) {
-		d.inflight.Release(item.env.ID())
+		d.holds.release(item.hold)
 		return false, false
 	}
 	return true, false
 }
 
-// acquire holds id for delivery unless it is in flight or its outcome was
-// stored so recently that a claim may have read the row before that.
-func (d *Dispatcher) acquire(id string) bool {
-	if !d.inflight.TryAcquire(id) {
-		return false
+// acquire holds id for delivery unless it is held already.
+func (d *Dispatcher) acquire(id string, claimed time.Time) *hold {
+	hd, ok := d.holds.acquire(id, claimed, utcNow(d.clock))
+	if !ok {
+		return nil
 	}
-	if d.finished.has(id) {
-		d.inflight.Release(id)
-		return false
-	}
-	return true
+	return hd
 }
 
-// finish releases ids whose outcome is stored, remembering them until two
-// claims have started since: a claim that read the rows just before the
-// update must not deliver them again.
-func (d *Dispatcher) finish(ids ...string) {
-	d.finished.add(ids)
-	for _, id := range ids {
-		d.inflight.Release(id)
+// finish releases holds whose outcome is stored. A claim can give such an
+// event out again only once it is pending and unclaimed (a retry) or its
+// claim expired, so its next delivery is never a stale one.
+func (d *Dispatcher) finish(hs ...*hold) {
+	for _, hd := range hs {
+		d.holds.release(hd)
 	}
-}
-
-// recentSet remembers ids for two generations; a poller starts a new
-// generation before each claim. Until the first generation starts nothing
-// re-claims, so it remembers nothing. A generation is capped: past the cap
-// the oldest ids are forgotten, which at worst allows a duplicate delivery,
-// never a loss.
-type recentSet struct {
-	mu        sync.Mutex
-	enabled   bool
-	cur, prev map[string]struct{}
-}
-
-const recentSetCap = 1 << 16
-
-func (r *recentSet) add(ids []string) {
-	r.mu.Lock()
-	if !r.enabled {
-		r.mu.Unlock()
-		return
-	}
-	if len(r.cur) >= recentSetCap {
-		r.prev, r.cur = r.cur, nil
-	}
-	if r.cur == nil {
-		r.cur = make(map[string]struct{}, len(ids))
-	}
-	for _, id := range ids {
-		r.cur[id] = struct{}{}
-	}
-	r.mu.Unlock()
-}
-
-func (r *recentSet) has(id string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	_, inCur := r.cur[id]
-	_, inPrev := r.prev[id]
-	return inCur || inPrev
-}
-
-// rotate starts a new generation (and, the first time, the remembering).
-func (r *recentSet) rotate() {
-	r.mu.Lock()
-	r.enabled = true
-	r.prev, r.cur = r.cur, nil
-	r.mu.Unlock()
 }
 
 func (d *Dispatcher) send(q chan queued, item queued) bool {
@@ -418,18 +391,60 @@ func (d *Dispatcher) work() {
 // that stored no outcome (see ErrClaimExpired).
 func takenOver(r Record) bool { return r.LastError == ErrClaimExpired.Error() }
 
-// expired reports (and lets go of) an event queued longer than the lease:
-// another instance may have claimed and delivered it by now. It is left to
-// whoever claims it next (possibly this process's own poller) instead of
-// being delivered twice.
+// expired reports (and lets go of) an event whose claim was last renewed
+// more than a lease ago (the heartbeat failed): another instance may have
+// claimed and delivered it by now. It is left to whoever claims it next
+// (possibly this process's own poller) instead of being delivered twice.
 func (d *Dispatcher) expired(q queued) bool {
-	age := utcNow(d.clock).Sub(q.claimed)
+	age := utcNow(d.clock).Sub(d.holds.lastRenewed(q.hold))
 	if age < d.cfg.Lease {
 		return false
 	}
-	d.inflight.Release(q.env.ID())
-	d.log.Info("outbox: claim expired while queued, leaving the event to a new claim", "event_id", q.env.ID(), "queued_for", age)
+	d.holds.release(q.hold)
+	d.log.Info("outbox: claim expired while queued, leaving the event to a new claim", "event_id", q.env.ID(), "unrenewed_for", age)
 	return true
+}
+
+// heartbeat renews the claims of the held events every Lease/3 until
+// Close begins.
+func (d *Dispatcher) heartbeat() {
+	defer d.workers.Done()
+	every := d.cfg.Lease / 3
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			d.renew(every)
+		case <-d.stopping:
+			return
+		case <-d.runCtx.Done():
+			return
+		}
+	}
+}
+
+// renew renews, in one batched update, the claims of the held events
+// that are queued or delivering within their ListenerTimeout.
+func (d *Dispatcher) renew(timeout time.Duration) {
+	now := utcNow(d.clock)
+	hs := d.holds.renewable(now)
+	if len(hs) == 0 {
+		return
+	}
+	ids := make([]string, len(hs))
+	for i, hd := range hs {
+		ids[i] = hd.id
+	}
+	ctx, cancel := context.WithTimeout(d.runCtx, timeout)
+	defer cancel()
+	n, err := d.cfg.Store.Renew(ctx, d.owner, ids, now)
+	if err != nil {
+		d.log.Warn("outbox: could not renew claims; they are taken over if this lasts a lease", "count", len(ids), "error", err)
+		return
+	}
+	d.holds.renewedAt(hs, now)
+	d.log.Debug("outbox: claims renewed", "held", len(ids), "renewed", n)
 }
 
 // suspectLane delivers the events of the suspects queue one at a time.
@@ -465,11 +480,11 @@ func (d *Dispatcher) deliverSuspect(q queued) {
 	})
 	switch {
 	case err != nil:
-		d.inflight.Release(id)
+		d.holds.release(q.hold)
 		d.log.Error("outbox: could not count the attempt of a taken-over event; not starting it", "event_id", id, "error", err)
 		return
 	case !ok:
-		d.inflight.Release(id)
+		d.holds.release(q.hold)
 		d.metrics.StaleUpdates(1)
 		d.log.Warn("outbox: claim was taken over before delivery, not starting it", "event_id", id)
 		return
@@ -538,7 +553,7 @@ func (d *Dispatcher) releaseQueued(ctx context.Context) {
 			select {
 			case item := <-q:
 				ids = append(ids, item.env.ID())
-				d.inflight.Release(item.env.ID())
+				d.holds.release(item.hold)
 			default:
 				break drain
 			}

@@ -57,9 +57,23 @@
 // nothing.
 //
 // Backpressure never fails or blocks a write: when the hot queue is full,
-// the event simply stays in the table for the poller. There is no ordering
-// guarantee, not even per aggregate: events are delivered concurrently and
-// retried independently.
+// the event simply stays in the table for the poller. Events are delivered
+// concurrently and retried independently, in no particular order — unless
+// Config.Ordered is on.
+//
+// # Ordered delivery
+//
+// With Config.Ordered, the events that share an ordering key (by default
+// their aggregate type and id, see Envelope.OrderingKey and
+// WithOrderingKey) are delivered one at a time, in the order they were
+// written, on any number of instances: a listener never starts an event
+// while an earlier event of its key is not DONE. Keys run in parallel; a
+// failing event holds back its key only, and Config.DeadPolicy says what a
+// DEAD one does (by default the key waits until it is replayed or skipped,
+// see DeadEvents.Skip and Stats.BlockedKeys). "Earlier" is the order of
+// insertion, which is the commit order when the transactions of one key are
+// serialized, as they are when each updates its aggregate's row first.
+// Every Client of a table must agree on Ordered.
 //
 // # Modes
 //

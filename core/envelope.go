@@ -19,6 +19,8 @@ const (
 	MaxAggregateTypeLen = 64
 	MaxAggregateIDLen   = 128
 	MaxTenantIDLen      = 64
+	// MaxOrderingKeyLen is the longest ordering key (see WithOrderingKey).
+	MaxOrderingKeyLen = 255
 )
 
 // GlobalAggregate is the aggregate type of events that do not name one.
@@ -81,6 +83,12 @@ type Envelope struct {
 	headers       map[string]string
 	payload       string // strings are immutable: no copy needed to hand it out
 	kind          PayloadKind
+	// orderKey is the ordering key WithOrderingKey set (orderKeySet), or
+	// the one read back from the table; ordered says that a store keeps
+	// it (see Ordered).
+	orderKey    string
+	orderKeySet bool
+	ordered     bool
 }
 
 // ID is the event id: a monotonic ULID unless WithID set another.
@@ -111,6 +119,35 @@ func (e Envelope) AvailableAt() time.Time { return e.availableAt }
 // are never claimed at insert and never take the hot path: the poller
 // delivers them once due.
 func (e Envelope) Delayed() bool { return !e.availableAt.IsZero() }
+
+// OrderingKey is the key that orders the event among the other events of
+// its key when a Client with Config.Ordered writes it: the key
+// WithOrderingKey set, else its aggregate type and aggregate id joined by
+// a slash ("Order/o-1"), or "" for an event without an aggregate id, which
+// is delivered unordered.
+func (e Envelope) OrderingKey() string {
+	switch {
+	case e.orderKeySet:
+		return e.orderKey
+	case e.aggregateID != "":
+		return e.aggregateType + "/" + e.aggregateID
+	}
+	return ""
+}
+
+// Ordered reports whether the event is stored with its OrderingKey and so
+// delivered in order with the other events of that key: the Writer of a
+// Client with Config.Ordered marks the events it writes that have a key
+// (the Writer of a Client without it unmarks them), WithOrderingKey marks
+// its event, and an event read back from the table is ordered if it was
+// stored so. Stores keep the key of ordered events only.
+func (e Envelope) Ordered() bool { return e.ordered && e.OrderingKey() != "" }
+
+// inOrder returns e marked as ordered (or not) by the writing Client.
+func (e Envelope) inOrder(ordered bool) Envelope {
+	e.ordered = ordered && e.OrderingKey() != ""
+	return e
+}
 
 // Header returns the value of header key and whether it is set.
 func (e Envelope) Header(key string) (string, bool) {
@@ -192,6 +229,20 @@ func WithAggregate(t AggregateType, id string) EnvelopeOption {
 		}
 		b.env.aggregateType = t.Name()
 		b.env.aggregateID = id
+	}
+}
+
+// WithOrderingKey sets the key that orders the event (at most
+// MaxOrderingKeyLen characters) instead of its aggregate type and id, for
+// example to order the events of several aggregates as one, or "" to
+// deliver an event of an aggregate unordered. It takes effect when a Client
+// with Config.Ordered writes the event (see Envelope.Ordered).
+func WithOrderingKey(key string) EnvelopeOption {
+	return func(b *envelopeBuilder) {
+		if len(key) > MaxOrderingKeyLen {
+			b.fail("ordering key longer than %d characters", MaxOrderingKeyLen)
+		}
+		b.env.orderKey, b.env.orderKeySet, b.env.ordered = key, true, key != ""
 	}
 }
 
@@ -300,7 +351,7 @@ func NewEnvelope(t EventType, opts ...EnvelopeOption) (Envelope, error) {
 		e.payload = string(raw)
 	}
 	for _, f := range [...][2]string{{"event type", e.eventType}, {"aggregate type", e.aggregateType},
-		{"aggregate id", e.aggregateID}, {"tenant id", e.tenantID}, {"event id", e.id}} {
+		{"aggregate id", e.aggregateID}, {"tenant id", e.tenantID}, {"event id", e.id}, {"ordering key", e.orderKey}} {
 		if !validText(f[1]) {
 			return Envelope{}, fmt.Errorf("%w: %s of %q is not valid UTF-8 text (or contains NUL)", ErrInvalidEnvelope, f[0], e.eventType)
 		}
@@ -353,6 +404,9 @@ type EnvelopeFields struct {
 	Headers       map[string]string // taken over, not copied: do not modify it afterwards
 	Payload       string
 	Kind          PayloadKind
+	// OrderingKey is the stored ordering key of an ordered event, "" for
+	// an event stored without one (see Envelope.Ordered).
+	OrderingKey string
 }
 
 // RestoreEnvelope rebuilds a stored Envelope. It checks the fields a
@@ -373,9 +427,11 @@ func RestoreEnvelope(f EnvelopeFields) (Envelope, error) {
 	if len(f.Headers) == 0 {
 		f.Headers = nil
 	}
+	ordered := f.OrderingKey != ""
 	return Envelope{
 		id: f.ID, eventType: f.Type, aggregateType: f.AggregateType, aggregateID: f.AggregateID,
 		tenantID: f.TenantID, occurredAt: f.OccurredAt.UTC(), availableAt: f.AvailableAt.UTC(),
 		headers: f.Headers, payload: f.Payload, kind: f.Kind,
+		orderKey: f.OrderingKey, orderKeySet: ordered, ordered: ordered,
 	}, nil
 }

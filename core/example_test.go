@@ -365,3 +365,65 @@ func ExampleRetryAfter() {
 	// retry in 30s because rate limited by the payment provider
 	// outbox: retry after 30s: rate limited by the payment provider
 }
+
+// ExampleConfig_ordered delivers the events of one order in the order they
+// were written, while different orders go on in parallel. The first
+// delivery of OrderPlaced fails: OrderCancelled of the same order waits for
+// its retry.
+func ExampleConfig_ordered() {
+	ctx := context.Background()
+	store := outboxmem.New()
+	client, err := outbox.New(outbox.Config{Store: store, TxContext: store, Ordered: true,
+		PollInterval: 10 * time.Millisecond, RetryPolicy: &outbox.ExponentialBackoff{Base: time.Millisecond, NoJitter: true}})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	var mu sync.Mutex
+	var seen []string
+	var failed atomic.Bool
+	done := make(chan struct{})
+	listener := func(ctx context.Context, e outbox.Envelope) error {
+		if e.Type() == OrderPlaced.Name() && !failed.Swap(true) {
+			return errors.New("broker unavailable") // retried; the order's next event waits
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, e.OrderingKey()+" "+e.Type())
+		if len(seen) == 2 {
+			close(done)
+		}
+		return nil
+	}
+	for _, et := range []outbox.EventType{OrderPlaced, OrderCancelled} {
+		if err := client.Handle(et, listener); err != nil {
+			fmt.Println(err)
+			return
+		}
+	}
+	if err := client.Start(ctx); err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer client.Close(ctx)
+
+	err = store.InTx(ctx, func(ctx context.Context) error {
+		placed := outbox.MustEnvelope(OrderPlaced, outbox.WithAggregate(OrderAggregate, "o-1"), outbox.WithJSON([]byte(`{}`)))
+		cancelled := outbox.MustEnvelope(OrderCancelled, outbox.WithAggregate(OrderAggregate, "o-1"), outbox.WithJSON([]byte(`{}`)))
+		_, err := client.Write(ctx, placed, cancelled)
+		return err
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	for _, s := range seen {
+		fmt.Println(s)
+	}
+	// Output:
+	// Order/o-1 OrderPlaced
+	// Order/o-1 OrderCancelled
+}

@@ -24,6 +24,8 @@ type memStore struct {
 	rows  map[string]*Record
 	fail  map[string]error // method name → error to return
 	calls map[string]int
+	after map[string]func() // method name → run once the call returns
+	seq   int64
 }
 
 func newMemStore() *memStore {
@@ -85,7 +87,8 @@ func (s *memStore) Insert(_ context.Context, tx Tx, now time.Time, owner string,
 	ids := make([]string, 0, len(events))
 	for _, e := range events {
 		ids = append(ids, e.ID())
-		r := &Record{ID: e.ID(), Envelope: e, Status: StatusNew, CreatedAt: now, AvailableAt: now}
+		s.seq++
+		r := &Record{ID: e.ID(), Envelope: e, Status: StatusNew, CreatedAt: now, AvailableAt: now, Seq: s.seq}
 		if e.AvailableAt().After(now) {
 			r.AvailableAt = e.AvailableAt()
 		}
@@ -127,26 +130,90 @@ func (s *memStore) Claim(_ context.Context, req ClaimRequest) ([]Record, error) 
 	if err != nil {
 		return nil, err
 	}
+	// As in the real stores: expired claims first (any owner's), then due
+	// unclaimed rows.
 	var out []Record
-	for _, r := range s.sorted() {
-		if len(out) == req.Limit {
-			break
-		}
-		if !pending(r) || r.AvailableAt.After(req.Now) || r.CreatedAt.After(req.Now.Add(-req.SkipRecent)) {
-			continue
-		}
-		// As in the SQL stores: any claim older than the lease, the
-		// owner's own too, is claimable.
-		age := req.Now.Sub(r.LockedAt)
-		claimable := r.LockedBy == "" || age >= req.Lease ||
-			(r.LockedBy == req.Owner && req.OwnReclaimAfter > 0 && age >= req.OwnReclaimAfter)
-		if !claimable {
-			continue
-		}
+	take := func(r *Record) {
 		r.LockedBy, r.LockedAt = req.Owner, req.Now
 		out = append(out, *r)
 	}
+	for _, r := range s.sorted() {
+		if !req.NoRecovery && len(out) < req.Limit && pending(r) && r.LockedBy != "" && req.Now.Sub(r.LockedAt) >= req.Lease {
+			r.LastError = ErrClaimExpired.Error()
+			take(r)
+		}
+	}
+	for _, r := range s.sorted() {
+		if r.Envelope.Ordered() && (!req.Ordered || !s.head(r, req.DeadSkips)) {
+			continue
+		}
+		if len(out) < req.Limit && pending(r) && r.LockedBy == "" && !r.AvailableAt.After(req.Now) && !r.CreatedAt.After(req.Now.Add(-req.SkipRecent)) {
+			take(r)
+		}
+	}
 	return out, nil
+}
+
+// head reports whether no event of r's key before r is pending (or, unless
+// deadSkips, DEAD).
+func (s *memStore) head(r *Record, deadSkips bool) bool {
+	for _, o := range s.rows {
+		if o.Seq < r.Seq && o.Envelope.Ordered() && o.Envelope.OrderingKey() == r.Envelope.OrderingKey() &&
+			(pending(o) || o.Status == StatusDead && !deadSkips) {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *memStore) PendingKeys(_ context.Context, _ Tx, keys []string) ([]string, error) {
+	err := s.enter("PendingKeys")
+	defer s.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, k := range keys {
+		for _, r := range s.rows {
+			if r.Envelope.Ordered() && r.Envelope.OrderingKey() == k && r.Status != StatusDone {
+				out = append(out, k)
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
+func (s *memStore) Skip(_ context.Context, ids []string, now time.Time, note string) (int64, error) {
+	err := s.enter("Skip")
+	defer s.mu.Unlock()
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, id := range ids {
+		if r, ok := s.rows[id]; ok && r.Status == StatusDead {
+			r.Status, r.DoneAt, r.LastError = StatusDone, now, note
+			n++
+		}
+	}
+	return n, nil
+}
+
+func (s *memStore) Renew(_ context.Context, owner string, ids []string, now time.Time) (int64, error) {
+	err := s.enter("Renew")
+	defer s.mu.Unlock()
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, id := range ids {
+		if r := s.fenced(owner, id); r != nil {
+			r.LockedAt = now
+			n++
+		}
+	}
+	return n, nil
 }
 
 func (s *memStore) fenced(owner, id string) *Record {
@@ -174,9 +241,30 @@ func (s *memStore) MarkDone(_ context.Context, owner string, ids []string, now t
 }
 
 func (s *memStore) MarkRetry(_ context.Context, o Outcome) (bool, error) {
+	defer s.runAfter("MarkRetry")
 	return s.settle("MarkRetry", o, func(r *Record) {
 		r.Status, r.AvailableAt = StatusRetry, o.At
 	})
+}
+
+// setAfter makes fn run right after each call of method returns, outside
+// the store's lock (to act between two steps of the code under test).
+func (s *memStore) setAfter(method string, fn func()) {
+	s.mu.Lock()
+	if s.after == nil {
+		s.after = map[string]func(){}
+	}
+	s.after[method] = fn
+	s.mu.Unlock()
+}
+
+func (s *memStore) runAfter(method string) {
+	s.mu.Lock()
+	fn := s.after[method]
+	s.mu.Unlock()
+	if fn != nil {
+		fn()
+	}
 }
 
 func (s *memStore) MarkDead(_ context.Context, o Outcome) (bool, error) {
@@ -227,7 +315,8 @@ func (s *memStore) match(q Query) []*Record {
 		if (len(q.Statuses) == 0 || slices.Contains(q.Statuses, r.Status)) &&
 			(q.AggregateType == "" || q.AggregateType == r.Envelope.AggregateType()) &&
 			(q.EventType == "" || q.EventType == r.Envelope.Type()) && r.ID > q.AfterID &&
-			(len(q.IDs) == 0 || slices.Contains(q.IDs, r.ID)) {
+			(len(q.IDs) == 0 || slices.Contains(q.IDs, r.ID)) &&
+			(!q.Blocking || r.Status == StatusDead && r.Envelope.Ordered() && s.head(r, false)) {
 			out = append(out, r)
 		}
 	}
@@ -294,8 +383,30 @@ func (s *memStore) Stats(context.Context) (Stats, error) {
 		if pending(r) && (st.OldestPending.IsZero() || r.CreatedAt.Before(st.OldestPending)) {
 			st.OldestPending = r.CreatedAt
 		}
+		if r.Status == StatusDead && r.Envelope.Ordered() && s.head(r, false) {
+			st.BlockedKeys++
+			if st.OldestBlocked.IsZero() || r.DoneAt.Before(st.OldestBlocked) {
+				st.OldestBlocked = r.DoneAt
+			}
+		}
 	}
 	return st, nil
+}
+
+func (s *memStore) Delete(_ context.Context, ids []string) (int64, error) {
+	err := s.enter("Delete")
+	defer s.mu.Unlock()
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, id := range ids {
+		if r, ok := s.rows[id]; ok && r.Status == StatusDead {
+			delete(s.rows, id)
+			n++
+		}
+	}
+	return n, nil
 }
 
 func (s *memStore) Replay(_ context.Context, ids []string, now time.Time) (int64, error) {
@@ -408,6 +519,7 @@ func (m *countingMetrics) DispatchSuccess()   { m.inc("DispatchSuccess", 1) }
 func (m *countingMetrics) DispatchFailure()   { m.inc("DispatchFailure", 1) }
 func (m *countingMetrics) DispatchDead()      { m.inc("DispatchDead", 1) }
 func (m *countingMetrics) StaleUpdates(n int) { m.inc("StaleUpdates", n) }
+func (m *countingMetrics) KeyBlocked()        { m.inc("KeyBlocked", 1) }
 
 func (s *memStore) CountAttempt(_ context.Context, owner, id string) (bool, error) {
 	err := s.enter("CountAttempt")

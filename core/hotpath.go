@@ -4,28 +4,37 @@ import (
 	"context"
 )
 
-// claimOwner returns the owner id the Writer inserts new rows claimed by, or
-// "" while the dispatcher is not running: the rows are then left unclaimed
-// for any poller.
-func (d *Dispatcher) claimOwner() string {
+// claimOwner returns the owner id the Writer inserts events claimed by,
+// or "" while the dispatcher is not running or its hot queue is full: the
+// rows are then left unclaimed for any poller (and, with a full queue,
+// counted as dropped from the hot path).
+func (d *Dispatcher) claimOwner(events []Envelope) string {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
 	if !d.started || d.closed {
 		return ""
 	}
+	if len(d.hot) == cap(d.hot) {
+		for _, e := range events {
+			if !e.Delayed() {
+				d.metrics.HotDropped()
+			}
+		}
+		d.wakePoller()
+		return ""
+	}
 	return d.owner
 }
 
-// afterCommit hands events the Writer inserted claimed by this dispatcher
-// to the hot queue; delayed events were not claimed and are left to the
-// poller. An event the full queue refuses stays claimed by this owner and
-// the poller is told to take it back soon; an event refused because the
-// dispatcher has closed in the meantime is released, so that any poller
-// takes it at once instead of after the lease.
-func (d *Dispatcher) afterCommit(events []Envelope) {
-	var full int
-	var refused []string
-	for _, e := range events {
+// afterCommit hands the events the Writer inserted claimed by this
+// dispatcher for its hot path to the hot queue; delayed events were not
+// claimed and are left to the poller. An event the queue refuses (it
+// filled up since the insert, or the dispatcher has closed) is released at
+// once, so that any poller can claim it, and so are the ordered events the
+// Writer inserted claimed although they wait for an earlier event of
+// their key (release).
+func (d *Dispatcher) afterCommit(hot []Envelope, release []string) {
+	for _, e := range hot {
 		if e.Delayed() {
 			continue
 		}
@@ -33,31 +42,25 @@ func (d *Dispatcher) afterCommit(events []Envelope) {
 			continue
 		}
 		d.metrics.HotDropped()
-		if d.isClosed() {
-			refused = append(refused, e.ID())
-		} else {
-			full++
-		}
+		release = append(release, e.ID())
 	}
-	if full > 0 {
-		d.log.Warn("outbox: hot queue full, events left to the poller", "dropped", full)
-		select {
-		case d.dropped <- struct{}{}:
-		default:
-		}
+	if len(release) == 0 {
+		return
 	}
-	if len(refused) > 0 {
-		ctx, cancel := context.WithTimeout(context.Background(), releaseTimeoutOnStop)
-		defer cancel()
-		if _, err := d.cfg.Store.Release(ctx, d.owner, refused); err != nil {
-			d.log.Warn("outbox: dispatcher closed before committed events reached it; they are claimable again when their lease expires",
-				"count", len(refused), "error", err)
-		}
+	defer d.wakePoller()
+	d.log.Debug("outbox: releasing committed events to the poller (hot queue full, or waiting for their ordering key)", "count", len(release))
+	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeoutOnStop)
+	defer cancel()
+	if _, err := d.cfg.Store.Release(ctx, d.owner, release); err != nil {
+		d.log.Warn("outbox: could not release committed events for the poller; they are claimable again when their lease expires",
+			"count", len(release), "error", err)
 	}
 }
 
-func (d *Dispatcher) isClosed() bool {
-	d.mu.RLock()
-	defer d.mu.RUnlock()
-	return d.closed
+// wakePoller asks the poller to poll soon: the hot path left events to it.
+func (d *Dispatcher) wakePoller() {
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
 }

@@ -2,7 +2,6 @@ package outbox
 
 import (
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -29,67 +28,60 @@ func (c *stepClock) Advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
-func TestInFlightAcquireRelease(t *testing.T) {
-	tr := newInFlightTracker(0, nil)
-	if !tr.TryAcquire("a") {
+func TestHoldsAcquireRelease(t *testing.T) {
+	h := newHolds()
+	t0 := time.Date(2024, 6, 1, 12, 0, 0, 0, time.UTC)
+	a, ok := h.acquire("a", t0, t0)
+	if !ok {
 		t.Fatal("first acquire failed")
 	}
-	if tr.TryAcquire("a") {
-		t.Fatal("second acquire of a held id succeeded")
+	if _, ok := h.acquire("a", t0, t0.Add(time.Hour)); ok {
+		t.Fatal("second acquire of a queued id succeeded")
 	}
-	if !tr.TryAcquire("b") {
+	if _, ok := h.acquire("b", t0, t0); !ok {
 		t.Fatal("acquire of another id failed")
 	}
-	tr.Release("a")
-	if !tr.TryAcquire("a") {
+	h.release(a)
+	a2, ok := h.acquire("a", t0, t0)
+	if !ok {
 		t.Fatal("acquire after release failed")
 	}
-	tr.Release("never-held") // harmless
-}
-
-func TestInFlightTTL(t *testing.T) {
-	clk := newStepClock()
-	tr := newInFlightTracker(time.Minute, ClockFunc(clk.Now))
-	if !tr.TryAcquire("a") {
-		t.Fatal("first acquire failed")
+	h.release(a) // an old hold does not release the new one
+	if _, ok := h.acquire("a", t0, t0); ok {
+		t.Fatal("a stale release dropped the current hold")
 	}
-	clk.Advance(59 * time.Second)
-	if tr.TryAcquire("a") {
-		t.Fatal("acquired before the TTL expired")
-	}
-	clk.Advance(time.Second)
-	if !tr.TryAcquire("a") {
-		t.Fatal("not acquirable once the TTL expired")
-	}
-	// The re-acquire restarted the TTL.
-	clk.Advance(30 * time.Second)
-	if tr.TryAcquire("a") {
-		t.Fatal("acquired again right after a re-acquire")
-	}
-	// Without a TTL an entry never expires.
-	forever := newInFlightTracker(0, ClockFunc(clk.Now))
-	forever.TryAcquire("x")
-	clk.Advance(1000 * time.Hour)
-	if forever.TryAcquire("x") {
-		t.Fatal("entry expired with ttl 0")
+	h.release(a2)
+	if h.len() != 1 {
+		t.Fatalf("len = %d, want 1 (b)", h.len())
 	}
 }
 
-func TestInFlightConcurrentExclusive(t *testing.T) {
-	tr := newInFlightTracker(time.Hour, nil)
-	var wins atomic.Int32
-	var wg sync.WaitGroup
-	for range 32 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if tr.TryAcquire("same") {
-				wins.Add(1)
-			}
-		}()
+// TestHoldsDeadline: a delivery past its deadline is no longer renewed,
+// and its event can be held again (a claim gave it out once more).
+func TestHoldsDeadline(t *testing.T) {
+	h := newHolds()
+	t0 := time.Date(2024, 6, 1, 12, 0, 0, 0, time.UTC)
+	a, _ := h.acquire("a", t0, t0)
+	b, _ := h.acquire("b", t0, t0)
+	h.start(a, t0.Add(time.Minute))
+	if got := h.renewable(t0.Add(59 * time.Second)); len(got) != 2 {
+		t.Fatalf("renewable before the deadline: %d holds, want 2", len(got))
 	}
-	wg.Wait()
-	if wins.Load() != 1 {
-		t.Errorf("%d goroutines acquired the same id, want 1", wins.Load())
+	if _, ok := h.acquire("a", t0, t0.Add(59*time.Second)); ok {
+		t.Fatal("acquired before the deadline")
+	}
+	got := h.renewable(t0.Add(time.Minute))
+	if len(got) != 1 || got[0] != b {
+		t.Fatalf("renewable at the deadline: %v, want only b", got)
+	}
+	h.renewedAt(got, t0.Add(time.Minute))
+	if r := h.lastRenewed(b); !r.Equal(t0.Add(time.Minute)) {
+		t.Errorf("b renewed at %v", r)
+	}
+	if r := h.lastRenewed(a); !r.Equal(t0) {
+		t.Errorf("a renewed at %v, want its claim time", r)
+	}
+	if _, ok := h.acquire("a", t0.Add(2*time.Minute), t0.Add(2*time.Minute)); !ok {
+		t.Fatal("not acquired past the deadline")
 	}
 }

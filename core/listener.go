@@ -32,12 +32,14 @@ func DeliveryAttempt(ctx context.Context) int {
 
 // Registry routes an event to exactly one Listener: the one registered for
 // its (aggregate type, event type), else the one registered for its event
-// type on any aggregate. It is safe for concurrent use; the zero value is
-// ready to use. Client.Handle and Client.Register fill the Client's own.
+// type on any aggregate, else the catch-all (HandleAll). It is safe for
+// concurrent use; the zero value is ready to use. Client.Handle,
+// Client.Register and Client.HandleAll fill the Client's own.
 type Registry struct {
 	mu    sync.RWMutex
 	exact map[routeKey]Listener
 	any   map[string]Listener
+	all   Listener
 }
 
 type routeKey struct{ aggregate, event string }
@@ -80,6 +82,22 @@ func (r *Registry) Register(at AggregateType, et EventType, l Listener) error {
 	return nil
 }
 
+// HandleAll routes every event that no Register or Handle route matches to
+// l: one relay that publishes everything, while specific routes still win.
+// A second catch-all fails with ErrDuplicateListener.
+func (r *Registry) HandleAll(l Listener) error {
+	if l == nil {
+		return fmt.Errorf("%w: HandleAll needs a listener", ErrInvalidConfig)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.all != nil {
+		return fmt.Errorf("%w: catch-all route", ErrDuplicateListener)
+	}
+	r.all = l
+	return nil
+}
+
 // listenerFor returns the listener for (aggregateType, eventType), or nil.
 func (r *Registry) listenerFor(aggregateType, eventType string) Listener {
 	r.mu.RLock()
@@ -87,7 +105,10 @@ func (r *Registry) listenerFor(aggregateType, eventType string) Listener {
 	if l, ok := r.exact[routeKey{aggregateType, eventType}]; ok {
 		return l
 	}
-	return r.any[eventType]
+	if l, ok := r.any[eventType]; ok {
+		return l
+	}
+	return r.all
 }
 
 // Interceptor runs around every dispatch, for cross-cutting concerns (audit,

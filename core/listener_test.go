@@ -209,3 +209,43 @@ func BenchmarkRegistryLookup(b *testing.B) {
 		}
 	}
 }
+
+// TestRegistryCatchAll: HandleAll takes what no other route matches;
+// Register and Handle routes still win; a second catch-all is refused.
+func TestRegistryCatchAll(t *testing.T) {
+	r := &Registry{}
+	var got string
+	route := func(name string) ListenerFunc {
+		return func(context.Context, Envelope) error { got = name; return nil }
+	}
+	if r.listenerFor("Order", "Anything") != nil {
+		t.Fatal("an empty registry routed an event")
+	}
+	if err := r.HandleAll(route("all")); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.HandleAll(route("all2")); !errors.Is(err, ErrDuplicateListener) {
+		t.Errorf("second HandleAll: err = %v, want ErrDuplicateListener", err)
+	}
+	if err := r.HandleAll(nil); !errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("HandleAll(nil): err = %v, want ErrInvalidConfig", err)
+	}
+	if err := r.Handle(orderPlaced, route("any")); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Register(orderAggregate, EventName("OrderShipped"), route("exact")); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ aggregate, event, want string }{
+		{"Order", "OrderPlaced", "any"},
+		{"Order", "OrderShipped", "exact"},
+		{"Invoice", "OrderShipped", "all"},
+		{"Order", "Unknown", "all"},
+	} {
+		got = ""
+		_ = r.listenerFor(c.aggregate, c.event).Handle(context.Background(), Envelope{})
+		if got != c.want {
+			t.Errorf("(%s, %s) went to %q, want %q", c.aggregate, c.event, got, c.want)
+		}
+	}
+}

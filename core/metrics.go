@@ -24,6 +24,10 @@ type Metrics interface {
 	QueueDepths(hot, cold int)
 	// OldestLag reports the age of the oldest event in the last claimed batch.
 	OldestLag(d time.Duration)
+	// KeyBlocked counts ordered events that went DEAD while a DEAD event
+	// holds back the later events of its key (Config.Ordered with
+	// DeadBlocksKey); Stats.BlockedKeys counts the keys blocked now.
+	KeyBlocked()
 }
 
 // NopMetrics implements Metrics doing nothing.
@@ -55,6 +59,9 @@ func (NopMetrics) QueueDepths(int, int) {}
 
 // OldestLag does nothing.
 func (NopMetrics) OldestLag(time.Duration) {}
+
+// KeyBlocked does nothing.
+func (NopMetrics) KeyBlocked() {}
 
 func metricsOr(m Metrics) Metrics {
 	if m == nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 )
 
@@ -12,15 +13,18 @@ const (
 	DefaultPollInterval   = 5 * time.Second
 	DefaultPollBatchSize  = 50
 	DefaultMaxPollBackoff = time.Minute
-	// ownReclaimAfter is how soon a poller takes back rows its own
-	// dispatcher claimed but does not hold, such as hot-path events the full
-	// hot queue refused (at most the poll interval).
-	ownReclaimAfter = time.Second
 	// maxClaimGrowth bounds a claim at this many times BatchSize.
 	maxClaimGrowth = 8
 	// pollBusyWait is how soon the loop polls again when the cold queue has
 	// no room for a full batch: its workers free room within an ack window.
 	pollBusyWait = 5 * time.Millisecond
+	// backlogClaimers is how many claims a poller keeps in flight while
+	// there is a backlog: a claim spends most of its time in the database,
+	// and a second one overlapping it nearly doubles the drain rate. Idle,
+	// one loop polls.
+	backlogClaimers = 2
+	// recoveryInterval spaces the claims that recover expired claims.
+	recoveryInterval = time.Second
 )
 
 // pollerConfig configures a poller. Zero values take the documented
@@ -48,9 +52,15 @@ type pollerConfig struct {
 // lease. A full batch triggers another poll at once; an idle poll waits
 // Interval; database errors back off exponentially up to MaxBackoff.
 type poller struct {
-	cfg        pollerConfig
-	d          *Dispatcher
-	ownReclaim time.Duration
+	cfg pollerConfig
+	d   *Dispatcher
+	// backlog wakes the extra claimers: the main loop found a full batch.
+	backlog chan struct{}
+	// reserved is the cold-queue room that claims in flight may fill;
+	// nextRecovery is when a claim recovers expired claims again.
+	mu           sync.Mutex
+	reserved     int
+	nextRecovery time.Time
 
 	bg background
 }
@@ -66,34 +76,59 @@ func newPoller(cfg pollerConfig) (*poller, error) {
 	setDefault(&cfg.Interval, DefaultPollInterval)
 	setDefault(&cfg.BatchSize, DefaultPollBatchSize)
 	setDefault(&cfg.MaxBackoff, DefaultMaxPollBackoff)
-	return &poller{cfg: cfg, d: cfg.Dispatcher, ownReclaim: min(ownReclaimAfter, cfg.Interval)}, nil
+	return &poller{cfg: cfg, d: cfg.Dispatcher, backlog: make(chan struct{}, 1)}, nil
 }
 
-// Start runs the polling loop in a goroutine until Close. The first poll
-// happens at once.
-func (p *poller) Start(ctx context.Context) error { return p.bg.start(ctx, "poller", p.loop) }
+// Start runs the polling loop, and the extra claimers that help it while
+// there is a backlog, until Close. The first poll happens at once.
+func (p *poller) Start(ctx context.Context) error {
+	return p.bg.start(ctx, "poller", func(ctx context.Context) {
+		var wg sync.WaitGroup
+		for range backlogClaimers - 1 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				p.claimBacklog(ctx)
+			}()
+		}
+		p.loop(ctx)
+		wg.Wait()
+	})
+}
+
+// claimBacklog is an extra claimer: woken by the main loop when a claim
+// came back full, it claims until a claim does not.
+func (p *poller) claimBacklog(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.backlog:
+		}
+		for {
+			_, more, _, err := p.poll(ctx)
+			if err != nil || !more {
+				break // the main loop handles errors, waits and backoff
+			}
+		}
+	}
+}
 
 func (p *poller) loop(ctx context.Context) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
-	next := time.Now()    // when the timer fires
-	var dropDue time.Time // by when refused hot-path rows must be polled
 	backoff := time.Duration(0)
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-p.d.dropped:
-			// Refused hot-path rows become claimable after OwnReclaimAfter.
-			dropDue = time.Now().Add(p.ownReclaim)
-			if dropDue.Before(next) {
-				next = dropDue
-				timer.Reset(time.Until(next))
-			}
-			continue
 		case <-timer.C:
+		case <-p.d.wake: // the hot path left events in the table
+			if backoff > 0 {
+				continue // the database is failing: keep backing off
+			}
+			timer.Stop() // Reset below; a stale tick is at worst one more poll
 		}
-		started := time.Now()
 		_, more, busy, err := p.poll(ctx)
 		wait := p.cfg.Interval
 		switch {
@@ -105,16 +140,16 @@ func (p *poller) loop(ctx context.Context) {
 			p.d.log.Error("outbox: poll failed, backing off", "error", err, "retry_in", wait)
 		case more:
 			backoff, wait = 0, 0
+			select {
+			case p.backlog <- struct{}{}:
+			default:
+			}
 		case busy:
 			backoff, wait = 0, min(wait, pollBusyWait)
 		default:
 			backoff = 0
 		}
-		next = time.Now().Add(wait)
-		if dropDue.After(started) && dropDue.Before(next) {
-			next = dropDue // rows refused during this poll were not claimable yet
-		}
-		timer.Reset(time.Until(next))
+		timer.Reset(wait)
 	}
 }
 
@@ -137,22 +172,23 @@ func (p *poller) poll(ctx context.Context) (queued int, more, busy bool, err err
 	d := p.d
 	hot, cold := d.queueDepths()
 	d.metrics.QueueDepths(hot, cold)
-	limit := min(p.cfg.BatchSize, cap(d.cold))
-	room := d.coldCapacity()
-	if room < limit { // always so while the dispatcher is not running
+	limit, concurrent, ok := p.reserve()
+	if !ok { // always so while the dispatcher is not running
 		// Leave the rows in the table. While the queue holds events, the
-		// workers are about to free room.
-		return 0, false, cold > 0, nil
+		// workers are about to free room; a claim in flight is about to
+		// fill it.
+		return 0, false, cold > 0 || concurrent, nil
 	}
-	// A backlog is claimed in claims as large as the queue has room for,
-	// up to maxClaimGrowth batches: fewer, larger claims drain it faster.
-	limit = min(room, p.cfg.BatchSize*maxClaimGrowth)
+	defer p.unreserve(limit)
 	now := utcNow(d.clock)
-	d.finished.rotate()
+	recover := p.recoveryDue(now)
 	recs, err := d.cfg.Store.Claim(ctx, ClaimRequest{
-		Owner: d.owner, Now: now, Lease: d.cfg.Lease, OwnReclaimAfter: p.ownReclaim,
-		SkipRecent: p.cfg.SkipRecent, Limit: limit,
+		Owner: d.owner, Now: now, Lease: d.cfg.Lease, SkipRecent: p.cfg.SkipRecent, Limit: limit,
+		NoRecovery: !recover, Ordered: d.cfg.Ordered, DeadSkips: d.cfg.DeadPolicy == DeadSkipsKey,
 	})
+	if recover && err == nil {
+		p.recovered(now, recs, limit)
+	}
 	if err != nil {
 		return 0, false, false, fmt.Errorf("outbox: claim: %w", err)
 	}
@@ -194,19 +230,92 @@ func (p *poller) poll(ctx context.Context) (queued int, more, busy bool, err err
 			msg := fmt.Sprintf("%s (%d attempts used, the last ones without an outcome: does the listener kill or hang its process?)", ErrClaimExpired, r.Attempts)
 			if _, err := d.cfg.Store.MarkDead(ctx, Outcome{Owner: d.owner, ID: r.ID, At: now, Error: msg}); err != nil {
 				d.log.Error("outbox: could not move the event to DEAD", "event_id", r.ID, "error", err)
+			} else {
+				d.deadEnds(r.Envelope)
 			}
 			continue
 		}
 		if !d.enqueueCold(r) {
-			// Full or closing: the rest stay claimed by us and are taken back
-			// after OwnReclaimAfter, or by others when the lease expires.
-			d.log.Debug("outbox: cold queue full, leaving the rest of the batch", "left", len(recs)-i)
-			return queued, false, false, nil
+			// Full or closing: give the rest back to every poller.
+			p.release(ctx, recs[i:])
+			return queued, false, true, nil // poll again soon for what was released
 		}
 		queued++
 	}
 	d.metrics.OldestLag(now.Sub(oldest))
-	return queued, len(recs) == limit && queued > 0, false, nil
+	// A claim that came back full suggests more. So does one that ran
+	// beside another claim: rows that one locked were skipped here.
+	return queued, (len(recs) == limit || concurrent) && queued > 0, false, nil
+}
+
+// reserve takes cold-queue room for one claim: as much as the queue has
+// room for beside the claims in flight, up to maxClaimGrowth batches
+// (fewer, larger claims drain a backlog faster). It fails while there is
+// no room for a batch (BatchSize, or the queue's size if smaller).
+// concurrent reports that another claim is in flight.
+func (p *poller) reserve() (limit int, concurrent, ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	room := p.d.coldCapacity() - p.reserved
+	if room < min(p.cfg.BatchSize, cap(p.d.cold)) {
+		return 0, p.reserved > 0, false
+	}
+	limit = min(room, p.cfg.BatchSize*maxClaimGrowth)
+	concurrent = p.reserved > 0
+	p.reserved += limit
+	return limit, concurrent, true
+}
+
+func (p *poller) unreserve(n int) {
+	p.mu.Lock()
+	p.reserved -= n
+	p.mu.Unlock()
+}
+
+// recoveryDue reports whether the claim at now recovers expired claims:
+// about once a second (at most every Lease/4), not at every claim (see
+// ClaimRequest.NoRecovery). The first claim always does.
+func (p *poller) recoveryDue(now time.Time) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if now.Before(p.nextRecovery) {
+		return false
+	}
+	p.nextRecovery = now.Add(min(recoveryInterval, p.d.cfg.Lease/4))
+	return true
+}
+
+// recovered notes the outcome of a claim that recovered: a claim filled
+// with taken-over rows means more may have expired, to recover at once.
+func (p *poller) recovered(now time.Time, recs []Record, limit int) {
+	n := 0
+	for _, r := range recs {
+		if takenOver(r) {
+			n++
+		}
+	}
+	if n == limit {
+		p.mu.Lock()
+		p.nextRecovery = now
+		p.mu.Unlock()
+	}
+}
+
+// release drops the claim on recs, which the cold queue refused.
+func (p *poller) release(ctx context.Context, recs []Record) {
+	ids := make([]string, 0, len(recs))
+	for _, r := range recs {
+		if r.Err == nil {
+			ids = append(ids, r.ID)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeoutOnStop)
+	defer cancel()
+	if _, err := p.d.cfg.Store.Release(ctx, p.d.owner, ids); err != nil {
+		p.d.log.Warn("outbox: could not release events the cold queue refused; they are claimable again when their lease expires", "count", len(ids), "error", err)
+		return
+	}
+	p.d.log.Debug("outbox: cold queue full, released the rest of the claim", "count", len(ids))
 }
 
 // Close stops the polling loop and waits for it to exit (or for ctx to end).

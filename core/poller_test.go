@@ -3,6 +3,7 @@ package outbox
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -133,5 +134,69 @@ func TestPollWaitsForRoomForAFullBatch(t *testing.T) {
 	if n, more, busy, err := p.poll(context.Background()); n != 0 || more || !busy || err != nil || h.st.callCount("Claim") != claims {
 		t.Errorf("poll with room for 1 of 3 = %d, %v, busy %v, %v (claims %d -> %d); want nothing claimed, busy",
 			n, more, busy, err, claims, h.st.callCount("Claim"))
+	}
+}
+
+// TestRetryReclaimedAtOnceIsDelivered: a claim that takes a failed event
+// back the moment its RETRY is stored (its retry is due at once) must
+// deliver it, not turn it away as still held by the failed delivery —
+// which would leave it claimed, undelivered, until its lease ran out.
+func TestRetryReclaimedAtOnceIsDelivered(t *testing.T) {
+	h := newHarness(t, func(c *DispatcherConfig) {
+		c.RetryPolicy = RetryPolicyFunc(func(int) time.Duration { return 0 })
+	})
+	var calls int
+	delivered := make(chan struct{})
+	_ = h.reg.Handle(EventName("E"), func(context.Context, Envelope) error {
+		calls++ // the harness's workers run one delivery of this event at a time
+		if calls == 1 {
+			return errors.New("first attempt fails")
+		}
+		close(delivered)
+		return nil
+	})
+	h.start(t)
+	p := newTestPoller(t, h, nil)
+	polled := make(chan int, 1)
+	h.st.setAfter("MarkRetry", func() {
+		n, _, err := p.PollOnce(context.Background())
+		if err != nil {
+			t.Errorf("PollOnce: %v", err)
+		}
+		polled <- n
+	})
+	e := evt("E")
+	h.commit(t, e)
+	if n := <-polled; n != 1 {
+		t.Fatalf("the claim right after the RETRY queued %d events, want 1", n)
+	}
+	select {
+	case <-delivered:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("the re-claimed event was not delivered: %+v", h.st.get(e.ID()))
+	}
+	h.waitStatus(t, e.ID(), StatusDone)
+}
+
+// TestPollerReservesRoomForClaimsInFlight: claims in flight never take
+// more than the cold queue has room for, together.
+func TestPollerReservesRoomForClaimsInFlight(t *testing.T) {
+	h := newHarness(t, func(c *DispatcherConfig) { c.ColdQueueSize = 1000 })
+	h.start(t)
+	p := newTestPoller(t, h, func(c *pollerConfig) { c.BatchSize = 50 })
+	var got []int
+	for {
+		n, _, ok := p.reserve()
+		if !ok {
+			break
+		}
+		got = append(got, n)
+	}
+	if want := []int{400, 400, 200}; !slices.Equal(got, want) {
+		t.Fatalf("reservations %v, want %v", got, want)
+	}
+	p.unreserve(400)
+	if n, concurrent, ok := p.reserve(); !ok || n != 400 || !concurrent {
+		t.Fatalf("after a claim ended: %d, %v; want 400", n, ok)
 	}
 }

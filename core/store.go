@@ -67,6 +67,11 @@ type Record struct {
 	LastError   string
 	LockedBy    string
 	LockedAt    time.Time
+	// Seq is the event's place in the table's insertion sequence: of two
+	// ordered events of one key (see Envelope.OrderingKey), the one with
+	// the lower Seq is the earlier. Sequence numbers are assigned at insert
+	// and increase; they may have gaps.
+	Seq int64
 }
 
 // ClaimRequest describes one claim: take up to Limit due, pending events for Owner.
@@ -75,17 +80,31 @@ type ClaimRequest struct {
 	Owner string
 	// Now is the current time from the framework's Clock.
 	Now time.Time
-	// Lease is how long a claim protects a row: rows claimed by another
-	// owner longer ago than Lease are claimable again.
+	// Lease is how long a claim protects a row: a row whose claim was
+	// neither made nor renewed (Renew) in the last Lease is taken over.
 	Lease time.Duration
-	// OwnReclaimAfter makes rows already claimed by Owner claimable again
-	// once their claim is this old: rows the hot path inserted claimed but
-	// could not enqueue. Zero disables it.
-	OwnReclaimAfter time.Duration
 	// SkipRecent leaves out events created less than this long ago.
 	SkipRecent time.Duration
 	// Limit is the maximum number of rows claimed.
 	Limit int
+	// NoRecovery leaves expired claims alone: the claim takes due,
+	// unclaimed rows only. Pollers recover about once a second, not at
+	// every claim: a recovery reads the claimed rows by claim time from the
+	// oldest, and until the table is vacuumed (PostgreSQL) or purged
+	// (InnoDB) that includes an index entry for every row claimed and
+	// finished since — a cost a draining poller would pay per claim.
+	NoRecovery bool
+	// Ordered claims events stored with an ordering key (see
+	// Envelope.Ordered) only when they are the first event of their key
+	// that is not DONE (and, with DeadSkips, not DEAD): at most one event
+	// of a key is claimed at a time, in their Seq order. A claim that is
+	// not Ordered leaves such events alone (it still recovers expired
+	// claims of any event).
+	Ordered bool
+	// DeadSkips lets the events of a key whose earlier event is DEAD be
+	// claimed (DeadSkipsKey); by default a DEAD event holds back the later
+	// events of its key (DeadBlocksKey).
+	DeadSkips bool
 }
 
 // Query selects stored events for inspection and dead-letter management.
@@ -101,6 +120,10 @@ type Query struct {
 	AfterID string
 	// Limit caps the rows returned by List (default 100). Count ignores it.
 	Limit int
+	// Blocking selects only DEAD events that hold back their ordering key:
+	// each is the first event of its key that is not DONE (see
+	// Config.Ordered and DeadBlocksKey).
+	Blocking bool
 }
 
 // Stats summarises the outbox table.
@@ -110,6 +133,14 @@ type Stats struct {
 	// OldestPending is the creation time of the oldest NEW or RETRY row
 	// (zero if none).
 	OldestPending time.Time
+	// BlockedKeys counts the ordering keys whose first event that is not
+	// DONE is DEAD: with Config.Ordered and DeadBlocksKey, every later
+	// event of such a key waits until that event is replayed or skipped
+	// (DeadEvents.Replay, DeadEvents.Skip). Query.Blocking lists them.
+	BlockedKeys int64
+	// OldestBlocked is when the longest-blocked key's DEAD event ended (zero
+	// if no key is blocked).
+	OldestBlocked time.Time
 }
 
 // Outcome is a fenced status update of one claimed event: it applies only
@@ -138,21 +169,30 @@ type Outcome struct {
 // claim expired and was taken over changes nothing.
 type Store interface {
 	// Insert adds events as NEW in the transaction tx, created at now and
-	// available at max(now, AvailableAt). tx comes from the TxContext the
-	// store works with; a Tx of another kind is an error wrapping
-	// ErrInvalidConfig. When owner is not empty, events that are not Delayed
+	// available at max(now, AvailableAt), numbered in the order of events
+	// by the table's insertion sequence (Record.Seq); ordered events
+	// (Envelope.Ordered) are stored with their OrderingKey. tx comes from
+	// the TxContext the store works with; a Tx of another kind is an error
+	// wrapping ErrInvalidConfig. When owner is not empty, events that are not Delayed
 	// are inserted already claimed by owner (the hot path owns its rows).
 	// An id that is already stored, or that appears twice in events, fails
 	// the insert with an error wrapping ErrDuplicateEvent; none of the
 	// events is then inserted and tx stays usable.
 	Insert(ctx context.Context, tx Tx, now time.Time, owner string, events []Envelope) error
-	// Claim atomically claims due pending events, oldest due first. A row
-	// claimed by another owner whose lease expired is taken over: its last
-	// error is set to ErrClaimExpired's text (its attempts are not changed:
-	// its previous owner may never have started it). A row re-claimed by its
-	// own owner (OwnReclaimAfter) keeps its claim time: re-claiming never
-	// renews a lease.
+	// Claim atomically claims up to req.Limit events for req.Owner: first
+	// pending events whose claim expired (claimed or renewed more than
+	// req.Lease ago, by any owner, req.Owner included), then due unclaimed
+	// pending events, oldest due first. A taken-over row records the
+	// take-over: its last error is set to ErrClaimExpired's text (its
+	// attempts are not changed: its previous owner may never have started
+	// it). A claimed row must not slow the next claims down: stores index
+	// unclaimed and claimed rows apart. With req.Ordered, an ordered event
+	// is claimed only as the head of its key (see ClaimRequest.Ordered).
 	Claim(ctx context.Context, req ClaimRequest) ([]Record, error)
+	// Renew sets the claim time of owner's claimed pending events to now
+	// (a heartbeat: their deliveries are still running, or they are
+	// queued) and returns how many rows changed.
+	Renew(ctx context.Context, owner string, ids []string, now time.Time) (int64, error)
 	// MarkDone marks owner's claimed events DONE at now and returns how many
 	// rows changed.
 	MarkDone(ctx context.Context, owner string, ids []string, now time.Time) (int64, error)
@@ -181,6 +221,20 @@ type Store interface {
 	// Replay moves DEAD events back to NEW with zero attempts, due at now and
 	// unclaimed, and returns how many rows changed.
 	Replay(ctx context.Context, ids []string, now time.Time) (int64, error)
+	// Delete removes DEAD events for good and returns how many rows it
+	// removed; ids of events in any other status are left alone.
+	Delete(ctx context.Context, ids []string) (int64, error)
+	// Skip moves DEAD events to DONE at now without delivering them,
+	// recording note as their last error, and returns how many rows
+	// changed; ids of events in any other status are left alone. The
+	// ordered events of their keys that waited for them go on.
+	Skip(ctx context.Context, ids []string, now time.Time, note string) (int64, error)
+	// PendingKeys returns which of keys have a stored ordered event that is
+	// not DONE (NEW, RETRY, claimed or DEAD), as the transaction tx sees the
+	// table (its own inserts included): the Writer of an ordered Client
+	// claims an event at insert, for its hot path, only if nothing of its
+	// key is pending ahead of it.
+	PendingKeys(ctx context.Context, tx Tx, keys []string) ([]string, error)
 }
 
 // Purger deletes terminal events.

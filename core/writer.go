@@ -55,6 +55,12 @@ type WriterConfig struct {
 	// Hooks shape writes and observe commits, in order. They cannot turn
 	// the hot path off: it is wired through Dispatcher, not through a hook.
 	Hooks []WriterHook
+	// Ordered stores the ordering key of the events that have one (see
+	// Config.Ordered); without it every event is stored unordered. With a
+	// Dispatcher, an ordered event takes the hot path only if nothing of
+	// its key is pending ahead of it (one Store.PendingKeys query per
+	// write); the others are left to the poller.
+	Ordered bool
 	// Clock stamps created_at (default SystemClock).
 	Clock Clock
 	// Logger receives hook failures (default slog.Default()).
@@ -64,12 +70,13 @@ type WriterConfig struct {
 // Writer writes events into the outbox inside the caller's transaction.
 // It is safe for concurrent use.
 type Writer struct {
-	tx     TxContext
-	store  Store
-	hot    *Dispatcher
-	hooks  []WriterHook
-	clock  Clock
-	logger *slog.Logger
+	tx      TxContext
+	store   Store
+	hot     *Dispatcher
+	hooks   []WriterHook
+	ordered bool
+	clock   Clock
+	logger  *slog.Logger
 }
 
 // NewWriter returns a Writer. It fails if TxContext or Store is missing.
@@ -83,7 +90,7 @@ func NewWriter(cfg WriterConfig) (*Writer, error) {
 		}
 	}
 	return &Writer{tx: cfg.TxContext, store: cfg.Store, hot: cfg.Dispatcher, hooks: append([]WriterHook(nil), cfg.Hooks...),
-		clock: clockOr(cfg.Clock), logger: loggerOr(cfg.Logger)}, nil
+		ordered: cfg.Ordered, clock: clockOr(cfg.Clock), logger: loggerOr(cfg.Logger)}, nil
 }
 
 // Write inserts events into the outbox in the transaction carried by ctx and
@@ -110,15 +117,33 @@ func (w *Writer) Write(ctx context.Context, events ...Envelope) ([]string, error
 		return nil, nil
 	}
 	seen := make(map[string]struct{}, len(events))
-	for _, e := range events {
+	marked := make([]Envelope, len(events)) // the caller's slice stays as it is
+	for i, e := range events {
 		if _, dup := seen[e.ID()]; dup {
 			return nil, fmt.Errorf("%w: event id %s appears twice in one write", ErrDuplicateEvent, e.ID())
 		}
 		seen[e.ID()] = struct{}{}
+		marked[i] = e.inOrder(w.ordered)
 	}
+	events = marked
 	owner := ""
 	if w.hot != nil {
-		owner = w.hot.claimOwner()
+		owner = w.hot.claimOwner(events)
+	}
+	var hot []Envelope
+	var released []string
+	if owner != "" {
+		if w.ordered {
+			var claim bool
+			if hot, released, claim, err = w.hotSplit(ctx, tx, events); err != nil {
+				return nil, err
+			}
+			if !claim {
+				owner, released = "", nil // nothing for the hot path: insert unclaimed
+			}
+		} else {
+			hot = events
+		}
 	}
 	if err := w.store.Insert(ctx, tx, utcNow(w.clock), owner, events); err != nil {
 		return nil, fmt.Errorf("outbox: write %d event(s): %w", len(events), err)
@@ -129,7 +154,7 @@ func (w *Writer) Write(ctx context.Context, events ...Envelope) ([]string, error
 	}
 	if owner != "" {
 		d := w.hot
-		tx.AfterCommit(func() { d.afterCommit(events) })
+		tx.AfterCommit(func() { d.afterCommit(hot, released) })
 	}
 	for _, h := range w.hooks {
 		safeCall(w.logger, "after-write hook", func() { h.AfterWrite(ctx, events) })

@@ -32,6 +32,12 @@ type Store struct {
 	// yet, like the unique index of a database: another insert of the
 	// same id fails at once.
 	staged map[string]*memTx
+	// seq numbers the inserted rows (Record.Seq), like a database sequence:
+	// at insert, not at commit.
+	seq int64
+	// cursor is the ordering key after which the next ordered claim looks
+	// for heads first, so that keys take turns.
+	cursor string
 }
 
 // New returns an empty Store.
@@ -51,6 +57,7 @@ type row struct {
 	lastError   string
 	lockedBy    string
 	lockedAt    time.Time
+	seq         int64
 }
 
 // ts converts t the way the SQL stores keep timestamps: UTC, truncated to
@@ -63,6 +70,9 @@ func ts(t time.Time) time.Time {
 }
 
 func pending(r *row) bool { return r.status == outbox.StatusNew || r.status == outbox.StatusRetry }
+
+// key returns the row's ordering key, "" for an unordered row.
+func (r *row) key() string { return r.f.OrderingKey }
 
 func (r *row) unlock() { r.lockedBy, r.lockedAt = "", time.Time{} }
 
@@ -79,6 +89,9 @@ func newRow(e outbox.Envelope, now time.Time, owner string) *row {
 	}
 	if e.NumHeaders() > 0 {
 		r.f.Headers = e.Headers() // a copy
+	}
+	if e.Ordered() {
+		r.f.OrderingKey = e.OrderingKey()
 	}
 	if at := ts(e.AvailableAt()); at.After(now) {
 		r.availableAt = at
@@ -100,7 +113,7 @@ func (r *row) record() outbox.Record {
 	return outbox.Record{
 		ID: r.f.ID, Envelope: env, Err: err, Status: r.status, Attempts: r.attempts,
 		CreatedAt: r.createdAt, AvailableAt: r.availableAt, DoneAt: r.doneAt,
-		LastError: r.lastError, LockedBy: r.lockedBy, LockedAt: r.lockedAt,
+		LastError: r.lastError, LockedBy: r.lockedBy, LockedAt: r.lockedAt, Seq: r.seq,
 	}
 }
 
@@ -152,31 +165,20 @@ func (s *Store) Insert(ctx context.Context, tx outbox.Tx, now time.Time, owner s
 	top := t.levels[len(t.levels)-1]
 	top.rows = append(top.rows, rows...)
 	for _, r := range rows {
+		s.seq++
+		r.seq = s.seq
 		s.staged[r.f.ID] = t
 	}
 	return nil
 }
 
-// claimable reports whether req may claim r at now: pending, due, old
-// enough for SkipRecent, and unclaimed, or claimed longer ago than the
-// lease, or claimed by req.Owner longer ago than OwnReclaimAfter.
-func claimable(r *row, req outbox.ClaimRequest, now time.Time) bool {
-	if !pending(r) || r.availableAt.After(now) || r.createdAt.After(ts(now.Add(-req.SkipRecent))) {
-		return false
-	}
-	switch {
-	case r.lockedBy == "":
-		return true
-	case !r.lockedAt.After(ts(now.Add(-req.Lease))):
-		return true
-	case req.OwnReclaimAfter > 0 && r.lockedBy == req.Owner && !r.lockedAt.After(ts(now.Add(-req.OwnReclaimAfter))):
-		return true
-	}
-	return false
-}
-
-// Claim atomically claims up to req.Limit due pending events for req.Owner
-// and returns them oldest due first (by due time, then id).
+// Claim atomically claims up to req.Limit events for req.Owner: first
+// pending events whose claim is older than the lease (by any owner, taken
+// over: ErrClaimExpired), oldest claim first, then due unclaimed pending
+// events old enough for SkipRecent, oldest due first. Ordered events are
+// claimed only by a req.Ordered claim, and only as the head of their key
+// (its first event that is not DONE, nor DEAD unless req.DeadSkips), keys
+// taking turns. The result is ordered by due time, then id.
 func (s *Store) Claim(ctx context.Context, req outbox.ClaimRequest) ([]outbox.Record, error) {
 	if req.Limit <= 0 {
 		return nil, nil
@@ -188,30 +190,167 @@ func (s *Store) Claim(ctx context.Context, req outbox.ClaimRequest) ([]outbox.Re
 		return nil, fmt.Errorf("outboxmem: claim: %w", err)
 	}
 	now := ts(req.Now)
+	leaseCutoff, recentCutoff := ts(now.Add(-req.Lease)), ts(now.Add(-req.SkipRecent))
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var due []*row
+	var expired, due []*row
+	var heads map[string]*row
+	if req.Ordered {
+		heads = s.heads(req.DeadSkips)
+	}
 	for _, r := range s.rows {
-		if claimable(r, req, now) {
+		switch {
+		case !pending(r):
+		case r.lockedBy != "":
+			if !req.NoRecovery && !r.lockedAt.After(leaseCutoff) {
+				expired = append(expired, r)
+			}
+		case r.key() != "":
+			// ordered: a head, below
+		case !r.availableAt.After(now) && !r.createdAt.After(recentCutoff):
 			due = append(due, r)
 		}
 	}
-	slices.SortFunc(due, func(a, b *row) int {
-		return cmp.Or(a.availableAt.Compare(b.availableAt), byID(a, b))
-	})
-	due = due[:min(len(due), req.Limit)]
-	recs := make([]outbox.Record, len(due))
-	for i, r := range due {
-		if r.lockedBy != req.Owner { // an own re-claim keeps its claim time
-			if r.lockedBy != "" { // taken over: no outcome was stored
-				r.lastError = outbox.ErrClaimExpired.Error()
-			}
-			r.lockedAt = now
-		}
-		r.lockedBy = req.Owner
+	slices.SortFunc(expired, func(a, b *row) int { return cmp.Or(a.lockedAt.Compare(b.lockedAt), byID(a, b)) })
+	slices.SortFunc(due, func(a, b *row) int { return cmp.Or(a.availableAt.Compare(b.availableAt), byID(a, b)) })
+	expired = expired[:min(len(expired), req.Limit)]
+	due = slices.Concat(s.claimableHeads(heads, now, recentCutoff, req.Limit-len(expired)), due)
+	due = due[:min(len(due), req.Limit-len(expired))]
+	for _, r := range expired {
+		r.lastError = outbox.ErrClaimExpired.Error()
+	}
+	claimed := append(expired, due...)
+	slices.SortFunc(claimed, func(a, b *row) int { return cmp.Or(a.availableAt.Compare(b.availableAt), byID(a, b)) })
+	recs := make([]outbox.Record, len(claimed))
+	for i, r := range claimed {
+		r.lockedBy, r.lockedAt = req.Owner, now
 		recs[i] = r.record()
 	}
 	return recs, nil
+}
+
+// heads returns the first row of each ordering key that is not DONE (nor,
+// unless deadSkips, DEAD), by key.
+func (s *Store) heads(deadSkips bool) map[string]*row {
+	heads := map[string]*row{}
+	for _, r := range s.rows {
+		if r.key() == "" || r.status == outbox.StatusDone || r.status == outbox.StatusDead && deadSkips {
+			continue
+		}
+		if h, ok := heads[r.key()]; !ok || r.seq < h.seq {
+			heads[r.key()] = r
+		}
+	}
+	return heads
+}
+
+// claimableHeads returns up to limit heads that are pending, unclaimed and
+// due, taking keys in order from the one after the store's cursor (and
+// around), and moves the cursor to the last key taken.
+func (s *Store) claimableHeads(heads map[string]*row, now, recentCutoff time.Time, limit int) []*row {
+	keys := make([]string, 0, len(heads))
+	for k := range heads {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	start, _ := slices.BinarySearch(keys, s.cursor+"\x00") // the first key after the cursor
+	var out []*row
+	for i := range keys {
+		if len(out) == limit {
+			break
+		}
+		k := keys[(start+i)%len(keys)]
+		h := heads[k]
+		if pending(h) && h.lockedBy == "" && !h.availableAt.After(now) && !h.createdAt.After(recentCutoff) {
+			out = append(out, h)
+			s.cursor = k
+		}
+	}
+	return out
+}
+
+// PendingKeys returns which of keys have an ordered event that is not
+// DONE, as the transaction tx sees them: committed, or staged by tx.
+func (s *Store) PendingKeys(ctx context.Context, tx outbox.Tx, keys []string) ([]string, error) {
+	t, ok := tx.(*memTx)
+	if !ok || t.store != s {
+		return nil, fmt.Errorf("%w: outboxmem: the transaction (%T) is not one of this Store", outbox.ErrInvalidConfig, tx)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("outboxmem: pending keys: %w", err)
+	}
+	want := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		want[k] = true
+	}
+	found := map[string]bool{}
+	see := func(r *row) {
+		if want[r.key()] && r.status != outbox.StatusDone {
+			found[r.key()] = true
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range s.rows {
+		see(r)
+	}
+	for _, l := range t.levels {
+		for _, r := range l.rows {
+			see(r)
+		}
+	}
+	var out []string
+	for _, k := range keys {
+		if found[k] {
+			out = append(out, k)
+		}
+	}
+	return out, nil
+}
+
+// Skip moves DEAD events to DONE at now without delivering them, records
+// note as their last error, and returns how many rows changed.
+func (s *Store) Skip(ctx context.Context, ids []string, now time.Time, note string) (int64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("outboxmem: skip: %w", err)
+	}
+	now = ts(now)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n int64
+	for _, id := range ids {
+		if r, ok := s.rows[id]; ok && r.status == outbox.StatusDead {
+			r.status, r.doneAt, r.lastError = outbox.StatusDone, now, outbox.TruncateError(note)
+			n++
+		}
+	}
+	return n, nil
+}
+
+// blocking reports whether r is a DEAD event that holds back its ordering
+// key: the first event of its key that is not DONE.
+func (s *Store) blocking(r *row) bool {
+	if r.status != outbox.StatusDead || r.key() == "" {
+		return false
+	}
+	for _, o := range s.rows {
+		if o.key() == r.key() && o.seq < r.seq && o.status != outbox.StatusDone {
+			return false
+		}
+	}
+	return true
+}
+
+// Renew sets the claim time of owner's claimed pending events to now and
+// returns how many rows changed.
+func (s *Store) Renew(ctx context.Context, owner string, ids []string, now time.Time) (int64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("outboxmem: renew: %w", err)
+	}
+	now = ts(now)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.fenced(owner, ids, func(r *row) { r.lockedAt = now }), nil
 }
 
 // CountAttempt increments the attempts of owner's claimed event and
@@ -327,6 +466,23 @@ func (s *Store) Replay(ctx context.Context, ids []string, now time.Time) (int64,
 	return n, nil
 }
 
+// Delete removes DEAD events and returns how many it removed.
+func (s *Store) Delete(ctx context.Context, ids []string) (int64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("outboxmem: delete: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n int64
+	for _, id := range ids {
+		if r, ok := s.rows[id]; ok && r.status == outbox.StatusDead {
+			delete(s.rows, id)
+			n++
+		}
+	}
+	return n, nil
+}
+
 // Get returns a copy of the event id with its state, or an error wrapping
 // outbox.ErrNotFound.
 func (s *Store) Get(ctx context.Context, id string) (outbox.Record, error) {
@@ -357,7 +513,7 @@ func (s *Store) matching(q outbox.Query) []*row {
 		if len(q.Statuses) > 0 && !slices.Contains(q.Statuses, r.status) ||
 			q.AggregateType != "" && r.f.AggregateType != q.AggregateType ||
 			q.EventType != "" && r.f.Type != q.EventType ||
-			r.f.ID <= q.AfterID {
+			r.f.ID <= q.AfterID || q.Blocking && !s.blocking(r) {
 			continue
 		}
 		if ids != nil {
@@ -415,6 +571,12 @@ func (s *Store) Stats(ctx context.Context) (outbox.Stats, error) {
 		st.ByStatus[r.status]++
 		if pending(r) && (st.OldestPending.IsZero() || r.createdAt.Before(st.OldestPending)) {
 			st.OldestPending = r.createdAt
+		}
+		if s.blocking(r) {
+			st.BlockedKeys++
+			if st.OldestBlocked.IsZero() || r.doneAt.Before(st.OldestBlocked) {
+				st.OldestBlocked = r.doneAt
+			}
 		}
 	}
 	return st, nil

@@ -33,8 +33,8 @@ const (
 
 // RunStoreSuite checks that a Store (and its Purger) behaves as the outbox
 // requires: round trips, claims and their exclusivity, leases and fencing,
-// status changes, queries, statistics, purging, time zones and rows that
-// cannot be decoded. newFixture is called once per subtest and must return
+// status changes, queries, statistics, purging, time zones, rows that
+// cannot be decoded, and the ordered claim of Config.Ordered. newFixture is called once per subtest and must return
 // a fresh, empty table; subtests run in parallel.
 func RunStoreSuite(t *testing.T, newFixture func(t *testing.T) Fixture) {
 	t.Helper()
@@ -51,12 +51,14 @@ func RunStoreSuite(t *testing.T, newFixture func(t *testing.T) Fixture) {
 		{"ClaimSkipRecent", storeClaimSkipRecent},
 		{"ClaimExclusiveUnderConcurrency", storeClaimConcurrent},
 		{"LeaseExpiryAndFencing", storeLeaseExpiry},
-		{"OwnReclaim", storeOwnReclaim},
+		{"RenewKeepsTheClaim", storeRenew},
+		{"RecoveryComesFirstAndTakesOwnExpiredClaims", storeRecovery},
 		{"MarkDoneBatch", storeMarkDone},
 		{"MarkRetry", storeMarkRetry},
 		{"MarkDead", storeMarkDead},
 		{"Release", storeRelease},
 		{"Replay", storeReplay},
+		{"Delete", storeDelete},
 		{"GetOneWithItsState", storeGet},
 		{"InsertOutsideItsTransactionFails", storeInsertWrongTx},
 		{"ListCountFiltersAndPaging", storeListCount},
@@ -65,6 +67,13 @@ func RunStoreSuite(t *testing.T, newFixture func(t *testing.T) Fixture) {
 		{"ErrorTruncation", storeErrorTruncation},
 		{"TimeZoneIndependence", storeTimeZones},
 		{"CorruptHeadersDoNotFailClaim", storeCorruptHeaders},
+		{"OrderedClaimTakesOnlyHeads", storeOrderedHeads},
+		{"OrderedSequenceFollowsInserts", storeOrderedSequence},
+		{"UnorderedClaimLeavesOrderedEvents", storeOrderedVersusUnordered},
+		{"OrderedDeadSkipsAndReplay", storeOrderedDeadSkips},
+		{"OrderedPendingKeys", storeOrderedPendingKeys},
+		{"OrderedKeysTakeTurns", storeOrderedTurns},
+		{"OrderedClaimExclusiveUnderConcurrency", storeOrderedConcurrent},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -552,36 +561,91 @@ func storeLeaseExpiry(t *testing.T, f Fixture) {
 	}
 }
 
-func storeOwnReclaim(t *testing.T, f Fixture) {
-	e := event(t)
-	insert(t, f, t0, ownerA, e) // the hot path's row
-	req := outbox.ClaimRequest{Owner: ownerA, Now: t0.Add(2 * time.Second), Lease: lease, Limit: 10}
-	if got := claim(t, f, req); len(got) != 0 {
-		t.Fatal("own row re-claimed with OwnReclaimAfter disabled")
+// storeRenew: a renewed claim is not taken over until a lease after its
+// renewal; renewals are fenced by owner; a claimed row, renewed or not, is
+// never given to a claim before its lease runs out.
+func storeRenew(t *testing.T, f Fixture) {
+	ctx := context.Background()
+	mine, theirs := event(t), event(t)
+	insert(t, f, t0, ownerA, mine) // the hot path's row
+	insert(t, f, t0, ownerB, theirs)
+	renewAt := t0.Add(lease / 2)
+	n, err := f.Store.Renew(ctx, ownerA, []string{mine.ID(), theirs.ID(), "no-such-id"}, renewAt)
+	if err != nil || n != 1 {
+		t.Fatalf("Renew = %d, %v; want 1 (only A's row)", n, err)
 	}
-	req.OwnReclaimAfter = time.Second
-	req.Now = t0.Add(time.Second - time.Microsecond)
-	if got := claim(t, f, req); len(got) != 0 {
-		t.Fatal("own row re-claimed before OwnReclaimAfter")
+	wantTime(t, "renewed claim time", get(t, f, mine.ID()).LockedAt, renewAt)
+	wantTime(t, "other owner's claim time", get(t, f, theirs.ID()).LockedAt, t0)
+	// At t0+lease B's own row has expired, A's renewed row has not.
+	got := claim(t, f, outbox.ClaimRequest{Owner: ownerB, Now: t0.Add(lease), Lease: lease, Limit: 10})
+	if len(got) != 1 || got[0].ID != theirs.ID() {
+		t.Fatalf("claim at t0+lease = %v, want only the unrenewed row", recIDs(got))
 	}
-	other := req
-	other.Owner, other.Now = ownerB, t0.Add(2*time.Second)
-	if got := claim(t, f, other); len(got) != 0 {
-		t.Fatal("another owner used OwnReclaimAfter to take A's row")
+	if got := claim(t, f, outbox.ClaimRequest{Owner: ownerB, Now: renewAt.Add(lease - time.Microsecond), Lease: lease, Limit: 10}); len(got) != 0 {
+		t.Fatalf("a renewed claim was taken over before its lease ran out: %v", recIDs(got))
 	}
-	req.Now = t0.Add(time.Second)
-	got := claim(t, f, req)
-	if len(got) != 1 || got[0].ID != e.ID() {
-		t.Fatalf("own reclaim = %v, want %s", recIDs(got), e.ID())
+	got = claim(t, f, outbox.ClaimRequest{Owner: ownerB, Now: renewAt.Add(lease), Lease: lease, Limit: 10})
+	if len(got) != 1 || got[0].ID != mine.ID() || got[0].LastError != outbox.ErrClaimExpired.Error() {
+		t.Fatalf("claim a lease after the renewal = %+v, want the row, taken over", got)
 	}
-	// Re-claiming never renews the lease (a hung listener's row must expire
-	// for other owners), and it is not a take-over.
-	wantTime(t, "re-claimed, still claimed at", got[0].LockedAt, t0)
-	if got[0].Attempts != 0 || got[0].LastError != "" {
-		t.Fatalf("own reclaim: attempts %d, last error %q; want 0 and none", got[0].Attempts, got[0].LastError)
+	// A's renewal after the take-over changes nothing.
+	if n, err := f.Store.Renew(ctx, ownerA, []string{mine.ID()}, renewAt.Add(lease)); err != nil || n != 0 {
+		t.Fatalf("stale Renew = %d, %v; want 0", n, err)
 	}
-	if got := claim(t, f, outbox.ClaimRequest{Owner: ownerB, Now: t0.Add(lease), Lease: lease, Limit: 10}); len(got) != 1 {
-		t.Fatal("the lease of a re-claimed row did not run from its first claim")
+	// Terminal rows are not renewed.
+	if _, err := f.Store.MarkDone(ctx, ownerB, []string{mine.ID()}, renewAt.Add(lease)); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := f.Store.Renew(ctx, ownerB, []string{mine.ID()}, renewAt.Add(lease)); err != nil || n != 0 {
+		t.Fatalf("Renew of a DONE row = %d, %v; want 0", n, err)
+	}
+}
+
+// storeRecovery: expired claims are taken first, oldest claim first, the
+// claimer's own too (its delivery hung past its timeout: it no longer
+// renews it), and fresh rows fill the rest of the limit.
+func storeRecovery(t *testing.T, f Fixture) {
+	own, other, fresh := event(t), event(t), events(t, 3)
+	insert(t, f, t0, ownerA, own)
+	insert(t, f, t0.Add(time.Millisecond), ownerB, other)
+	insert(t, f, t0.Add(-time.Hour), "", fresh...) // due long before the expired rows
+	now := t0.Add(time.Millisecond).Add(lease)
+	// A claim without recovery takes fresh rows only.
+	noRecovery := claim(t, f, outbox.ClaimRequest{Owner: ownerB, Now: now, Lease: lease, Limit: 1, NoRecovery: true})
+	if len(noRecovery) != 1 || noRecovery[0].ID != fresh[0].ID() || noRecovery[0].LastError != "" {
+		t.Fatalf("NoRecovery claim = %v, want the oldest fresh row %s", recIDs(noRecovery), fresh[0].ID())
+	}
+	if _, err := f.Store.Release(context.Background(), ownerB, []string{fresh[0].ID()}); err != nil {
+		t.Fatal(err)
+	}
+	got := claim(t, f, outbox.ClaimRequest{Owner: ownerA, Now: now, Lease: lease, Limit: 3})
+	if len(got) != 3 {
+		t.Fatalf("claimed %v, want 3 rows", recIDs(got))
+	}
+	byID := map[string]outbox.Record{}
+	for _, r := range got {
+		byID[r.ID] = r
+	}
+	for _, id := range []string{own.ID(), other.ID()} {
+		r, ok := byID[id]
+		if !ok {
+			t.Fatalf("expired claim %s not recovered first: got %v", id, recIDs(got))
+		}
+		if r.LastError != outbox.ErrClaimExpired.Error() || r.LockedBy != ownerA {
+			t.Errorf("recovered %s: last error %q, owner %q", id, r.LastError, r.LockedBy)
+		}
+		wantTime(t, "recovered claim time", r.LockedAt, now)
+	}
+	if _, ok := byID[fresh[0].ID()]; !ok {
+		t.Fatalf("the rest of the limit was not filled with the oldest due row: %v", recIDs(got))
+	}
+	if byID[fresh[0].ID()].LastError != "" {
+		t.Errorf("a fresh claim recorded a take-over: %q", byID[fresh[0].ID()].LastError)
+	}
+	// The recovered rows are claimed anew: not expired again at once.
+	got = claim(t, f, outbox.ClaimRequest{Owner: ownerB, Now: now.Add(time.Millisecond), Lease: lease, Limit: 10})
+	if len(got) != 2 {
+		t.Fatalf("next claim = %v, want the 2 fresh rows left", recIDs(got))
 	}
 }
 
@@ -724,6 +788,26 @@ func storeReplay(t *testing.T, f Fixture) {
 	got := claim(t, f, outbox.ClaimRequest{Owner: ownerB, Now: now, Lease: 2 * time.Hour, Limit: 10})
 	if len(got) != 1 || got[0].ID != dead.ID() {
 		t.Fatalf("replayed row not claimable: %v", recIDs(got))
+	}
+}
+
+func storeDelete(t *testing.T, f Fixture) {
+	ctx := context.Background()
+	dead, pending := event(t), event(t)
+	insert(t, f, t0, ownerA, dead, pending)
+	if _, err := f.Store.MarkDead(ctx, outbox.Outcome{Owner: ownerA, ID: dead.ID(), At: t0, Error: "poison", CountAttempt: true}); err != nil {
+		t.Fatal(err)
+	}
+	n, err := f.Store.Delete(ctx, []string{dead.ID(), pending.ID(), "no-such-id"})
+	if err != nil || n != 1 {
+		t.Fatalf("Delete = %d, %v; want 1 (only the DEAD row)", n, err)
+	}
+	if _, err := f.Store.Get(ctx, dead.ID()); !errors.Is(err, outbox.ErrNotFound) {
+		t.Fatalf("deleted row still there: %v", err)
+	}
+	wantState(t, get(t, f, pending.ID()), outbox.StatusNew, 0, ownerA)
+	if n, err := f.Store.Delete(ctx, []string{dead.ID()}); err != nil || n != 0 {
+		t.Fatalf("second Delete = %d, %v; want 0", n, err)
 	}
 }
 

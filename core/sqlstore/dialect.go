@@ -66,8 +66,21 @@ type dialect struct {
 	// indexQuery returns the query (and its arguments) that lists the names
 	// of the indexes of table name in schema ("" for the current one).
 	indexQuery func(schema, name string) (string, []any)
+	// upgrade, when set, brings a table made by an earlier schema up to
+	// date; Migrate runs it after the DDL. Dialects whose DDL does that
+	// itself (DROP INDEX IF EXISTS, CREATE INDEX IF NOT EXISTS) need none.
+	upgrade func(ctx context.Context, s *Store) error
 	// maxBatch caps rows per multi-row INSERT and ids per IN list.
 	maxBatch int
+
+	// Ordering (see ordering.go). seq names the insertion sequence's
+	// column. openKey returns the condition "the row called alias is an
+	// ordered event of key that is not DONE", which the order index
+	// serves. heads returns the statement that lists the heads of the keys
+	// after a cursor (see walkHeads).
+	seq     string
+	openKey func(alias, key string) string
+	heads   func(d *dialect, table string, deadSkips bool) string
 }
 
 func (d *dialect) Name() string   { return d.name }

@@ -39,15 +39,62 @@ var mysqlDialect = &dialect{
 		return "SELECT DISTINCT index_name FROM information_schema.statistics WHERE table_schema = COALESCE(NULLIF(?, ''), DATABASE()) AND table_name = ?",
 			[]any{schema, name}
 	},
+	upgrade:  mysqlUpgrade,
 	maxBatch: 500,
+	seq:      "seq",
+	openKey:  func(alias, key string) string { return alias + ".open_key = " + key },
+	heads:    groupHeads,
 }
 
 // mysqlTimeFormat is how timestamps are bound: DATETIME(6) text in UTC.
 const mysqlTimeFormat = "2006-01-02 15:04:05.000000"
 
-// mysqlClaimWhere is claimWhere over the generated column claim_at, which
-// is available_at for pending rows and NULL otherwise (see schema/mysql.sql).
-const mysqlClaimWhere = "claim_at <= ? AND created_at <= ? AND (locked_by IS NULL OR locked_at <= ?"
+// mysqlRecoverWhere and mysqlFreshWhere are recoverWhere and freshWhere
+// over the generated columns lease_at (locked_at of claimed pending rows)
+// and due_at (available_at of unclaimed pending rows), see schema/mysql.sql.
+const (
+	mysqlRecoverWhere = "lease_at <= ? ORDER BY lease_at"
+	mysqlFreshWhere   = "due_at <= ? AND created_at <= ? ORDER BY due_at, event_id"
+)
+
+// mysqlUpgrade replaces the claim_at column of tables made by the earlier
+// schema (one claim index over every pending row, claimed or not) with
+// due_at and lease_at and their indexes, in one ALTER TABLE.
+func mysqlUpgrade(ctx context.Context, s *Store) error {
+	if err := mysqlOrderingUpgrade(ctx, s); err != nil {
+		return err
+	}
+	schema, name := s.tableParts()
+	rows, err := s.db.Query(ctx, "SELECT COUNT(*) FROM information_schema.columns"+
+		" WHERE table_schema = COALESCE(NULLIF(?, ''), DATABASE()) AND table_name = ? AND column_name = 'claim_at'", schema, name)
+	if err != nil {
+		return err
+	}
+	var old int
+	for rows.Next() {
+		if err := rows.Scan(&old); err != nil {
+			_ = rows.Close()
+			return err
+		}
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil || old == 0 {
+		return err
+	}
+	// The new columns and keys, as the CREATE TABLE of schema/mysql.sql
+	// declares them.
+	alter := []string{"DROP KEY outbox_claim_idx", "DROP COLUMN claim_at"}
+	for _, line := range strings.Split(s.schema[0], "\n") {
+		def := strings.TrimSuffix(strings.TrimSpace(line), ",")
+		switch {
+		case strings.HasPrefix(def, "due_at "), strings.HasPrefix(def, "lease_at "):
+			alter = append(alter, "ADD COLUMN "+def)
+		case strings.HasPrefix(def, "KEY outbox_due_idx "), strings.HasPrefix(def, "KEY outbox_lease_idx "):
+			alter = append(alter, "ADD "+def)
+		}
+	}
+	_, err = s.db.Exec(ctx, "ALTER TABLE "+s.table+" "+strings.Join(alter, ", "))
+	return err
+}
 
 // mysqlDSNError says that the driver's DSN lacks an option the store needs.
 type mysqlDSNError struct{ msg string }
@@ -84,57 +131,104 @@ func mysqlErrorNumber(err error) uint64 {
 	return 0
 }
 
-// mysqlClaim locks up to req.Limit claimable rows with SELECT … FOR UPDATE
-// SKIP LOCKED (rows another claim holds are skipped, not waited for), sets
-// their owner and claim time, and commits, in a READ COMMITTED transaction
-// of its own, so that rows the scan rejects are not kept locked.
+// mysqlClaim runs the recovery and the fresh claim (see recoverWhere) in
+// one READ COMMITTED transaction of its own, so that rows a scan rejects
+// are not kept locked: each SELECT … FOR UPDATE SKIP LOCKED (rows another
+// claim holds are skipped, not waited for) is followed by an UPDATE of the
+// rows it selected, by primary key.
 func mysqlClaim(ctx context.Context, s *Store, req outbox.ClaimRequest) ([]outbox.Record, error) {
-	_, set, args := s.claimArgs(req)
-	where := mysqlClaimWhere
-	if req.OwnReclaimAfter > 0 {
-		where += claimOwn
+	// InnoDB may end one of two concurrent claims with a deadlock (their
+	// updates touch the same secondary index pages); the claim changed
+	// nothing then, and runs again.
+	for attempt := 1; ; attempt++ {
+		recs, err := mysqlClaimOnce(ctx, s, req)
+		if err == nil || attempt == mysqlClaimAttempts || mysqlErrorNumber(err) != 1213 { // ER_LOCK_DEADLOCK
+			return recs, err
+		}
 	}
-	query := "SELECT " + columns + " FROM " + s.table + " WHERE " + where + ") ORDER BY claim_at, event_id LIMIT ? FOR UPDATE SKIP LOCKED"
+}
+
+// mysqlClaimAttempts bounds the runs of a claim that deadlocks.
+const mysqlClaimAttempts = 3
+
+// mysqlClaimOnce is one run of mysqlClaim.
+func mysqlClaimOnce(ctx context.Context, s *Store, req outbox.ClaimRequest) ([]outbox.Record, error) {
+	a := s.claimArgs(req)
 	var recs []outbox.Record
 	err := s.db.ReadCommitted(ctx, func(tx Conn) error {
-		var err error
-		recs, err = s.queryRecords(ctx, tx, query, args...)
-		if err != nil {
-			if mysqlErrorNumber(err) == 1064 && strings.Contains(err.Error(), "SKIP LOCKED") { // ER_PARSE_ERROR
-				err = fmt.Errorf("%w (the claim needs FOR UPDATE SKIP LOCKED: MySQL 8.0+ or MariaDB 10.6+)", err)
+		if !req.NoRecovery {
+			recovered, err := mysqlClaimStep(ctx, s, tx, mysqlRecoverWhere, a.recoverWhere, req.Limit, recoverSet, a.recoverSet)
+			if err != nil {
+				return err
 			}
-			return err
+			recs = recovered
 		}
-		if len(recs) == 0 {
+		if len(recs) == req.Limit {
 			return nil
 		}
-		ids := make([]any, 0, len(set)+len(recs))
-		ids = append(ids, set...)
-		for _, r := range recs {
-			var dsnErr *mysqlDSNError
-			if errors.As(r.Err, &dsnErr) {
-				return dsnErr // the pool is misconfigured, not the row: claim nothing
-			}
-			ids = append(ids, r.ID)
+		fresh := func(n int) ([]outbox.Record, error) {
+			return mysqlClaimStep(ctx, s, tx, mysqlFreshWhere, a.freshWhere, n, freshSet, a.freshSet)
 		}
-		update := "UPDATE " + s.table + " SET " + claimSet + " WHERE event_id IN (?" + strings.Repeat(", ?", len(recs)-1) + ")"
-		_, err = tx.Exec(ctx, update, ids...)
+		if !req.Ordered {
+			got, err := fresh(req.Limit - len(recs))
+			recs = append(recs, got...)
+			return err
+		}
+		heads := func(n int) ([]outbox.Record, error) {
+			return s.claimHeads(ctx, tx, req, n, func(ids []string) ([]outbox.Record, error) {
+				now := req.Now.UTC()
+				where := "status IN (0, 2) AND locked_by IS NULL AND available_at <= ? AND created_at <= ? AND event_id IN (?" + strings.Repeat(", ?", len(ids)-1) + ")"
+				args := []any{s.t(now), s.t(now.Add(-req.SkipRecent))}
+				for _, id := range ids {
+					args = append(args, id)
+				}
+				return mysqlClaimStep(ctx, s, tx, where, args, len(ids), freshSet, a.freshSet)
+			})
+		}
+		var err error
+		recs, err = s.fillOrdered(recs, req.Limit, heads, fresh)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	// The rows were read before the update: apply claimSet to them.
+	// The rows were read before their update: apply it to them.
 	lockedAt := req.Now.UTC().Truncate(time.Microsecond) // as bound: microseconds
 	for i := range recs {
 		r := &recs[i]
-		if r.LockedBy != req.Owner {
-			if r.LockedBy != "" {
-				r.LastError = outbox.ErrClaimExpired.Error()
-			}
-			r.LockedAt = lockedAt
+		if r.LockedBy != "" {
+			r.LastError = outbox.ErrClaimExpired.Error()
 		}
-		r.LockedBy = req.Owner
+		r.LockedBy, r.LockedAt = req.Owner, lockedAt
 	}
 	return recs, nil
+}
+
+// mysqlClaimStep selects up to limit rows matching where (with its
+// arguments) FOR UPDATE SKIP LOCKED and sets them with set (and its
+// arguments).
+func mysqlClaimStep(ctx context.Context, s *Store, tx Conn, where string, whereArgs []any, limit int, set string, setArgs []any) ([]outbox.Record, error) {
+	query := "SELECT " + s.q.columns + " FROM " + s.table + " WHERE " + where + " LIMIT ? FOR UPDATE SKIP LOCKED"
+	recs, err := s.queryRecords(ctx, tx, query, append(whereArgs, limit)...)
+	if err != nil {
+		if mysqlErrorNumber(err) == 1064 && strings.Contains(err.Error(), "SKIP LOCKED") { // ER_PARSE_ERROR
+			err = fmt.Errorf("%w (the claim needs FOR UPDATE SKIP LOCKED: MySQL 8.0+ or MariaDB 10.6+)", err)
+		}
+		return nil, err
+	}
+	if len(recs) == 0 {
+		return nil, nil
+	}
+	args := make([]any, 0, len(setArgs)+len(recs))
+	args = append(args, setArgs...)
+	for _, r := range recs {
+		var dsnErr *mysqlDSNError
+		if errors.As(r.Err, &dsnErr) {
+			return nil, dsnErr // the pool is misconfigured, not the row: claim nothing
+		}
+		args = append(args, r.ID)
+	}
+	update := "UPDATE " + s.table + " SET " + set + " WHERE event_id IN (?" + strings.Repeat(", ?", len(recs)-1) + ")"
+	_, err = tx.Exec(ctx, update, args...)
+	return recs, err
 }

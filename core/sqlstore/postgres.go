@@ -33,7 +33,8 @@ var postgresDialect = &dialect{
 	uniqueViolation: func(err error) bool { return sqlState(err) == "23505" }, // unique_violation
 	// The array comes as text and is cast on the server, so that lib/pq
 	// and pgx bind it alike; the primary key serves it in custom and
-	// generic plans.
+	// generic plans. (No partial index can: see schema/postgres.sql on the
+	// lease index.)
 	idsArray: "event_id = ANY(CAST(? AS TEXT)::TEXT[])",
 	maxIdent: 63, // NAMEDATALEN - 1: longer names are cut, and the cut index names of two tables collide
 	indexQuery: func(schema, name string) (string, []any) {
@@ -41,6 +42,10 @@ var postgresDialect = &dialect{
 			[]any{strings.ToLower(schema), strings.ToLower(name)} // unquoted identifiers fold to lower case
 	},
 	maxBatch: 500,
+	seq:      "seq",
+	openKey:  partialOpenKey,
+	heads:    lateralHeads,
+	upgrade:  pgUpgrade,
 }
 
 // scanTimeValue accepts the time.Time that drivers return for timestamp

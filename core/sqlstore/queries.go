@@ -6,34 +6,43 @@ import (
 )
 
 // columns is the select list every query that returns records uses, in the
-// order scanRecord reads it.
+// order scanRecord reads it, followed by the dialect's sequence column
+// (see selectList).
 const columns = "event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, payload_bytes, headers, " +
-	"status, attempts, occurred_at, available_at, created_at, done_at, last_error, locked_by, locked_at"
+	"status, attempts, occurred_at, available_at, created_at, done_at, last_error, locked_by, locked_at, ordering_key"
+
+// selectList returns the select list of d: columns and the sequence.
+func (d *dialect) selectList() string { return columns + ", " + d.seq }
 
 // insertColumns and insertRow: status and attempts are literals (NEW, 0).
 const (
 	insertColumns = "event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, payload_bytes, headers, " +
-		"status, attempts, occurred_at, available_at, created_at, locked_by, locked_at"
-	insertRow     = "(?, ?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?, ?, ?, ?)"
-	insertRowArgs = 13
+		"status, attempts, occurred_at, available_at, created_at, locked_by, locked_at, ordering_key"
+	insertRow     = "(?, ?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?, ?, ?, ?, ?)"
+	insertRowArgs = 14
 )
 
 // copyColumns are the columns of a bulk copy: insertColumns as a list.
 var copyColumns = strings.Split(insertColumns, ", ")
 
-// claimSet takes rows over for an owner. Parameters: owner, the take-over
-// error, owner, now, owner. A row of another owner (its lease expired)
-// records the take-over; a row of the same owner keeps its claim time.
-// Every expression reads the row as it was (MySQL, which reads left to
-// right, sees locked_by last).
-const claimSet = "last_error = CASE WHEN locked_by IS NULL OR locked_by = ? THEN last_error ELSE ? END," +
-	" locked_at = CASE WHEN locked_by = ? THEN locked_at ELSE ? END, locked_by = ?"
-
-// claimWhere selects claimable rows. Parameters: now (due), created cutoff
-// (skip recent), lease cutoff; with own-reclaim also owner and its cutoff.
+// The claim is two statements, each reading an index of its own. The
+// recovery takes rows whose claim expired (their owner stopped renewing it:
+// it crashed, hangs or lost the database) through the lease index of
+// claimed rows by claim time, and records the take-over in last_error; the
+// fresh claim takes due, unclaimed rows through the due index of unclaimed
+// unordered rows in due order. A claimed row leaves the due index, so no
+// claim steps over rows that are being delivered. Ordered rows are not in
+// it: only an ordered claim takes them, as the heads of their keys (see
+// ordering.go).
 const (
-	claimWhere = "status IN (0, 2) AND available_at <= ? AND created_at <= ? AND (locked_by IS NULL OR locked_at <= ?"
-	claimOwn   = " OR (locked_by = ? AND locked_at <= ?)"
+	// recoverSet: the take-over error, owner, now.
+	recoverSet = "last_error = ?, locked_by = ?, locked_at = ?"
+	// recoverWhere: lease cutoff.
+	recoverWhere = "status IN (0, 2) AND locked_by IS NOT NULL AND locked_at <= ?"
+	// freshSet: owner, now.
+	freshSet = "locked_by = ?, locked_at = ?"
+	// freshWhere: now (due), created cutoff (skip recent).
+	freshWhere = "status IN (0, 2) AND locked_by IS NULL AND ordering_key IS NULL AND available_at <= ? AND created_at <= ?"
 )
 
 // queryWhere filters List and Count. Parameters: four status slots, the
@@ -42,6 +51,7 @@ const queryWhere = " WHERE status IN (?, ?, ?, ?) AND (? = '' OR aggregate_type 
 
 // queries is every statement of one Store, built once by buildQueries.
 type queries struct {
+	columns    string // the select list (see selectList)
 	queryWhere string // queryWhere, rebound: List and Count append to it
 	get        string
 	insert     *batchSQL
@@ -49,17 +59,20 @@ type queries struct {
 	// the rows an Insert wrote before it found a duplicate id.
 	existing     *idsSQL
 	undoInsert   *idsSQL
-	claim        string // UPDATE … RETURNING, without own-reclaim
-	claimOwn     string // the same with own-reclaim
+	recoverClaim string // UPDATE … RETURNING of expired claims
+	freshClaim   string // UPDATE … RETURNING of due unclaimed rows
+	renew        *idsSQL
 	markDone     *idsSQL
 	markRetry    string
 	countAttempt string
 	markDead     string
 	release      *idsSQL
 	replay       *idsSQL
+	deleteDead   *idsSQL
 	stats        string
 	oldest       string
 	purge        string
+	ord          *orderQueries // ordered delivery, see ordering.go
 }
 
 func buildQueries(d *dialect, t string) *queries {
@@ -74,21 +87,25 @@ func buildQueries(d *dialect, t string) *queries {
 			" locked_by = NULL, locked_at = NULL WHERE event_id = ? AND locked_by = ? AND status IN (0, 2)", 1),
 		markDead: d.rebind("UPDATE "+t+" SET status = 3, done_at = ?, last_error = ?, attempts = attempts + ?,"+
 			" locked_by = NULL, locked_at = NULL WHERE event_id = ? AND locked_by = ? AND status IN (0, 2)", 1),
+		renew: newIDsSQL(d, "UPDATE "+t+" SET locked_at = ? WHERE locked_by = ? AND status IN (0, 2) AND "),
 		release: newIDsSQL(d, "UPDATE "+t+" SET locked_by = NULL, locked_at = NULL"+
 			" WHERE locked_by = ? AND status IN (0, 2) AND "),
 		replay: newIDsSQL(d, "UPDATE "+t+" SET status = 0, attempts = 0, available_at = ?, done_at = NULL,"+
 			" locked_by = NULL, locked_at = NULL WHERE status = 3 AND "),
+		deleteDead: newIDsSQL(d, "DELETE FROM "+t+" WHERE status = 3 AND "),
+		columns:    d.selectList(),
 		queryWhere: queryWhere,
-		get:        d.rebind("SELECT "+columns+" FROM "+t+" WHERE event_id = ?", 1),
+		get:        d.rebind("SELECT "+d.selectList()+" FROM "+t+" WHERE event_id = ?", 1),
 		stats:      "SELECT status, COUNT(*) FROM " + t + " GROUP BY status",
 		oldest:     "SELECT MIN(created_at) FROM " + t + " WHERE status IN (0, 2)",
 	}
-	claim := func(where string) string {
-		return d.rebind("UPDATE "+t+" SET "+claimSet+" WHERE "+d.inSubquery("SELECT event_id FROM "+t+
-			" WHERE "+where+") ORDER BY available_at, event_id LIMIT ?"+d.claimLock)+" RETURNING "+columns, 1)
+	claim := func(set, where, order string) string {
+		return d.rebind("UPDATE "+t+" SET "+set+" WHERE "+d.inSubquery("SELECT event_id FROM "+t+
+			" WHERE "+where+" ORDER BY "+order+" LIMIT ?"+d.claimLock)+" RETURNING "+d.selectList(), 1)
 	}
-	q.claim = claim(claimWhere)
-	q.claimOwn = claim(claimWhere + claimOwn)
+	q.ord = buildOrderQueries(d, t, d.selectList())
+	q.recoverClaim = claim(recoverSet, recoverWhere, "locked_at")
+	q.freshClaim = claim(freshSet, freshWhere, "available_at, event_id")
 	if d.purgeSQL != nil {
 		q.purge = d.purgeSQL(t)
 	} else {
@@ -152,12 +169,16 @@ type idsSQL struct {
 // maxArrayIDs bounds the ids of one statement with an array parameter.
 const maxArrayIDs = 10_000
 
-func newIDsSQL(d *dialect, prefix string) *idsSQL {
+func newIDsSQL(d *dialect, prefix string) *idsSQL { return newIDsSQLTail(d, prefix, "") }
+
+// newIDsSQLTail is newIDsSQL with tail (no placeholders) after the
+// condition.
+func newIDsSQLTail(d *dialect, prefix, tail string) *idsSQL {
 	q := &idsSQL{d: d, fixed: strings.Count(prefix, "?")}
 	if d.idsArray != "" {
-		q.array = d.rebind(prefix+d.idsArray, 1)
+		q.array = d.rebind(prefix+d.idsArray+tail, 1)
 	} else {
-		q.list = newBatchSQL(d, prefix+"event_id IN (", "?", 1, ", ", ")")
+		q.list = newBatchSQL(d, prefix+"event_id IN (", "?", 1, ", ", ")"+tail)
 	}
 	return q
 }

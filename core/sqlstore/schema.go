@@ -76,9 +76,16 @@ func (s *Store) Schema() []string { return append([]string(nil), s.schema...) }
 // the outbox relies on exists: without them claims and purges scan the
 // whole table. It is safe to run at every start.
 func (s *Store) Migrate(ctx context.Context) error {
-	for _, stmt := range s.schema {
+	for i, stmt := range s.schema {
 		if _, err := s.db.Exec(ctx, stmt); err != nil {
 			return fmt.Errorf("sqlstore: migrate %s: %w", s.table, err)
+		}
+		// The first statement creates the table: a table made by an
+		// earlier version is brought up to date before its indexes.
+		if i == 0 && s.d.upgrade != nil {
+			if err := s.d.upgrade(ctx, s); err != nil {
+				return fmt.Errorf("sqlstore: migrate %s: upgrade: %w", s.table, err)
+			}
 		}
 	}
 	missing, err := s.missingIndexes(ctx)
@@ -95,10 +102,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 // missingIndexes returns the indexes of the schema that the database's
 // catalog does not list for the table.
 func (s *Store) missingIndexes(ctx context.Context) ([]string, error) {
-	schema, name := "", s.table
-	if i := strings.IndexByte(s.table, '.'); i >= 0 {
-		schema, name = s.table[:i], s.table[i+1:]
-	}
+	schema, name := s.tableParts()
 	query, args := s.d.indexQuery(schema, name)
 	rows, err := s.db.Query(ctx, query, args...)
 	if err != nil {
@@ -123,6 +127,14 @@ func (s *Store) missingIndexes(ctx context.Context) ([]string, error) {
 		}
 	}
 	return missing, nil
+}
+
+// tableParts splits the table name into its schema ("" for none) and name.
+func (s *Store) tableParts() (schema, name string) {
+	if i := strings.IndexByte(s.table, '.'); i >= 0 {
+		return s.table[:i], s.table[i+1:]
+	}
+	return "", s.table
 }
 
 // indexNameRE finds the index names of the DDL: CREATE INDEX statements,

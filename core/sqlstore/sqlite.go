@@ -31,6 +31,10 @@ var sqliteDialect = &dialect{
 		return "SELECT name FROM " + schema + "sqlite_master WHERE type = 'index' AND tbl_name = ? AND sql IS NOT NULL", []any{name}
 	},
 	maxBatch: 500,
+	seq:      "rowid",
+	openKey:  partialOpenKey,
+	heads:    scalarHeads,
+	upgrade:  sqliteUpgrade,
 }
 
 func scanUnixMicro(src any) (time.Time, error) {

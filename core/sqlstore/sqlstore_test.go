@@ -53,13 +53,16 @@ func TestSchemaUsesTheTableName(t *testing.T) {
 		t.Fatal(err)
 	}
 	stmts := s.Schema()
-	if len(stmts) != 3 {
-		t.Fatalf("%d statements, want table + 2 indexes:\n%s", len(stmts), strings.Join(stmts, "\n---\n"))
+	if len(stmts) != 6 {
+		t.Fatalf("%d statements, want table, drop of the old claim index, 4 indexes:\n%s", len(stmts), strings.Join(stmts, "\n---\n"))
 	}
 	if !strings.HasPrefix(stmts[0], "CREATE TABLE IF NOT EXISTS app.my_outbox (") {
 		t.Errorf("table statement: %s", stmts[0])
 	}
-	for _, st := range stmts[1:] {
+	if stmts[1] != "DROP INDEX IF EXISTS app.my_outbox_claim_idx" {
+		t.Errorf("drop statement: %s", stmts[1])
+	}
+	for _, st := range stmts[2:] {
 		if !strings.HasPrefix(st, "CREATE INDEX IF NOT EXISTS app.my_outbox_") || !strings.Contains(st, " ON my_outbox (") {
 			t.Errorf("index statement does not follow SQLite's schema syntax: %s", st)
 		}
@@ -85,8 +88,8 @@ func TestNoStatementReadsTheDatabaseClock(t *testing.T) {
 			t.Fatal(err)
 		}
 		q := s.q
-		all := []string{q.claim, q.claimOwn, q.markRetry, q.markDead, q.get, q.stats, q.oldest, q.purge, q.insert.sql(3)}
-		for _, b := range []*idsSQL{q.markDone, q.release, q.replay, q.existing, q.undoInsert} {
+		all := []string{q.recoverClaim, q.freshClaim, q.markRetry, q.markDead, q.get, q.stats, q.oldest, q.purge, q.insert.sql(3)}
+		for _, b := range []*idsSQL{q.markDone, q.renew, q.release, q.replay, q.deleteDead, q.existing, q.undoInsert} {
 			query, _ := b.bind(nil, []string{"a", "b"})
 			all = append(all, query)
 		}
@@ -152,8 +155,14 @@ func TestRebindNumbersPlaceholders(t *testing.T) {
 	if n, want := strings.Count(s.q.insert.sql(7), "?"), 7*insertRowArgs; n != want {
 		t.Errorf("insert of 7 rows has %d placeholders, want %d", n, want)
 	}
-	if n := strings.Count(s.q.claimOwn, "?"); n != 11 {
-		t.Errorf("claim with own-reclaim has %d placeholders, want 11", n)
+	a := s.claimArgs(outbox.ClaimRequest{Owner: "o", Limit: 1})
+	for _, c := range []struct {
+		query string
+		args  int
+	}{{s.q.recoverClaim, len(a.recoverSet) + len(a.recoverWhere) + 1}, {s.q.freshClaim, len(a.freshSet) + len(a.freshWhere) + 1}} {
+		if n := strings.Count(c.query, "?"); n != c.args {
+			t.Errorf("%s: %d placeholders, %d arguments", c.query, n, c.args)
+		}
 	}
 }
 
@@ -194,12 +203,14 @@ func TestIdentifierLimits(t *testing.T) {
 		ok      bool
 		indexes []string
 	}{
-		{PostgreSQL, strings.Repeat("p", 53), true, []string{strings.Repeat("p", 53) + "_claim_idx", strings.Repeat("p", 53) + "_purge_idx"}},
+		{PostgreSQL, strings.Repeat("p", 53), true, []string{strings.Repeat("p", 53) + "_due_idx", strings.Repeat("p", 53) + "_lease_idx", strings.Repeat("p", 53) + "_purge_idx",
+			strings.Repeat("p", 53) + "_order_idx"}},
 		{PostgreSQL, strings.Repeat("p", 54), false, nil},
 		{PostgreSQL, "app." + strings.Repeat("p", 53), true, nil},
 		{PostgreSQL, strings.Repeat("s", 64) + ".t", false, nil},
-		{MySQL, strings.Repeat("m", 64), true, []string{"outbox_claim_idx", "outbox_purge_idx"}},
-		{SQLite, strings.Repeat("q", 64), true, []string{strings.Repeat("q", 64) + "_claim_idx", strings.Repeat("q", 64) + "_purge_idx"}},
+		{MySQL, strings.Repeat("m", 64), true, []string{"outbox_seq_idx", "outbox_due_idx", "outbox_lease_idx", "outbox_purge_idx", "outbox_order_idx"}},
+		{SQLite, strings.Repeat("q", 64), true, []string{strings.Repeat("q", 64) + "_due_idx", strings.Repeat("q", 64) + "_lease_idx", strings.Repeat("q", 64) + "_purge_idx",
+			strings.Repeat("q", 64) + "_order_idx"}},
 	} {
 		s, err := New(noDB{}, WithDialect(tc.d), WithTable(tc.table))
 		if !tc.ok {

@@ -33,6 +33,8 @@ type Store struct {
 	// indexes are the names of the indexes the schema creates, without
 	// their schema; Migrate checks that they exist.
 	indexes []string
+	// ord is where ordered claims walk the keys (see ordering.go).
+	ord orderState
 }
 
 // Option configures a Store.
@@ -305,12 +307,15 @@ func (s *Store) insertArgs(e outbox.Envelope, now time.Time, owner string) ([]an
 	if e.AvailableAt().After(now) {
 		available = e.AvailableAt()
 	}
-	var lockedBy, lockedAt any
+	var lockedBy, lockedAt, key any
 	if owner != "" && !e.Delayed() {
 		lockedBy, lockedAt = owner, s.t(now)
 	}
+	if e.Ordered() {
+		key = e.OrderingKey()
+	}
 	return []any{e.ID(), e.Type(), e.AggregateType(), e.AggregateID(), e.TenantID(),
-		payload, payloadBytes, headers, s.t(e.OccurredAt()), s.t(available), s.t(now), lockedBy, lockedAt}, nil
+		payload, payloadBytes, headers, s.t(e.OccurredAt()), s.t(available), s.t(now), lockedBy, lockedAt, key}, nil
 }
 
 // Claim atomically claims up to req.Limit due pending events for req.Owner
@@ -323,14 +328,14 @@ func (s *Store) Claim(ctx context.Context, req outbox.ClaimRequest) ([]outbox.Re
 	if req.Owner == "" {
 		return nil, fmt.Errorf("%w: sqlstore: claim without an owner", outbox.ErrInvalidConfig)
 	}
-	var recs []outbox.Record
-	var err error
-	if s.d.claim != nil {
-		recs, err = s.d.claim(ctx, s, req)
-	} else {
-		query, set, where := s.claimArgs(req)
-		recs, err = s.queryRecords(ctx, s.db, query, append(set, where...)...)
+	claim := s.d.claim
+	if claim == nil {
+		claim = sharedClaim
 	}
+	if req.Ordered && s.d.claim == nil {
+		claim = sharedOrderedClaim
+	}
+	recs, err := claim(ctx, s, req)
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: claim from %s: %w", s.table, s.explain(err))
 	}
@@ -338,19 +343,40 @@ func (s *Store) Claim(ctx context.Context, req outbox.ClaimRequest) ([]outbox.Re
 	return recs, nil
 }
 
-// claimArgs returns the statement and the arguments of the shared claim:
-// those of claimSet, then WHERE due, created cutoff, lease cutoff[, owner,
-// own cutoff]; LIMIT.
-func (s *Store) claimArgs(req outbox.ClaimRequest) (query string, set, where []any) {
+// claimArgs holds the arguments of the two claim statements.
+type claimParams struct {
+	recoverSet, recoverWhere, freshSet, freshWhere []any
+}
+
+func (s *Store) claimArgs(req outbox.ClaimRequest) claimParams {
 	now := req.Now.UTC()
-	set = []any{req.Owner, outbox.ErrClaimExpired.Error(), req.Owner, s.t(now), req.Owner}
-	where = []any{s.t(now), s.t(now.Add(-req.SkipRecent)), s.t(now.Add(-req.Lease))}
-	query = s.q.claim
-	if req.OwnReclaimAfter > 0 {
-		query = s.q.claimOwn
-		where = append(where, req.Owner, s.t(now.Add(-req.OwnReclaimAfter)))
+	return claimParams{
+		recoverSet:   []any{outbox.ErrClaimExpired.Error(), req.Owner, s.t(now)},
+		recoverWhere: []any{s.t(now.Add(-req.Lease))},
+		freshSet:     []any{req.Owner, s.t(now)},
+		freshWhere:   []any{s.t(now), s.t(now.Add(-req.SkipRecent))},
 	}
-	return query, set, append(where, req.Limit)
+}
+
+// sharedClaim runs the recovery, then the fresh claim for the rest of the
+// limit, each one UPDATE … RETURNING.
+func sharedClaim(ctx context.Context, s *Store, req outbox.ClaimRequest) ([]outbox.Record, error) {
+	a := s.claimArgs(req)
+	recs, err := s.recoverExpired(ctx, req, a)
+	if err != nil || len(recs) == req.Limit {
+		return recs, err
+	}
+	fresh, err := s.queryRecords(ctx, s.db, s.q.freshClaim, slices.Concat(a.freshSet, a.freshWhere, []any{req.Limit - len(recs)})...)
+	return append(recs, fresh...), err
+}
+
+// recoverExpired runs the recovery of expired claims, unless req asks for
+// none.
+func (s *Store) recoverExpired(ctx context.Context, req outbox.ClaimRequest, a claimParams) ([]outbox.Record, error) {
+	if req.NoRecovery {
+		return nil, nil
+	}
+	return s.queryRecords(ctx, s.db, s.q.recoverClaim, slices.Concat(a.recoverSet, a.recoverWhere, []any{req.Limit})...)
 }
 
 // sortDue orders records by due time, then id: the order of the claim.
@@ -427,6 +453,17 @@ func (s *Store) CountAttempt(ctx context.Context, owner, id string) (bool, error
 	return n > 0, nil
 }
 
+// Renew sets the claim time of owner's claimed pending events to now (a
+// heartbeat: their deliveries are still running) and returns how many rows
+// changed.
+func (s *Store) Renew(ctx context.Context, owner string, ids []string, now time.Time) (int64, error) {
+	n, err := s.execIDs(ctx, s.q.renew, []any{s.t(now), owner}, ids)
+	if err != nil {
+		return n, fmt.Errorf("sqlstore: renew claims in %s: %w", s.table, s.explain(err))
+	}
+	return n, nil
+}
+
 // Release drops owner's claim on pending events and returns how many rows
 // changed.
 func (s *Store) Release(ctx context.Context, owner string, ids []string) (int64, error) {
@@ -444,6 +481,15 @@ func (s *Store) Replay(ctx context.Context, ids []string, now time.Time) (int64,
 	n, err := s.execIDs(ctx, s.q.replay, []any{s.t(now)}, ids)
 	if err != nil {
 		return n, fmt.Errorf("sqlstore: replay in %s: %w", s.table, s.explain(err))
+	}
+	return n, nil
+}
+
+// Delete removes DEAD events and returns how many rows it removed.
+func (s *Store) Delete(ctx context.Context, ids []string) (int64, error) {
+	n, err := s.execIDs(ctx, s.q.deleteDead, nil, ids)
+	if err != nil {
+		return n, fmt.Errorf("sqlstore: delete from %s: %w", s.table, s.explain(err))
 	}
 	return n, nil
 }
@@ -488,15 +534,19 @@ func queryArgs(q outbox.Query) []any {
 // size), or once when q selects no ids, with the statement's WHERE clause
 // and its arguments.
 func (s *Store) filtered(q outbox.Query, fn func(where string, args []any) error) error {
+	where := s.q.queryWhere
+	if q.Blocking {
+		where += " AND " + s.blockingWhere("o")
+	}
 	if len(q.IDs) == 0 {
-		return fn(s.q.queryWhere, queryArgs(q))
+		return fn(where, queryArgs(q))
 	}
 	for chunk := range slices.Chunk(q.IDs, s.d.maxBatch) {
 		args := queryArgs(q)
 		for _, id := range chunk {
 			args = append(args, id)
 		}
-		if err := fn(s.q.queryWhere+" AND event_id IN (?"+strings.Repeat(", ?", len(chunk)-1)+")", args); err != nil {
+		if err := fn(where+" AND event_id IN (?"+strings.Repeat(", ?", len(chunk)-1)+")", args); err != nil {
 			return err
 		}
 	}
@@ -512,7 +562,7 @@ func (s *Store) List(ctx context.Context, q outbox.Query) ([]outbox.Record, erro
 	}
 	var recs []outbox.Record
 	err := s.filtered(q, func(where string, args []any) error {
-		got, err := s.queryRecords(ctx, s.db, s.d.rebind("SELECT "+columns+" FROM "+s.table+where+" ORDER BY event_id LIMIT ?", 1), append(args, limit)...)
+		got, err := s.queryRecords(ctx, s.db, s.d.rebind("SELECT "+s.q.columns+" FROM "+s.table+" o"+where+" ORDER BY event_id LIMIT ?", 1), append(args, limit)...)
 		recs = append(recs, got...)
 		return err
 	})
@@ -530,7 +580,7 @@ func (s *Store) List(ctx context.Context, q outbox.Query) ([]outbox.Record, erro
 func (s *Store) Count(ctx context.Context, q outbox.Query) (int64, error) {
 	var total int64
 	err := s.filtered(q, func(where string, args []any) error {
-		n, err := s.queryInt(ctx, s.d.rebind("SELECT COUNT(*) FROM "+s.table+where, 1), args...)
+		n, err := s.queryInt(ctx, s.d.rebind("SELECT COUNT(*) FROM "+s.table+" o"+where, 1), args...)
 		total += n
 		return err
 	})
@@ -589,6 +639,14 @@ func (s *Store) Stats(ctx context.Context) (outbox.Stats, error) {
 		return st, fmt.Errorf("sqlstore: stats of %s: %w", s.table, oldest.err)
 	}
 	st.OldestPending = oldest.t
+	blocked := timeCol{d: s.d}
+	if err := s.scanOne(ctx, s.q.ord.blocked, &st.BlockedKeys, &blocked); err != nil {
+		return st, fmt.Errorf("sqlstore: stats of %s: blocked keys: %w", s.table, s.explain(err))
+	}
+	if blocked.err != nil {
+		return st, fmt.Errorf("sqlstore: stats of %s: %w", s.table, blocked.err)
+	}
+	st.OldestBlocked = blocked.t
 	return st, nil
 }
 
@@ -661,15 +719,16 @@ func (s *Store) scanRecord(rows Rows) (outbox.Record, error) {
 		f                            outbox.EnvelopeFields
 		payload, headers             nullBytes
 		lastErr, lockedBy            nullBytes
-		payloadBytes                 nullBytes
+		payloadBytes, orderingKey    nullBytes
 		status, attempts             int64
 		occurred, available, created = timeCol{d: s.d}, timeCol{d: s.d}, timeCol{d: s.d}
 		done, lockedAt               = timeCol{d: s.d}, timeCol{d: s.d}
 	)
 	if err := rows.Scan(&f.ID, &f.Type, &f.AggregateType, &f.AggregateID, &f.TenantID, &payload, &payloadBytes, &headers,
-		&status, &attempts, &occurred, &available, &created, &done, &lastErr, &lockedBy, &lockedAt); err != nil {
+		&status, &attempts, &occurred, &available, &created, &done, &lastErr, &lockedBy, &lockedAt, &orderingKey, &r.Seq); err != nil {
 		return r, err
 	}
+	f.OrderingKey = orderingKey.s
 	r.ID = f.ID
 	r.Status = outbox.Status(status)
 	r.Attempts = int(attempts)

@@ -9,11 +9,25 @@
 -- LONGTEXT keeps it byte for byte, readable in SQL.
 -- utf8mb4_bin: ids and names compare byte-wise (case-sensitive), as in Go.
 --
--- MySQL and MariaDB have no partial indexes. The generated columns claim_at
--- (available_at of pending rows, NULL otherwise) and purge_at (completion
--- time of terminal rows, NULL otherwise) play their part: their indexes
--- hold every row, but the claim's range claim_at <= now skips the NULLs of
--- DONE and DEAD rows and is read in order, O(batch) at any backlog.
+-- MySQL and MariaDB have no partial indexes. Generated columns play their
+-- part: due_at is available_at of unclaimed pending rows, lease_at the
+-- claim time of claimed pending rows, purge_at the completion time of
+-- terminal rows, each NULL otherwise. Their indexes hold every row, but a
+-- range such as due_at <= now skips the NULLs and is read in order: the
+-- fresh claim is O(batch) at any backlog and never steps over claimed or
+-- finished rows; the recovery of expired claims reads lease_at from the
+-- oldest. Tables made with the earlier claim_at column are upgraded by
+-- Migrate (see mysqlUpgrade).
+--
+-- ordering_key is the key of an event written by an ordered Client (NULL
+-- for the others), seq numbers the rows at insert: of two events of one
+-- key, the one with the lower seq is delivered first. open_key is the key
+-- of ordered events that are not DONE: its index lists each key's events
+-- in seq order, so the first entry of a key is its head, the one event of
+-- the key an ordered claim may take; the claim reads the heads of many
+-- keys with a loose index scan (GROUP BY open_key with MIN(seq)). due_at
+-- leaves ordered rows out. Migrate adds the columns to tables made before
+-- them.
 CREATE TABLE IF NOT EXISTS {{table}} (
     event_id       VARCHAR(36)  NOT NULL,
     event_type     VARCHAR(128) NOT NULL,
@@ -32,10 +46,17 @@ CREATE TABLE IF NOT EXISTS {{table}} (
     last_error     TEXT,
     locked_by      VARCHAR(128) NULL,
     locked_at      DATETIME(6)  NULL,
-    claim_at       DATETIME(6) GENERATED ALWAYS AS (CASE WHEN status IN (0, 2) THEN available_at END) VIRTUAL,
+    ordering_key   VARCHAR(255) NULL,
+    seq            BIGINT       NOT NULL AUTO_INCREMENT,
+    due_at         DATETIME(6) GENERATED ALWAYS AS (CASE WHEN status IN (0, 2) AND locked_by IS NULL AND ordering_key IS NULL THEN available_at END) VIRTUAL,
+    lease_at       DATETIME(6) GENERATED ALWAYS AS (CASE WHEN status IN (0, 2) AND locked_by IS NOT NULL THEN locked_at END) VIRTUAL,
     purge_at       DATETIME(6) GENERATED ALWAYS AS (CASE WHEN status IN (1, 3) THEN COALESCE(done_at, created_at) END) VIRTUAL,
+    open_key       VARCHAR(255) GENERATED ALWAYS AS (CASE WHEN status IN (0, 2, 3) THEN ordering_key END) VIRTUAL,
     PRIMARY KEY (event_id),
-    KEY outbox_claim_idx (claim_at, event_id),
+    UNIQUE KEY outbox_seq_idx (seq),
+    KEY outbox_due_idx (due_at, event_id),
+    KEY outbox_lease_idx (lease_at),
     KEY outbox_purge_idx (purge_at),
+    KEY outbox_order_idx (open_key, seq),
     CHECK ((payload IS NULL) <> (payload_bytes IS NULL))
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;

@@ -1,13 +1,19 @@
 -- Outbox table for PostgreSQL 9.5+ (FOR UPDATE SKIP LOCKED).
 -- {{table}} is the (validated) table name, {{name}} the same without its
--- schema. Index names are {{name}}_claim_idx and {{name}}_purge_idx: keep
--- the table name to 53 characters so that they fit PostgreSQL's 63.
+-- schema. Index names are {{name}}_due_idx, {{name}}_lease_idx and
+-- {{name}}_purge_idx: keep the table name to 53 characters so that they fit
+-- PostgreSQL's 63.
 --
 -- Timestamps are TIMESTAMPTZ: instants, written by the application in UTC
 -- and compared as instants whatever the session's TimeZone.
 -- payload is JSON, not JSONB: JSON keeps the exact text, so payloads round
 -- trip byte for byte and stay readable (and queryable) in SQL.
--- event_id uses the "C" collation: ids sort byte-wise, as in Go.
+-- event_id and ordering_key use the "C" collation: they sort byte-wise,
+-- as in Go.
+-- ordering_key is the key of an event written by an ordered Client (NULL
+-- for the others), seq numbers the rows at insert: of two events of one
+-- key, the one with the lower seq is delivered first. Migrate adds both
+-- to tables made before them (see pgUpgrade).
 CREATE TABLE IF NOT EXISTS {{table}} (
     event_id       VARCHAR(36) COLLATE "C" NOT NULL PRIMARY KEY,
     event_type     VARCHAR(128) NOT NULL,
@@ -26,15 +32,37 @@ CREATE TABLE IF NOT EXISTS {{table}} (
     last_error     TEXT,
     locked_by      VARCHAR(128),
     locked_at      TIMESTAMPTZ,
+    ordering_key   VARCHAR(255) COLLATE "C",
+    seq            BIGSERIAL,
     CHECK ((payload IS NULL) <> (payload_bytes IS NULL))
 );
 
--- A partial index of pending rows in due order: the claim reads the first
--- rows of it and stops, O(batch) at any backlog. DONE and DEAD rows are not
--- in it at all.
-CREATE INDEX IF NOT EXISTS {{name}}_claim_idx
-    ON {{table}} (available_at, event_id) WHERE status IN (0, 2);
+-- Two partial indexes of pending rows. The due index holds the unclaimed
+-- unordered ones in due order: the fresh claim reads its first rows and stops,
+-- O(batch) at any backlog, and a row leaves it when it is claimed, so no
+-- claim steps over rows being delivered. The lease index holds the claimed
+-- ones by claim time: the recovery of expired claims reads it from the
+-- oldest and stops at the first live one. DONE and DEAD rows are in
+-- neither. (Tables made before these indexes had one claim index.)
+-- The lease index is partial on locked_at, which is set and cleared with
+-- locked_by: the fenced updates by owner (acks, heartbeats, releases)
+-- cannot use it (their "locked_by = owner" would imply a predicate on
+-- locked_by), so they always find their rows by primary key.
+DROP INDEX IF EXISTS {{schema}}{{name}}_claim_idx;
+CREATE INDEX IF NOT EXISTS {{name}}_due_idx
+    ON {{table}} (available_at, event_id) WHERE status IN (0, 2) AND locked_by IS NULL AND ordering_key IS NULL;
+CREATE INDEX IF NOT EXISTS {{name}}_lease_idx
+    ON {{table}} (locked_at) WHERE status IN (0, 2) AND locked_at IS NOT NULL;
 
 -- The purge finds terminal rows by completion time.
 CREATE INDEX IF NOT EXISTS {{name}}_purge_idx
     ON {{table}} ((COALESCE(done_at, created_at))) WHERE status IN (1, 3);
+
+-- The order index holds the ordered events that are not DONE by key, in
+-- seq order: the first entry of a key is its head, the one event of the
+-- key that an ordered claim may take. The claim walks it from key to key
+-- (one index descent per key); the hot path asks it whether a key has an
+-- event pending. Rows of unordered Clients (no key) are not in it. (Due
+-- indexes made before it also held ordered rows: Migrate rebuilds them.)
+CREATE INDEX IF NOT EXISTS {{name}}_order_idx
+    ON {{table}} (ordering_key, seq) WHERE ordering_key IS NOT NULL AND status IN (0, 2, 3);

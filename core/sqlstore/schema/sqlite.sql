@@ -2,6 +2,11 @@
 -- {{table}} is the (validated) table name, {{name}} the same without its
 -- schema, {{schema}} the schema followed by a dot, or nothing.
 -- Timestamps are INTEGER Unix microseconds, UTC.
+-- ordering_key is the key of an event written by an ordered Client (NULL
+-- for the others); the rowid numbers the rows at insert (writes are
+-- serialized, so it follows the commit order): of two events of one key,
+-- the one with the lower rowid is delivered first. Migrate adds the
+-- column to tables made before it (see sqliteUpgrade).
 CREATE TABLE IF NOT EXISTS {{table}} (
     event_id       VARCHAR(36)  NOT NULL PRIMARY KEY,
     event_type     VARCHAR(128) NOT NULL,
@@ -20,13 +25,26 @@ CREATE TABLE IF NOT EXISTS {{table}} (
     last_error     TEXT,
     locked_by      VARCHAR(64),
     locked_at      INTEGER,
+    ordering_key   VARCHAR(255),
     CHECK ((payload IS NULL) <> (payload_bytes IS NULL))
 );
 
--- The claim walks pending rows in due order: O(batch) at any backlog.
-CREATE INDEX IF NOT EXISTS {{schema}}{{name}}_claim_idx
-    ON {{name}} (available_at, event_id) WHERE status IN (0, 2);
+-- The fresh claim walks unclaimed unordered pending rows in due order (O(batch) at
+-- any backlog; a claimed row leaves this index); the recovery of expired
+-- claims walks claimed pending rows by claim time. (Tables made before
+-- these indexes had one claim index.)
+DROP INDEX IF EXISTS {{schema}}{{name}}_claim_idx;
+CREATE INDEX IF NOT EXISTS {{schema}}{{name}}_due_idx
+    ON {{name}} (available_at, event_id) WHERE status IN (0, 2) AND locked_by IS NULL AND ordering_key IS NULL;
+CREATE INDEX IF NOT EXISTS {{schema}}{{name}}_lease_idx
+    ON {{name}} (locked_at) WHERE status IN (0, 2) AND locked_at IS NOT NULL;
 
 -- The purge finds terminal rows by completion time.
 CREATE INDEX IF NOT EXISTS {{schema}}{{name}}_purge_idx
     ON {{name}} (COALESCE(done_at, created_at)) WHERE status IN (1, 3);
+
+-- The order index holds the ordered events that are not DONE by key, in
+-- rowid order (every index ends with the rowid): the first entry of a key
+-- is its head, the one event of the key an ordered claim may take.
+CREATE INDEX IF NOT EXISTS {{schema}}{{name}}_order_idx
+    ON {{name}} (ordering_key) WHERE ordering_key IS NOT NULL AND status IN (0, 2, 3);

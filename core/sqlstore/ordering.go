@@ -1,0 +1,516 @@
+package sqlstore
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	outbox "github.com/go-outbox/outbox/core"
+)
+
+// Ordered delivery (outbox.Config.Ordered). An ordered event is stored
+// with its ordering key; the table's insertion sequence (seq, the rowid
+// on SQLite) orders the events of one key. The order index holds the
+// ordered events that are not DONE by key, then sequence, so the first
+// entry of a key is its head: the one event of the key an ordered claim
+// may take, once it is pending, unclaimed and due.
+//
+// An ordered claim does not walk the due index — ordered rows are not in
+// it — but the order index from key to key, one index descent per key
+// (walkHeads), starting after the key where the previous claim stopped, so
+// that keys take turns; then it claims the claimable heads it found by
+// primary key (lockHeads), skipping rows another claim holds. A walk in
+// due order with a "nothing earlier is pending" test per row would step
+// over every event queued behind a head in flight: with few keys, or one
+// key with a long backlog, each claim would read the whole backlog, or —
+// bounded — starve the keys behind it.
+
+// maxHeadRounds bounds the probes of one claim of heads; the cursor
+// carries the walk on at the next claim.
+const maxHeadRounds = 8
+
+// orderState is the walk's position, shared by the claims of one Store.
+type orderState struct {
+	mu     sync.Mutex
+	cursor string // the key after which the next walk starts
+	flip   bool   // whether the next claim takes heads before unordered rows
+}
+
+// orderQueries are the statements of ordered delivery, built once.
+type orderQueries struct {
+	heads, headsSkipDead string   // the walk of heads (see walkHeads)
+	pending              *keysSQL // PendingKeys
+	lock                 *idsSQL  // lockHeads (PostgreSQL and SQLite)
+	skip                 *idsSQL  // Skip
+	blocked              string   // Stats: blocked keys
+}
+
+func buildOrderQueries(d *dialect, t, selectList string) *orderQueries {
+	o := &orderQueries{
+		heads:         d.heads(d, t, false),
+		headsSkipDead: d.heads(d, t, true),
+		skip: newIDsSQL(d, "UPDATE "+t+" SET status = 1, done_at = ?, last_error = ?, locked_by = NULL, locked_at = NULL"+
+			" WHERE status = 3 AND "),
+		blocked: "SELECT COUNT(*), MIN(o.done_at) FROM " + t + " o WHERE " + blockingWhere(d, t, "o"),
+	}
+	keyCol, open := "ordering_key", "ordering_key IS NOT NULL AND status IN (0, 2, 3) AND "
+	if d == mysqlDialect {
+		keyCol, open = "open_key", ""
+	}
+	o.pending = newKeysSQL(d, "SELECT DISTINCT "+keyCol+" FROM "+t+" WHERE "+open, keyCol)
+	// The heads' own state is checked again as they are locked: another
+	// claim may have taken one since the walk saw it.
+	const claimable = "status IN (0, 2) AND locked_by IS NULL AND available_at <= ? AND created_at <= ? AND "
+	switch d {
+	case postgresDialect:
+		o.lock = newIDsSQLTail(d, "UPDATE "+t+" SET locked_by = ?, locked_at = ? WHERE event_id = ANY(ARRAY(SELECT event_id FROM "+t+
+			" WHERE "+claimable, " FOR UPDATE SKIP LOCKED)) RETURNING "+selectList)
+	case sqliteDialect:
+		o.lock = newIDsSQLTail(d, "UPDATE "+t+" SET locked_by = ?, locked_at = ? WHERE "+claimable, " RETURNING "+selectList)
+	}
+	return o
+}
+
+// partialOpenKey is dialect.openKey where the order index is partial
+// (PostgreSQL, SQLite).
+func partialOpenKey(alias, key string) string {
+	return alias + ".ordering_key = " + key + " AND " + alias + ".status IN (0, 2, 3)"
+}
+
+// blockingWhere is the condition "the row called o is a DEAD event that
+// holds back its ordering key": no event of its key before it is not DONE.
+func blockingWhere(d *dialect, table, o string) string {
+	return o + ".status = 3 AND " + o + ".ordering_key IS NOT NULL AND NOT EXISTS (SELECT 1 FROM " + table + " e WHERE " +
+		d.openKey("e", o+".ordering_key") + " AND e." + d.seq + " < " + o + "." + d.seq + ")"
+}
+
+// blockingWhere is blockingWhere of the store's dialect and table.
+func (s *Store) blockingWhere(o string) string { return blockingWhere(s.d, s.table, o) }
+
+// The walk of heads (dialect.heads) lists the keys after a cursor in key
+// order, at most a cap, each with the id of its head and whether that
+// head is claimable now (1 or 0), and a number that gives the walk's
+// order. Its arguments are the cursor, the cap, now and the created-at
+// cutoff of SkipRecent, in the order each statement says. With
+// deadSkips, DEAD events are not heads (outbox.DeadSkipsKey).
+
+// headArgs orders the walk's arguments for each dialect.
+func (s *Store) headArgs(cursor string, limit int, now, recent time.Time) []any {
+	switch s.d {
+	case postgresDialect:
+		return []any{s.t(now), s.t(recent), cursor, s.t(now), s.t(recent), limit}
+	case sqliteDialect:
+		return []any{cursor, limit, s.t(now), s.t(recent)}
+	}
+	return []any{s.t(now), s.t(recent), cursor, limit}
+}
+
+// lateralHeads walks the order index with a recursive query whose each step
+// reads the first entry after the previous key: the next key's head, in
+// one index descent (PostgreSQL evaluates it lazily, LATERAL fetches the
+// row).
+func lateralHeads(d *dialect, t string, deadSkips bool) string {
+	notDead := ""
+	if deadSkips {
+		notDead = " AND status <> 3"
+	}
+	ok := func(a string) string {
+		return "CASE WHEN " + a + "status IN (0, 2) AND " + a + "locked_by IS NULL AND " + a + "available_at <= ? AND " +
+			a + "created_at <= ? THEN 1 ELSE 0 END"
+	}
+	return d.rebind("WITH RECURSIVE k(n, key, id, ok) AS ("+
+		"(SELECT 1, ordering_key, event_id, "+ok("")+" FROM "+t+
+		" WHERE ordering_key > ? AND status IN (0, 2, 3)"+notDead+" ORDER BY ordering_key, seq LIMIT 1)"+
+		" UNION ALL SELECT k.n + 1, x.ordering_key, x.event_id, "+ok("x.")+" FROM k CROSS JOIN LATERAL"+
+		" (SELECT ordering_key, event_id, status, locked_by, available_at, created_at FROM "+t+
+		" WHERE ordering_key > k.key AND status IN (0, 2, 3)"+notDead+" ORDER BY ordering_key, seq LIMIT 1) x"+
+		" WHERE k.n < ?) SELECT n, key, id, ok FROM k", 1)
+}
+
+// scalarHeads walks the order index with a recursive query of scalar
+// subqueries (SQLite has no LATERAL): the next key, then its head.
+func scalarHeads(d *dialect, t string, deadSkips bool) string {
+	open := "status IN (0, 2, 3)"
+	if deadSkips {
+		open += " AND status <> 3"
+	}
+	return "WITH RECURSIVE k(n, key) AS (" +
+		"SELECT 1, (SELECT MIN(ordering_key) FROM " + t + " WHERE ordering_key > ? AND " + open + ")" +
+		" UNION ALL SELECT k.n + 1, (SELECT MIN(ordering_key) FROM " + t + " WHERE ordering_key > k.key AND " + open + ")" +
+		" FROM k WHERE k.key IS NOT NULL AND k.n < ?)" +
+		" SELECT k.n, k.key, h.event_id, CASE WHEN h.status IN (0, 2) AND h.locked_by IS NULL AND h.available_at <= ? AND h.created_at <= ? THEN 1 ELSE 0 END" +
+		" FROM k JOIN " + t + " h ON h.event_id = (SELECT event_id FROM " + t + " WHERE ordering_key = k.key AND " + open +
+		" ORDER BY " + d.seq + " LIMIT 1)"
+}
+
+// groupHeads walks the order index with a loose index scan (MySQL and
+// MariaDB read one entry per group for GROUP BY open_key with MIN(seq)):
+// its first entry per key is the head. With deadSkips the head is the
+// first event that is not DEAD, looked up per key.
+func groupHeads(_ *dialect, t string, deadSkips bool) string {
+	head := "g.head"
+	if deadSkips {
+		head = "(SELECT MIN(s.seq) FROM " + t + " s WHERE s.open_key = g.open_key AND s.status <> 3)"
+	}
+	return "SELECT 0, g.open_key, h.event_id, CASE WHEN h.status IN (0, 2) AND h.locked_by IS NULL AND h.available_at <= ? AND h.created_at <= ? THEN 1 ELSE 0 END" +
+		" FROM (SELECT open_key, MIN(seq) AS head FROM " + t + " WHERE open_key > ? GROUP BY open_key ORDER BY open_key LIMIT ?) g" +
+		" LEFT JOIN " + t + " h ON h.seq = " + head
+}
+
+// head is one row of the walk.
+type head struct {
+	n       int64
+	key, id string
+	ok      bool
+}
+
+// walkHeads runs the walk from cursor on c, at most limit keys, and
+// returns the heads in the walk's order.
+func (s *Store) walkHeads(ctx context.Context, c Conn, req outbox.ClaimRequest, cursor string, limit int) ([]head, error) {
+	query := s.q.ord.heads
+	if req.DeadSkips {
+		query = s.q.ord.headsSkipDead
+	}
+	now := req.Now.UTC()
+	rows, err := c.Query(ctx, query, s.headArgs(cursor, limit, now, now.Add(-req.SkipRecent))...)
+	if err != nil {
+		return nil, err
+	}
+	var hs []head
+	for rows.Next() {
+		var h head
+		var key, id nullBytes
+		var ok int64
+		if err := rows.Scan(&h.n, &key, &id, &ok); err != nil {
+			_ = rows.Close()
+			return nil, err
+		}
+		if !key.valid { // the walk ran past the last key
+			continue
+		}
+		h.key, h.id, h.ok = key.s, id.s, ok == 1 && id.valid
+		hs = append(hs, h)
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return nil, err
+	}
+	slices.SortFunc(hs, func(a, b head) int { return cmp.Or(cmp.Compare(a.n, b.n), strings.Compare(a.key, b.key)) })
+	return hs, nil
+}
+
+// claimHeads claims up to need heads for req on c: it walks the keys from
+// the store's cursor on, a bounded number of steps, wrapping around to the
+// first key once the walk passes the last, and claims the claimable heads
+// it finds with lock. The walks of one Store run one at a time and move the
+// cursor as they go — to the last key taken, or to the last key read when
+// none was claimable — so that concurrent claims (a poller keeps a second
+// one in flight during a backlog) walk different keys, and the next claim
+// starts with the keys after this one's.
+func (s *Store) claimHeads(ctx context.Context, c Conn, req outbox.ClaimRequest, need int,
+	lock func(ids []string) ([]outbox.Record, error)) ([]outbox.Record, error) {
+	var out []outbox.Record
+	ends := 0 // times the walk passed the last key
+	for round := 0; need > 0 && round < maxHeadRounds && ends < 2; round++ {
+		// A walk of a little more keys than needed: with the cursor, the
+		// keys right after it are mostly free (their heads went out a while
+		// ago).
+		step := min(need+need/4+8, 1000)
+		ids, end, err := s.walkStep(ctx, c, req, need, step)
+		if err != nil {
+			return out, err
+		}
+		if end {
+			ends++
+		}
+		if len(ids) > 0 {
+			recs, err := lock(ids)
+			out = append(out, recs...)
+			need -= len(recs)
+			if err != nil {
+				return out, err
+			}
+		}
+	}
+	return out, nil
+}
+
+// walkStep walks up to step keys from the cursor and returns the ids of up
+// to need claimable heads, and whether the walk passed the last key. It
+// moves the cursor past the keys it handled.
+func (s *Store) walkStep(ctx context.Context, c Conn, req outbox.ClaimRequest, need, step int) (ids []string, end bool, err error) {
+	s.ord.mu.Lock()
+	defer s.ord.mu.Unlock()
+	hs, err := s.walkHeads(ctx, c, req, s.ord.cursor, step)
+	if err != nil {
+		return nil, false, err
+	}
+	next := s.ord.cursor
+	for _, h := range hs {
+		if len(ids) == need {
+			break // the keys after it wait for the next claim
+		}
+		next = h.key
+		if h.ok {
+			ids = append(ids, h.id)
+		}
+	}
+	end = len(hs) < step && len(ids) < need
+	if end {
+		next = "" // past the last key: the next walk starts from the first
+	}
+	s.ord.cursor = next
+	return ids, end, nil
+}
+
+// lockHeads claims the heads ids for req, unless another claim holds
+// them or they are no longer claimable (PostgreSQL and SQLite: one
+// UPDATE … RETURNING).
+func (s *Store) lockHeads(ctx context.Context, req outbox.ClaimRequest, ids []string) ([]outbox.Record, error) {
+	now := req.Now.UTC()
+	fixed := []any{req.Owner, s.t(now), s.t(now), s.t(now.Add(-req.SkipRecent))}
+	var out []outbox.Record
+	for chunk := range slices.Chunk(ids, s.q.ord.lock.chunk()) {
+		query, args := s.q.ord.lock.bind(fixed, chunk)
+		recs, err := s.queryRecords(ctx, s.db, query, args...)
+		out = append(out, recs...)
+		if err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+// sharedOrderedClaim is the ordered claim of PostgreSQL and SQLite: the
+// recovery of expired claims, then heads of keys and unordered due rows,
+// which take turns at filling the rest of the limit.
+func sharedOrderedClaim(ctx context.Context, s *Store, req outbox.ClaimRequest) ([]outbox.Record, error) {
+	a := s.claimArgs(req)
+	recs, err := s.recoverExpired(ctx, req, a)
+	if err != nil || len(recs) == req.Limit {
+		return recs, err
+	}
+	heads := func(n int) ([]outbox.Record, error) {
+		return s.claimHeads(ctx, s.db, req, n, func(ids []string) ([]outbox.Record, error) { return s.lockHeads(ctx, req, ids) })
+	}
+	fresh := func(n int) ([]outbox.Record, error) {
+		return s.queryRecords(ctx, s.db, s.q.freshClaim, slices.Concat(a.freshSet, a.freshWhere, []any{n})...)
+	}
+	return s.fillOrdered(recs, req.Limit, heads, fresh)
+}
+
+// fillOrdered fills the rest of limit after recs with heads of keys and
+// unordered due rows, alternating from claim to claim which goes first.
+func (s *Store) fillOrdered(recs []outbox.Record, limit int, heads, fresh func(n int) ([]outbox.Record, error)) ([]outbox.Record, error) {
+	s.ord.mu.Lock()
+	s.ord.flip = !s.ord.flip
+	first, second := heads, fresh
+	if s.ord.flip {
+		first, second = fresh, heads
+	}
+	s.ord.mu.Unlock()
+	for _, take := range []func(int) ([]outbox.Record, error){first, second} {
+		n := limit - len(recs)
+		if n <= 0 {
+			break
+		}
+		got, err := take(n)
+		recs = append(recs, got...)
+		if err != nil {
+			return recs, err
+		}
+	}
+	return recs, nil
+}
+
+// PendingKeys returns which of keys have an ordered event that is not
+// DONE (pending, claimed or DEAD), as the transaction tx sees the table.
+func (s *Store) PendingKeys(ctx context.Context, tx outbox.Tx, keys []string) ([]string, error) {
+	t, ok := tx.(Tx)
+	if !ok {
+		return nil, fmt.Errorf("%w: sqlstore: the transaction (%T) carries no SQL connection", outbox.ErrInvalidConfig, tx)
+	}
+	var found []string
+	for chunk := range slices.Chunk(keys, s.q.ord.pending.chunk()) {
+		query, args := s.q.ord.pending.bind(chunk)
+		rows, err := t.Conn().Query(ctx, query, args...)
+		if err != nil {
+			return nil, fmt.Errorf("sqlstore: pending keys in %s: %w", s.table, s.explain(err))
+		}
+		for rows.Next() {
+			var k string
+			if err := rows.Scan(&k); err != nil {
+				_ = rows.Close()
+				return nil, fmt.Errorf("sqlstore: pending keys in %s: %w", s.table, err)
+			}
+			found = append(found, k)
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return nil, fmt.Errorf("sqlstore: pending keys in %s: %w", s.table, err)
+		}
+	}
+	return found, nil
+}
+
+// Skip moves DEAD events to DONE at now without delivering them, records
+// note (truncated to outbox.MaxErrorLen characters) as their last error,
+// and returns how many rows changed.
+func (s *Store) Skip(ctx context.Context, ids []string, now time.Time, note string) (int64, error) {
+	n, err := s.execIDs(ctx, s.q.ord.skip, []any{s.t(now), outbox.TruncateError(note)}, ids)
+	if err != nil {
+		return n, fmt.Errorf("sqlstore: skip in %s: %w", s.table, s.explain(err))
+	}
+	return n, nil
+}
+
+// keysSQL is a statement about a list of ordering keys, like idsSQL for
+// event ids: one array parameter on PostgreSQL, an IN list elsewhere.
+type keysSQL struct {
+	d     *dialect
+	list  *batchSQL
+	array string
+}
+
+func newKeysSQL(d *dialect, prefix, col string) *keysSQL {
+	if d.idsArray != "" {
+		return &keysSQL{d: d, array: d.rebind(prefix+col+" = ANY(CAST(? AS TEXT)::TEXT[])", 1)}
+	}
+	return &keysSQL{d: d, list: newBatchSQL(d, prefix+col+" IN (", "?", 1, ", ", ")")}
+}
+
+func (q *keysSQL) chunk() int {
+	if q.list == nil {
+		return maxArrayIDs
+	}
+	return q.d.maxBatch
+}
+
+func (q *keysSQL) bind(keys []string) (string, []any) {
+	if q.list == nil {
+		return q.array, []any{arrayLiteral(keys)}
+	}
+	args := make([]any, len(keys))
+	for i, k := range keys {
+		args[i] = k
+	}
+	return q.list.sql(len(keys)), args
+}
+
+// Upgrades (dialect.upgrade): Migrate runs them after CREATE TABLE IF NOT
+// EXISTS and before the indexes, on tables made by earlier versions. They
+// add the ordering columns, and drop a due index that still holds ordered
+// rows (the schema's CREATE INDEX IF NOT EXISTS then builds it anew).
+
+// pgUpgrade adds ordering_key and seq (numbering the existing rows; the
+// table is rewritten) and drops a due index made before them.
+func pgUpgrade(ctx context.Context, s *Store) error {
+	schema, name := s.tableParts()
+	schema, name = strings.ToLower(schema), strings.ToLower(name) // unquoted identifiers fold to lower case
+	has, err := s.queryInt(ctx, "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = COALESCE(NULLIF($1, ''), current_schema())"+
+		" AND table_name = $2 AND column_name = 'ordering_key'", schema, name)
+	if err != nil {
+		return err
+	}
+	if has == 0 {
+		if _, err := s.db.Exec(ctx, "ALTER TABLE "+s.table+` ADD COLUMN ordering_key VARCHAR(255) COLLATE "C", ADD COLUMN seq BIGSERIAL`); err != nil {
+			return err
+		}
+	}
+	def, err := s.queryText(ctx, "SELECT indexdef FROM pg_indexes WHERE schemaname = COALESCE(NULLIF($1, ''), current_schema())"+
+		" AND tablename = $2 AND indexname = $3", schema, name, name+"_due_idx")
+	if err != nil || def == "" || strings.Contains(def, "ordering_key") {
+		return err
+	}
+	prefix := ""
+	if schema != "" {
+		prefix = schema + "."
+	}
+	_, err = s.db.Exec(ctx, "DROP INDEX "+prefix+name+"_due_idx")
+	return err
+}
+
+// sqliteUpgrade adds ordering_key and drops a due index made before it.
+func sqliteUpgrade(ctx context.Context, s *Store) error {
+	schema, name := s.tableParts()
+	main := schema
+	if main == "" {
+		main = "main"
+	}
+	has, err := s.queryInt(ctx, "SELECT COUNT(*) FROM pragma_table_info(?, ?) WHERE name = 'ordering_key'", name, main)
+	if err != nil {
+		return err
+	}
+	if has == 0 {
+		if _, err := s.db.Exec(ctx, "ALTER TABLE "+s.table+" ADD COLUMN ordering_key VARCHAR(255)"); err != nil {
+			return err
+		}
+	}
+	def, err := s.queryText(ctx, "SELECT sql FROM "+main+".sqlite_master WHERE type = 'index' AND tbl_name = ? AND name = ?", name, name+"_due_idx")
+	if err != nil || def == "" || strings.Contains(def, "ordering_key") {
+		return err
+	}
+	_, err = s.db.Exec(ctx, "DROP INDEX "+main+"."+name+"_due_idx")
+	return err
+}
+
+// mysqlOrderingUpgrade adds ordering_key, seq (numbering the existing
+// rows), open_key and their keys to a table made before them, and gives
+// due_at the definition that leaves ordered rows out.
+func mysqlOrderingUpgrade(ctx context.Context, s *Store) error {
+	schema, name := s.tableParts()
+	const where = " FROM information_schema.columns WHERE table_schema = COALESCE(NULLIF(?, ''), DATABASE()) AND table_name = ?"
+	has, err := s.queryInt(ctx, "SELECT COUNT(*)"+where+" AND column_name = 'ordering_key'", schema, name)
+	if err != nil {
+		return err
+	}
+	var alter []string
+	def := func(prefix string) string { return schemaLine(s.schema[0], prefix) }
+	if has == 0 {
+		alter = append(alter, "ADD COLUMN "+def("ordering_key "), "ADD COLUMN "+def("seq "), "ADD "+def("UNIQUE KEY outbox_seq_idx "),
+			"ADD COLUMN "+def("open_key "), "ADD "+def("KEY outbox_order_idx "))
+	}
+	due, err := s.queryText(ctx, "SELECT generation_expression"+where+" AND column_name = 'due_at'", schema, name)
+	if err != nil {
+		return err
+	}
+	if due != "" && !strings.Contains(due, "ordering_key") {
+		alter = append(alter, "MODIFY COLUMN "+def("due_at "))
+	}
+	if len(alter) == 0 {
+		return nil
+	}
+	_, err = s.db.Exec(ctx, "ALTER TABLE "+s.table+" "+strings.Join(alter, ", "))
+	return err
+}
+
+// schemaLine returns the line of a CREATE TABLE statement that starts
+// with prefix, without its trailing comma.
+func schemaLine(stmt, prefix string) string {
+	for _, line := range strings.Split(stmt, "\n") {
+		if def := strings.TrimSuffix(strings.TrimSpace(line), ","); strings.HasPrefix(def, prefix) {
+			return def
+		}
+	}
+	return ""
+}
+
+// queryText runs a query that returns at most one text value ("" for none
+// or NULL).
+func (s *Store) queryText(ctx context.Context, query string, args ...any) (string, error) {
+	rows, err := s.db.Query(ctx, query, args...)
+	if err != nil {
+		return "", err
+	}
+	var v nullBytes
+	if rows.Next() {
+		if err := rows.Scan(&v); err != nil {
+			_ = rows.Close()
+			return "", err
+		}
+	}
+	return v.s, errors.Join(rows.Err(), rows.Close())
+}
