@@ -48,6 +48,17 @@ type Config struct {
 	// DisablePurge runs no purge scheduler in this process.
 	DisablePurge bool
 
+	// Ordered delivers the events of one ordering key (by default their
+	// aggregate type and id) one at a time, in the order their
+	// transactions committed, across every instance (see
+	// outbox.Config.Ordered; default false). Every process of the data
+	// source must set it alike.
+	Ordered bool
+	// DeadPolicy says what an ordered event that ends in DEAD does to the
+	// later events of its key (default outbox.DeadBlocksKey: they wait until
+	// it is replayed or skipped; outbox.DeadSkipsKey: they go on).
+	DeadPolicy outbox.DeadPolicy
+
 	// Workers is the number of concurrent deliveries (default 4, at most 10000).
 	Workers int
 	// HotQueueSize and ColdQueueSize bound the dispatcher's queues
@@ -64,7 +75,8 @@ type Config struct {
 	// DrainTimeout bounds how long stopping delivers what is queued (default 5s).
 	DrainTimeout time.Duration
 	// ListenerTimeout cancels a listener's context; its error is then a
-	// failed attempt (default Lease/2, shorter than Lease).
+	// failed attempt (default 30s). Until then the claim is renewed by the
+	// heartbeat, so it may exceed Lease.
 	ListenerTimeout time.Duration
 	// AckBatchSize and AckInterval bound the batching of DONE updates
 	// (defaults 256 and 5ms).
@@ -78,8 +90,9 @@ type Config struct {
 	// SkipRecent leaves events younger than this to the hot path (default 0).
 	SkipRecent time.Duration
 	// Lease is how long a claim protects a row from other instances
-	// (default 5m), for the hot path and the poller alike. It must exceed
-	// the longest listener run.
+	// without being renewed (default 15s), for the hot path and the poller
+	// alike: a heartbeat renews held claims every Lease/3, and a crashed
+	// instance's events are taken over about one Lease after the crash.
 	Lease time.Duration
 	// PollMaxBackoff caps the wait between polls after database errors (default 1m).
 	PollMaxBackoff time.Duration
@@ -105,6 +118,9 @@ func (c Config) Validate() error {
 	}
 	if c.Mode < outbox.ModeFull || c.Mode > outbox.ModeHotPathOnly {
 		return invalid("Mode", "is unknown (%d)", int(c.Mode))
+	}
+	if c.DeadPolicy != outbox.DeadBlocksKey && c.DeadPolicy != outbox.DeadSkipsKey {
+		return invalid("DeadPolicy", "is unknown (%d)", int(c.DeadPolicy))
 	}
 	if len(c.Owner) > 128 {
 		return invalid("Owner", "is longer than 128 characters")
@@ -181,7 +197,7 @@ func (c Config) WithDefaults() Config {
 	def(&c.PollInterval, outbox.DefaultPollInterval)
 	defInt(&c.PollBatchSize, outbox.DefaultPollBatchSize)
 	def(&c.Lease, outbox.DefaultLease)
-	def(&c.ListenerTimeout, c.Lease/2)
+	def(&c.ListenerTimeout, outbox.DefaultListenerTimeout)
 	def(&c.PollMaxBackoff, outbox.DefaultMaxPollBackoff)
 	def(&c.Retention, outbox.DefaultRetention)
 	defInt(&c.PurgeBatchSize, outbox.DefaultPurgeBatch)
@@ -261,7 +277,8 @@ type EnvVar struct {
 	Name string
 	// Field is the Config field it sets.
 	Field string
-	// Kind is "bool", "int", "duration", "string", "mode" or "preset".
+	// Kind is "bool", "int", "duration", "string", "mode", "dead-policy"
+	// or "preset".
 	Kind string
 	set  func(c *Config, v string) error
 }
@@ -325,6 +342,16 @@ func EnvVars() []EnvVar {
 			return nil
 		}},
 		boolean("PURGE_ENABLED", "DisablePurge", true, func(c *Config) *bool { return &c.DisablePurge }),
+		boolean("ORDERED", "Ordered", false, func(c *Config) *bool { return &c.Ordered }),
+		{"DEAD_POLICY", "DeadPolicy", "dead-policy", func(c *Config, v string) error {
+			for _, p := range []outbox.DeadPolicy{outbox.DeadBlocksKey, outbox.DeadSkipsKey} {
+				if strings.EqualFold(v, p.String()) {
+					c.DeadPolicy = p
+					return nil
+				}
+			}
+			return fmt.Errorf("want %s or %s", outbox.DeadBlocksKey, outbox.DeadSkipsKey)
+		}},
 		integer("WORKERS", "Workers", func(c *Config) *int { return &c.Workers }),
 		integer("HOT_QUEUE_SIZE", "HotQueueSize", func(c *Config) *int { return &c.HotQueueSize }),
 		integer("COLD_QUEUE_SIZE", "ColdQueueSize", func(c *Config) *int { return &c.ColdQueueSize }),

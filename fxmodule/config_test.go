@@ -23,9 +23,9 @@ func TestZeroConfigHasTheSpecDefaults(t *testing.T) {
 	c := outboxfx.Config{}.WithDefaults()
 	want := outboxfx.Config{
 		Table: "outbox_event", Workers: 4, HotQueueSize: 1000, ColdQueueSize: 1000, MaxAttempts: 10,
-		RetryBase: 200 * time.Millisecond, RetryMax: time.Minute, DrainTimeout: 5 * time.Second, ListenerTimeout: 150 * time.Second,
+		RetryBase: 200 * time.Millisecond, RetryMax: time.Minute, DrainTimeout: 5 * time.Second, ListenerTimeout: 30 * time.Second,
 		AckBatchSize: 256, AckInterval: 5 * time.Millisecond,
-		PollInterval: 5 * time.Second, PollBatchSize: 50, Lease: 5 * time.Minute,
+		PollInterval: 5 * time.Second, PollBatchSize: 50, Lease: 15 * time.Second,
 		PollMaxBackoff: time.Minute, Retention: 7 * 24 * time.Hour, PurgeBatchSize: 500, PurgeInterval: time.Hour,
 	}
 	if c != want {
@@ -43,6 +43,7 @@ func TestLoadEnvSetsEveryField(t *testing.T) {
 	env := map[string]string{
 		"OUTBOX_ORDERS_TABLE": "orders_outbox", "OUTBOX_ORDERS_MIGRATE": "true", "OUTBOX_ORDERS_OWNER": "node-1",
 		"OUTBOX_ORDERS_MODE": "hot-path-only", "OUTBOX_ORDERS_PURGE_ENABLED": "false",
+		"OUTBOX_ORDERS_ORDERED": "true", "OUTBOX_ORDERS_DEAD_POLICY": "Skips-Key",
 		"OUTBOX_ORDERS_WORKERS": "8", "OUTBOX_ORDERS_HOT_QUEUE_SIZE": "2000", "OUTBOX_ORDERS_COLD_QUEUE_SIZE": "3000",
 		"OUTBOX_ORDERS_MAX_ATTEMPTS": "5", "OUTBOX_ORDERS_RETRY_BASE": "1s", "OUTBOX_ORDERS_RETRY_MAX": "2m",
 		"OUTBOX_ORDERS_DRAIN_TIMEOUT": "10s", "OUTBOX_ORDERS_LISTENER_TIMEOUT": "20s", "OUTBOX_ORDERS_ACK_BATCH_SIZE": "64", "OUTBOX_ORDERS_ACK_INTERVAL": "20ms",
@@ -58,6 +59,7 @@ func TestLoadEnvSetsEveryField(t *testing.T) {
 	}
 	want := outboxfx.Config{
 		Table: "orders_outbox", Migrate: true, Owner: "node-1", Mode: outbox.ModeHotPathOnly, DisablePurge: true,
+		Ordered: true, DeadPolicy: outbox.DeadSkipsKey,
 		Workers: 8, HotQueueSize: 2000, ColdQueueSize: 3000, MaxAttempts: 5, RetryBase: time.Second, RetryMax: 2 * time.Minute,
 		DrainTimeout: 10 * time.Second, ListenerTimeout: 20 * time.Second, AckBatchSize: 64, AckInterval: 20 * time.Millisecond,
 		PollInterval: 750 * time.Millisecond, PollBatchSize: 100, SkipRecent: 2 * time.Second, Lease: time.Minute,
@@ -67,8 +69,8 @@ func TestLoadEnvSetsEveryField(t *testing.T) {
 	if c != want {
 		t.Fatalf("LoadEnv:\n got %+v\nwant %+v", c, want)
 	}
-	if len(outboxfx.EnvVars()) != 25 {
-		t.Fatalf("EnvVars lists %d variables; this test sets 24 plus PRESET", len(outboxfx.EnvVars()))
+	if len(outboxfx.EnvVars()) != 27 {
+		t.Fatalf("EnvVars lists %d variables; this test sets 26 plus PRESET", len(outboxfx.EnvVars()))
 	}
 }
 
@@ -92,6 +94,8 @@ func TestLoadEnvRejectsBadValuesClearly(t *testing.T) {
 		{map[string]string{"OUTBOX_LEASE": "-5m"}, `Lease must not be negative`},
 		{map[string]string{"OUTBOX_PURGE_ENABLED": "maybe"}, `OUTBOX_PURGE_ENABLED="maybe": outbox: invalid configuration: want true or false`},
 		{map[string]string{"OUTBOX_MODE": "relay"}, `OUTBOX_MODE="relay": outbox: invalid configuration: want one of full, writer-only, poller-only, hot-path-only`},
+		{map[string]string{"OUTBOX_DEAD_POLICY": "retry"}, `OUTBOX_DEAD_POLICY="retry": outbox: invalid configuration: want blocks-key or skips-key`},
+		{map[string]string{"OUTBOX_ORDERED": "yes"}, `OUTBOX_ORDERED="yes": outbox: invalid configuration: want true or false`},
 		{map[string]string{"OUTBOX_RELAY_ENABLED": "false"}, `OUTBOX_RELAY_ENABLED is no longer supported: set MODE=writer-only instead`},
 		{map[string]string{"OUTBOX_HOT_PATH_ENABLED": "false"}, `OUTBOX_HOT_PATH_ENABLED is no longer supported: set MODE=poller-only instead`},
 		{map[string]string{"OUTBOX_POLLER_ENABLED": "false"}, `OUTBOX_POLLER_ENABLED is no longer supported: set MODE=hot-path-only instead`},

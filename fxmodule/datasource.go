@@ -361,7 +361,7 @@ func build(name string, s settings, db *sql.DB, routes checkedRoutes, zl zerolog
 		DrainTimeout: cfg.DrainTimeout, AckBatchSize: cfg.AckBatchSize, AckInterval: cfg.AckInterval,
 		PollInterval: cfg.PollInterval, PollBatchSize: cfg.PollBatchSize, SkipRecent: cfg.SkipRecent,
 		MaxPollBackoff: cfg.PollMaxBackoff, Retention: cfg.Retention, DeadRetention: cfg.DeadRetention, PurgeInterval: cfg.PurgeInterval,
-		PurgeBatchSize: cfg.PurgeBatchSize, DisablePurge: cfg.DisablePurge,
+		PurgeBatchSize: cfg.PurgeBatchSize, DisablePurge: cfg.DisablePurge, Ordered: cfg.Ordered, DeadPolicy: cfg.DeadPolicy,
 		Clock: s.clock, Logger: log, Metrics: s.metrics,
 	})
 	if err != nil {
@@ -388,7 +388,7 @@ func (ds *dataSource) start(ctx context.Context) error {
 	c := ds.cfg
 	ds.log.Info("outbox: data source started",
 		"table", ds.store.Table(), "owner", c.Owner, "mode", c.Mode.String(), "purge", c.purges(), "routes", ds.routes,
-		"workers", c.Workers, "poll_interval", c.PollInterval, "lease", c.Lease, "max_attempts", c.MaxAttempts)
+		"workers", c.Workers, "poll_interval", c.PollInterval, "lease", c.Lease, "max_attempts", c.MaxAttempts, "ordered", c.Ordered)
 	switch {
 	case c.Mode == outbox.ModeWriterOnly && ds.routes > 0:
 		ds.log.Warn("outbox: writer-only data source: its routes are never called (another process or CDC delivers)", "routes", ds.routes)

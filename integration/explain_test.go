@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"os"
 	"regexp"
 	"strconv"
@@ -23,14 +24,17 @@ const (
 )
 
 // TestExplainClaim loads a backlog of pending rows (1M by default) with one
-// server-side statement, runs a claim, and checks the database's plan of
-// the very statement the store ran: the claim must read its index in order
-// and stop after the batch — no sequential scan and sort on PostgreSQL (in
-// the custom and in the generic plan), no full scan or filesort on MySQL.
-// The plans are logged so that they can be quoted.
+// server-side statement, claims a tenth of them as live claims of another
+// owner and lets ten claims expire, then runs one claim and checks the
+// database's plan of the very statements the store ran: the recovery must
+// read the lease index from the oldest claim and the fresh claim the due
+// index in order, each stopping after its rows — no sequential scan, sort
+// or filesort, and no stepping over the claimed rows. PostgreSQL is checked
+// in the custom and in the generic plan. The plans are logged so that they
+// can be quoted.
 func TestExplainClaim(t *testing.T) {
 	if os.Getenv(envExplain) != "1" {
-		t.Skipf("set %s=1 (make explain) to load a 1M-row backlog per server backend and check the claim's plan", envExplain)
+		t.Skipf("set %s=1 (make explain) to load a 1M-row backlog per backend and check the claim's plans", envExplain)
 	}
 	rows := 1_000_000
 	if v := os.Getenv(envExplainRows); v != "" {
@@ -41,21 +45,19 @@ func TestExplainClaim(t *testing.T) {
 		rows = n
 	}
 	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
-		if !b.IsServer() {
-			t.Skip("the plan check is for the server databases")
-		}
 		ctx := context.Background()
 		db := b.Open(t)
 		store := b.NewStore(t, db)
 		base := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+		req := outbox.ClaimRequest{Owner: "explain", Now: base.Add(24 * time.Hour), Lease: 15 * time.Second, Limit: 50}
+		const expired = 10
+		live := rows / 10
 		start := time.Now()
-		bulkLoad(t, b, db, store.Table(), base, rows)
-		t.Logf("%s: loaded %d pending rows in %v", b.Name, rows, time.Since(start).Round(time.Millisecond))
+		bulkLoad(t, b, db, store, base, rows, live, expired, req.Now)
+		t.Logf("%s: loaded %d pending rows (%d of them claimed, %d claims expired) in %v", b.Name, rows, live+expired, expired, time.Since(start).Round(time.Millisecond))
 
-		// Capture the statement the store runs, with its arguments, in a
-		// transaction that is rolled back.
-		req := outbox.ClaimRequest{Owner: "explain", Now: base.Add(24 * time.Hour), Lease: 5 * time.Minute,
-			OwnReclaimAfter: time.Second, Limit: 50}
+		// Capture the statements the store runs, with their arguments, in
+		// a transaction that is rolled back.
 		tx, err := db.BeginTx(ctx, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -72,27 +74,222 @@ func TestExplainClaim(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(recs) != req.Limit {
-			t.Fatalf("claimed %d rows, want %d", len(recs), req.Limit)
+		takenOver := 0
+		for _, r := range recs {
+			if r.LastError == outbox.ErrClaimExpired.Error() {
+				takenOver++
+			}
 		}
-		t.Logf("%s: one claim of %d at a %d-row backlog took %v; statement:\n%s", b.Name, req.Limit, rows, took, rec.query)
-
-		switch b.Dialect {
-		case outboxsql.PostgreSQL:
-			explainPostgres(t, db, store.Table(), rec)
-		case outboxsql.MySQL:
-			explainMySQL(t, db, rec)
-		default:
-			t.Fatalf("no plan check for dialect %s", b.Dialect.Name())
+		if len(recs) != req.Limit || takenOver != expired || len(rec.stmts) != 2 {
+			t.Fatalf("claimed %d rows (%d taken over) in %d statements, want %d (%d) in 2", len(recs), takenOver, len(rec.stmts), req.Limit, expired)
 		}
+		t.Logf("%s: one claim of %d at a %d-row backlog took %v", b.Name, req.Limit, rows, took)
+		for i, st := range rec.stmts {
+			what, index := []string{"recovery", "fresh claim"}[i], []string{"lease", "due"}[i]
+			t.Logf("%s statement:\n%s", what, st.query)
+			switch b.Dialect {
+			case outboxsql.PostgreSQL:
+				explainPostgres(t, db, what, pgIndex(store.Table(), index), st)
+			case outboxsql.MySQL:
+				explainMySQL(t, db, what, "outbox_"+index+"_idx", st)
+			case outboxsql.SQLite:
+				plan := explain(t, db, st.query, st.args...)
+				t.Logf("%s plan:\n%s", what, plan)
+				if want := store.Table() + "_" + index + "_idx"; !strings.Contains(plan, want) || strings.Contains(plan, "TEMP B-TREE") {
+					t.Errorf("%s plan does not walk %s in order", what, want)
+				}
+			default:
+				t.Fatalf("no plan check for dialect %s", b.Dialect.Name())
+			}
+		}
+		explainOrderedClaim(t, b, db, rows)
 	})
 }
 
-// bulkLoad inserts n pending rows, due one millisecond apart from base, in
-// one statement, and refreshes the table's statistics.
-func bulkLoad(t *testing.T, b outboxsqltest.Backend, db *sql.DB, table string, base time.Time, n int) {
+// explainOrderedClaim checks the ordered claim (Config.Ordered) at a backlog
+// of rows ordered events over 10,000 keys, the first tenth of them DONE
+// (their index entries dead until a vacuum) and the heads of a tenth of the
+// keys claimed by another owner: one claim of 50 must take 50 heads, all
+// of free keys, by walking the order index from key to key (PostgreSQL:
+// custom and generic plan; MySQL and MariaDB: a loose index scan; SQLite:
+// a recursive query over the index), and lock them by primary key.
+func explainOrderedClaim(t *testing.T, b outboxsqltest.Backend, db *sql.DB, rows int) {
+	ctx := context.Background()
+	store := b.NewStore(t, db)
+	table := store.Table()
+	base := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	const keys = 10_000
+	start := time.Now()
+	bulkLoadOrdered(t, b, db, table, base, rows, keys)
+	t.Logf("%s: loaded %d ordered events over %d keys (the first %d DONE, the heads of %d keys claimed) in %v", b.Name, rows, keys, rows/10, keys/10,
+		time.Since(start).Round(time.Millisecond))
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &stmtRecorder{tx: tx}
+	recorded, err := sqlstore.New(rec, sqlstore.WithDialect(b.Dialect), sqlstore.WithTable(table))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := outbox.ClaimRequest{Owner: "explain", Now: base.Add(24 * time.Hour), Lease: 15 * time.Second, Limit: 50, Ordered: true, NoRecovery: true}
+	start = time.Now()
+	recs, err := recorded.Claim(ctx, req)
+	took := time.Since(start)
+	_ = tx.Rollback()
+	if err != nil {
+		t.Fatal(err)
+	}
+	busy := map[string]bool{} // the keys whose heads another owner holds
+	for i := 1; i <= keys/10; i++ {
+		busy[fmt.Sprintf("k%d", (rows/10+i)%keys)] = true
+	}
+	seen := map[string]bool{}
+	for _, r := range recs {
+		k := r.Envelope.OrderingKey()
+		if seen[k] || busy[k] {
+			t.Errorf("claimed %s of key %s: a second event of the key, or the key's head is claimed", r.ID, k)
+		}
+		seen[k] = true
+	}
+	if len(recs) != req.Limit {
+		t.Fatalf("the ordered claim took %d heads, want %d", len(recs), req.Limit)
+	}
+	t.Logf("%s: one ordered claim of %d at a %d-row backlog over %d keys took %v (%d statements)", b.Name, req.Limit, rows, keys, took, len(rec.stmts))
+	var walk, lock *recordedStmt
+	for i, st := range rec.stmts {
+		switch {
+		case strings.Contains(st.query, "WITH RECURSIVE") || strings.Contains(st.query, "GROUP BY open_key"):
+			walk = &rec.stmts[i]
+		case strings.Contains(st.query, "locked_by IS NULL AND available_at <= ") && !strings.Contains(st.query, "ordering_key IS NULL") &&
+			!strings.Contains(st.query, "due_at"):
+			lock = &rec.stmts[i]
+		}
+	}
+	if walk == nil || lock == nil {
+		t.Fatalf("the ordered claim's statements: no walk of the keys or no lock of the heads among %d", len(rec.stmts))
+	}
+	t.Logf("walk statement:\n%s", walk.query)
+	t.Logf("lock statement:\n%s", lock.query)
+	switch b.Dialect {
+	case outboxsql.PostgreSQL:
+		explainPostgres(t, db, "walk of the keys", pgIndex(table, "order"), *walk)
+		explainPostgres(t, db, "lock of the heads", strings.TrimSuffix(pgIndex(table, "pkey"), "_idx"), *lock)
+	case outboxsql.MySQL:
+		plan := planText(t, db, "EXPLAIN FORMAT=JSON "+walk.query, walk.args...)
+		t.Logf("EXPLAIN FORMAT=JSON of the walk of the keys:\n%s", plan)
+		// A loose index scan (one entry per key) where the statistics say
+		// keys have many entries, else a range scan of the index in order
+		// that stops after the keys it needs: either reads the index only.
+		t.Logf("loose index scan: %v", strings.Contains(plan, `"using_index_for_group_by": true`))
+		for _, want := range []string{`"key": "outbox_order_idx"`, `"using_index`, `"key": "outbox_seq_idx"`} {
+			if !strings.Contains(plan, want) {
+				t.Errorf("the walk of the keys: no %s in its plan", want)
+			}
+		}
+		if strings.Contains(plan, `"filesort"`) || strings.Contains(plan, `"using_filesort": true`) {
+			t.Error("the walk of the keys sorts")
+		}
+		t.Logf("ANALYZE of the walk (rows really read):\n%s", planText(t, db, mysqlAnalyze(t, db)+walk.query, walk.args...))
+		explainMySQL(t, db, "lock of the heads", "PRIMARY", *lock)
+	case outboxsql.SQLite:
+		for what, st := range map[string]*recordedStmt{"walk of the keys": walk, "lock of the heads": lock} {
+			plan := explain(t, db, st.query, st.args...)
+			t.Logf("%s plan:\n%s", what, plan)
+			if strings.Contains(plan, "TEMP B-TREE") || strings.Contains(plan, "SCAN "+table) {
+				t.Errorf("%s scans the table or sorts", what)
+			}
+		}
+		if plan := explain(t, db, walk.query, walk.args...); !strings.Contains(plan, table+"_order_idx") {
+			t.Errorf("the walk of the keys does not use %s_order_idx", table)
+		}
+	}
+}
+
+// mysqlAnalyze returns the statement prefix that runs a query and reports
+// the rows it read: ANALYZE FORMAT=JSON on MariaDB, EXPLAIN ANALYZE on
+// MySQL.
+func mysqlAnalyze(t *testing.T, db *sql.DB) string {
+	var version string
+	if err := db.QueryRowContext(context.Background(), "SELECT VERSION()").Scan(&version); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(version, "MariaDB") {
+		return "ANALYZE FORMAT=JSON "
+	}
+	return "EXPLAIN ANALYZE "
+}
+
+// bulkLoadOrdered inserts n ordered events in one statement, event i on key
+// "k<i mod keys>", due one millisecond apart from base; marks the first
+// tenth DONE (their old index entries stay until a vacuum), claims the heads
+// of keys 1 to keys/10 for another owner, and refreshes the statistics.
+func bulkLoadOrdered(t *testing.T, b outboxsqltest.Backend, db *sql.DB, table string, base time.Time, n, keys int) {
 	t.Helper()
 	ctx := context.Background()
+	const cols = "event_id, event_type, aggregate_type, payload, status, attempts, occurred_at, available_at, created_at, ordering_key"
+	var load, analyze string
+	var args []any
+	switch b.Dialect {
+	case outboxsql.PostgreSQL:
+		load = "INSERT INTO " + table + " (" + cols + ") SELECT lpad(i::text, 26, '0'), 'Bulk', '__GLOBAL__', '{\"n\":1}', 0, 0, at, at, at, 'k' || (i % $3::int)" +
+			" FROM (SELECT i, $1::timestamptz + i * interval '1 millisecond' AS at FROM generate_series(1, $2::int) AS g(i)) AS s"
+		args = []any{base, n, keys}
+		analyze = "ANALYZE " + table
+	case outboxsql.MySQL:
+		digits := "(SELECT 0 AS d UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4" +
+			" UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9)"
+		load = "INSERT INTO " + table + " (" + cols + ") SELECT LPAD(n, 26, '0'), 'Bulk', '__GLOBAL__', '{\"n\":1}', 0, 0, at, at, at, CONCAT('k', n % ?)" +
+			" FROM (SELECT n, CAST(? AS DATETIME(6)) + INTERVAL n * 1000 MICROSECOND AS at FROM (SELECT " +
+			"d0.d + 10 * d1.d + 100 * d2.d + 1000 * d3.d + 10000 * d4.d + 100000 * d5.d + 1 AS n FROM " +
+			digits + " d0, " + digits + " d1, " + digits + " d2, " + digits + " d3, " + digits + " d4, " + digits + " d5" +
+			") AS s WHERE n <= ? ORDER BY n) AS r"
+		args = []any{keys, base.Format("2006-01-02 15:04:05"), n}
+		analyze = "ANALYZE TABLE " + table
+	case outboxsql.SQLite:
+		us := base.UnixMicro()
+		load = "WITH RECURSIVE g(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM g WHERE i < ?) INSERT INTO " + table + " (" + cols + ")" +
+			" SELECT printf('%026d', i), 'Bulk', '__GLOBAL__', '{\"n\":1}', 0, 0, ? + i * 1000, ? + i * 1000, ? + i * 1000, 'k' || (i % ?) FROM g"
+		args = []any{n, us, us, us, keys}
+		analyze = "ANALYZE"
+	default:
+		t.Fatalf("no bulk load for dialect %s", b.Dialect.Name())
+	}
+	if _, err := db.ExecContext(ctx, load, args...); err != nil {
+		t.Fatalf("bulk load: %v", err)
+	}
+	done := outboxsql.Rebind(b.Dialect, "UPDATE "+table+" SET status = 1, done_at = created_at WHERE event_id <= ?")
+	if _, err := db.ExecContext(ctx, done, fmt.Sprintf("%026d", n/10)); err != nil {
+		t.Fatalf("mark the first tenth DONE: %v", err)
+	}
+	claim := outboxsql.Rebind(b.Dialect, "UPDATE "+table+" SET locked_by = 'busy', locked_at = ? WHERE event_id > ? AND event_id <= ?")
+	now := map[string]any{"postgres": base.Add(24 * time.Hour), "mysql": base.Add(24 * time.Hour).Format("2006-01-02 15:04:05"),
+		"sqlite": base.Add(24 * time.Hour).UnixMicro()}[b.Dialect.Name()]
+	if _, err := db.ExecContext(ctx, claim, now, fmt.Sprintf("%026d", n/10), fmt.Sprintf("%026d", n/10+keys/10)); err != nil {
+		t.Fatalf("claim the heads of a tenth of the keys: %v", err)
+	}
+	r, err := db.QueryContext(ctx, analyze)
+	if err != nil {
+		t.Fatalf("%s: %v", analyze, err)
+	}
+	_ = r.Close()
+}
+
+// pgIndex names a PostgreSQL index of the schema: {name}_{kind}_idx.
+func pgIndex(table, kind string) string {
+	if i := strings.LastIndexByte(table, '.'); i >= 0 {
+		table = table[i+1:]
+	}
+	return table + "_" + kind + "_idx"
+}
+
+// bulkLoad inserts n pending rows, due one millisecond apart from base, in
+// one statement; claims the first live of them for another owner at now
+// and the next expired ones a day before; and refreshes the statistics.
+func bulkLoad(t *testing.T, b outboxsqltest.Backend, db *sql.DB, store *outboxsql.Store, base time.Time, n, live, expired int, now time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	table := store.Table()
 	const cols = "event_id, event_type, aggregate_type, payload, status, attempts, occurred_at, available_at, created_at"
 	var load, analyze string
 	var args []any
@@ -114,14 +311,39 @@ func bulkLoad(t *testing.T, b outboxsqltest.Backend, db *sql.DB, table string, b
 			") AS s WHERE n <= ?) AS r"
 		args = []any{base.Format("2006-01-02 15:04:05"), n}
 		analyze = "ANALYZE TABLE " + table
+		if n > 1_000_000 {
+			t.Fatalf("the MySQL bulk load counts to 1,000,000 at most")
+		}
+	case outboxsql.SQLite:
+		us := base.UnixMicro()
+		load = "WITH RECURSIVE g(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM g WHERE i < ?) INSERT INTO " + table + " (" + cols + ")" +
+			" SELECT printf('%026d', i), 'Bulk', '__GLOBAL__', '{\"n\":1}', 0, 0, ? + i * 1000, ? + i * 1000, ? + i * 1000 FROM g"
+		args = []any{n, us, us, us}
+		analyze = "ANALYZE"
 	default:
 		t.Fatalf("no bulk load for dialect %s", b.Dialect.Name())
 	}
-	if n > 1_000_000 && b.Dialect == outboxsql.MySQL {
-		t.Fatalf("the MySQL bulk load counts to 1,000,000 at most")
-	}
 	if _, err := db.ExecContext(ctx, load, args...); err != nil {
 		t.Fatalf("bulk load: %v", err)
+	}
+	// The claims, through the store's own statements: Renew sets the claim
+	// time of rows claimed by their owner.
+	ids := func(from, to int) []string {
+		out := make([]string, 0, to-from)
+		for i := from; i < to; i++ {
+			out = append(out, fmt.Sprintf("%026d", i+1))
+		}
+		return out
+	}
+	claim := outboxsql.Rebind(b.Dialect, "UPDATE "+table+" SET locked_by = ? WHERE event_id <= ?")
+	if _, err := db.ExecContext(ctx, claim, "busy", fmt.Sprintf("%026d", live+expired)); err != nil {
+		t.Fatalf("claim the first rows: %v", err)
+	}
+	if _, err := store.Renew(ctx, "busy", ids(0, live), now); err != nil {
+		t.Fatalf("renew the live claims: %v", err)
+	}
+	if _, err := store.Renew(ctx, "busy", ids(live, live+expired), now.Add(-24*time.Hour)); err != nil {
+		t.Fatalf("renew the expired claims: %v", err)
 	}
 	r, err := db.QueryContext(ctx, analyze)
 	if err != nil {
@@ -131,9 +353,13 @@ func bulkLoad(t *testing.T, b outboxsqltest.Backend, db *sql.DB, table string, b
 }
 
 // stmtRecorder is a sqlstore.DB that runs everything in one transaction
-// (which the test rolls back) and remembers the first query run through it.
+// (which the test rolls back) and remembers the queries run through it.
 type stmtRecorder struct {
 	tx    *sql.Tx
+	stmts []recordedStmt
+}
+
+type recordedStmt struct {
 	query string
 	args  []any
 }
@@ -147,9 +373,7 @@ func (r *stmtRecorder) Exec(ctx context.Context, query string, args ...any) (int
 }
 
 func (r *stmtRecorder) Query(ctx context.Context, query string, args ...any) (sqlstore.Rows, error) {
-	if r.query == "" {
-		r.query, r.args = query, args
-	}
+	r.stmts = append(r.stmts, recordedStmt{query, args})
 	return r.tx.QueryContext(ctx, query, args...)
 }
 
@@ -196,26 +420,29 @@ func planText(t *testing.T, ex interface {
 
 var pgSortNode = regexp.MustCompile(`(?m)^\s*(->\s+)?(Incremental )?Sort\b`)
 
+var pgRowsRemoved = regexp.MustCompile(`Rows Removed by Filter: (\d+)`)
+
 // explainPostgres checks the custom plan (what lib/pq's unnamed statements
 // get) and the generic plan (what a cached prepared statement, as pgx
-// keeps them, may switch to after five runs).
-func explainPostgres(t *testing.T, db *sql.DB, table string, rec *stmtRecorder) {
+// keeps them, may switch to after five runs) of one claim statement.
+func explainPostgres(t *testing.T, db *sql.DB, what, index string, st recordedStmt) {
 	ctx := context.Background()
-	index := table + "_claim_idx"
-	if i := strings.LastIndexByte(table, '.'); i >= 0 {
-		index = table[i+1:] + "_claim_idx"
-	}
-	check := func(what, plan string) {
+	check := func(plan string, kind string) {
 		t.Helper()
-		t.Logf("%s plan of the claim:\n%s", what, plan)
+		t.Logf("%s %s plan:\n%s", kind, what, plan)
 		if !strings.Contains(plan, "Index Scan using "+index) {
-			t.Errorf("%s plan does not scan %s", what, index)
+			t.Errorf("%s %s plan does not scan %s", kind, what, index)
 		}
 		if strings.Contains(plan, "Seq Scan") {
-			t.Errorf("%s plan has a sequential scan", what)
+			t.Errorf("%s %s plan has a sequential scan", kind, what)
 		}
 		if pgSortNode.MatchString(plan) {
-			t.Errorf("%s plan sorts", what)
+			t.Errorf("%s %s plan sorts", kind, what)
+		}
+		for _, m := range pgRowsRemoved.FindAllStringSubmatch(plan, -1) {
+			if n, _ := strconv.Atoi(m[1]); n > 1000 {
+				t.Errorf("%s %s plan steps over %d rows", kind, what, n)
+			}
 		}
 	}
 	tx, err := db.BeginTx(ctx, nil)
@@ -223,22 +450,22 @@ func explainPostgres(t *testing.T, db *sql.DB, table string, rec *stmtRecorder) 
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback() }() // EXPLAIN ANALYZE runs the UPDATE: undo it
-	check("custom", planText(t, tx, "EXPLAIN (ANALYZE, BUFFERS) "+rec.query, rec.args...))
+	check(planText(t, tx, "EXPLAIN (ANALYZE, BUFFERS) "+st.query, st.args...), "custom")
 
 	if _, err := tx.ExecContext(ctx, "SET LOCAL plan_cache_mode = force_generic_plan"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tx.ExecContext(ctx, "PREPARE outbox_claim_probe AS "+rec.query); err != nil {
+	if _, err := tx.ExecContext(ctx, "PREPARE outbox_claim_probe AS "+st.query); err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _, _ = tx.ExecContext(ctx, "DEALLOCATE outbox_claim_probe") }()
 	// EXECUTE takes no bind parameters inside EXPLAIN: the arguments go in
 	// as literals (the test's own values).
-	params := make([]string, len(rec.args))
-	for i, a := range rec.args {
+	params := make([]string, len(st.args))
+	for i, a := range st.args {
 		params[i] = pgLiteral(t, a)
 	}
-	check("generic", planText(t, tx, "EXPLAIN (ANALYZE, BUFFERS) EXECUTE outbox_claim_probe("+strings.Join(params, ", ")+")"))
+	check(planText(t, tx, "EXPLAIN (ANALYZE, BUFFERS) EXECUTE outbox_claim_probe("+strings.Join(params, ", ")+")"), "generic")
 }
 
 // pgLiteral writes one of the claim's arguments as a PostgreSQL literal.
@@ -258,23 +485,23 @@ func pgLiteral(t *testing.T, v any) string {
 	return ""
 }
 
-// explainMySQL checks EXPLAIN FORMAT=JSON of the claim's locking SELECT and
-// logs how many rows it really reads.
-func explainMySQL(t *testing.T, db *sql.DB, rec *stmtRecorder) {
+// explainMySQL checks EXPLAIN FORMAT=JSON of one of the claim's locking
+// SELECTs and logs how many rows it really reads.
+func explainMySQL(t *testing.T, db *sql.DB, what, index string, st recordedStmt) {
 	ctx := context.Background()
 	tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	plan := planText(t, tx, "EXPLAIN FORMAT=JSON "+rec.query, rec.args...)
-	t.Logf("EXPLAIN FORMAT=JSON of the claim:\n%s", plan)
-	if !strings.Contains(plan, `"key": "outbox_claim_idx"`) {
-		t.Errorf("the claim does not use outbox_claim_idx")
+	plan := planText(t, tx, "EXPLAIN FORMAT=JSON "+st.query, st.args...)
+	t.Logf("EXPLAIN FORMAT=JSON of the %s:\n%s", what, plan)
+	if !strings.Contains(plan, `"key": "`+index+`"`) {
+		t.Errorf("the %s does not use %s", what, index)
 	}
 	for _, bad := range []string{`"access_type": "ALL"`, `"filesort": {`, `"using_filesort": true`} {
 		if strings.Contains(plan, bad) {
-			t.Errorf("the claim's plan has %s", bad)
+			t.Errorf("the %s plan has %s", what, bad)
 		}
 	}
 	var version string
@@ -285,5 +512,5 @@ func explainMySQL(t *testing.T, db *sql.DB, rec *stmtRecorder) {
 	if strings.Contains(version, "MariaDB") {
 		analyze = "ANALYZE FORMAT=JSON "
 	}
-	t.Logf("%son %s (rows really read):\n%s", analyze, version, planText(t, tx, analyze+rec.query, rec.args...))
+	t.Logf("%s%s on %s (rows really read):\n%s", analyze, what, version, planText(t, tx, analyze+st.query, st.args...))
 }

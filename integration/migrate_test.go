@@ -29,7 +29,7 @@ func TestMigrateVerifiesItsIndexes(t *testing.T) {
 			_, _ = db.ExecContext(ctx, "DROP TABLE IF EXISTS "+other)
 			_, _ = db.ExecContext(ctx, "DROP TABLE IF EXISTS "+table)
 		})
-		if _, err := db.ExecContext(ctx, "CREATE INDEX "+table+"_claim_idx ON "+other+" (x)"); err != nil {
+		if _, err := db.ExecContext(ctx, "CREATE INDEX "+table+"_due_idx ON "+other+" (x)"); err != nil {
 			t.Fatal(err)
 		}
 		store, err := outboxsql.Open(db, outboxsql.WithTable(table))
@@ -37,8 +37,8 @@ func TestMigrateVerifiesItsIndexes(t *testing.T) {
 			t.Fatal(err)
 		}
 		err = store.Migrate(ctx)
-		if err == nil || !strings.Contains(err.Error(), table+"_claim_idx") || !strings.Contains(err.Error(), "missing") {
-			t.Fatalf("Migrate = %v, want an error naming the missing index %s_claim_idx", err, table)
+		if err == nil || !strings.Contains(err.Error(), table+"_due_idx") || !strings.Contains(err.Error(), "missing") {
+			t.Fatalf("Migrate = %v, want an error naming the missing index %s_due_idx", err, table)
 		}
 		// Once the name is free, Migrate creates it and passes.
 		if _, err := db.ExecContext(ctx, "DROP TABLE "+other); err != nil {

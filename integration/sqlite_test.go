@@ -129,7 +129,7 @@ func TestMigrateIsIdempotent(t *testing.T) {
 		}
 		idx = append(idx, n)
 	}
-	if strings.Join(idx, ",") != "events_out_claim_idx,events_out_purge_idx" {
+	if strings.Join(idx, ",") != "events_out_due_idx,events_out_lease_idx,events_out_purge_idx" {
 		t.Fatalf("indexes %v", idx)
 	}
 	// Schema() is what Migrate runs: applying it in a transaction by hand works too.
@@ -183,11 +183,25 @@ func TestSQLiteClaimUsesPartialIndex(t *testing.T) {
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	const sel = "SELECT event_id FROM outbox_event WHERE status IN (0, 2) AND available_at <= ? AND created_at <= ? " +
-		"AND (locked_by IS NULL OR locked_at <= ?) ORDER BY available_at, event_id LIMIT ?"
-	plan := explain(t, db, sel, 1, 1, 1, 10)
-	if !strings.Contains(plan, "outbox_event_claim_idx") || strings.Contains(plan, "TEMP B-TREE") {
-		t.Fatalf("claim plan does not walk the partial index in order:\n%s", plan)
+	// The claim's two statements, as the store runs them.
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &stmtRecorder{tx: tx}
+	recorded, err := sqlstore.New(rec, sqlstore.WithDialect(sqlstore.SQLite))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = recorded.Claim(ctx, outbox.ClaimRequest{Owner: "o", Now: time.Now(), Lease: time.Minute, Limit: 10})
+	_ = tx.Rollback()
+	if err != nil || len(rec.stmts) != 2 {
+		t.Fatalf("claim: %v, %d statements", err, len(rec.stmts))
+	}
+	for i, index := range []string{"outbox_event_lease_idx", "outbox_event_due_idx"} {
+		if plan := explain(t, db, rec.stmts[i].query, rec.stmts[i].args...); !strings.Contains(plan, index) || strings.Contains(plan, "TEMP B-TREE") {
+			t.Fatalf("claim statement %d does not walk %s in order:\n%s", i, index, plan)
+		}
 	}
 	const purge = "SELECT event_id FROM outbox_event WHERE status IN (1, 3) AND COALESCE(done_at, created_at) < ? LIMIT ?"
 	if plan := explain(t, db, purge, 1, 10); !strings.Contains(plan, "outbox_event_purge_idx") {

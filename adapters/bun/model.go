@@ -33,6 +33,7 @@ type SQLiteEvent struct {
 	LastError     *string `bun:"last_error,type:TEXT"`
 	LockedBy      *string `bun:"locked_by,type:VARCHAR(64)"`
 	LockedAt      *int64  `bun:"locked_at,type:INTEGER"`
+	OrderingKey   *string `bun:"ordering_key,type:VARCHAR(255)"`
 }
 
 // PostgresEvent is the outbox table on PostgreSQL.
@@ -55,12 +56,15 @@ type PostgresEvent struct {
 	LastError     *string    `bun:"last_error,type:TEXT"`
 	LockedBy      *string    `bun:"locked_by,type:VARCHAR(128)"`
 	LockedAt      *time.Time `bun:"locked_at,type:TIMESTAMPTZ"`
+	OrderingKey   *string    `bun:"ordering_key,type:VARCHAR(255)"` // COLLATE "C", set by AfterCreateTable
+	Seq           int64      `bun:"seq,notnull,type:BIGSERIAL"`
 }
 
 // MySQLEvent is the outbox table on MySQL and MariaDB. Its string columns
 // carry utf8mb4_bin themselves (outboxsql's DDL sets it as the table's
 // default), so ids and names compare byte-wise as in Go. The generated
-// columns claim_at and purge_at, which the claim and the purge are indexed
+// columns due_at, lease_at, purge_at and open_key, which the claim, the
+// recovery of expired claims, the purge and the ordered claim are indexed
 // by, are added by BeforeCreateTable and not mapped.
 type MySQLEvent struct {
 	bun.BaseModel `bun:"table:outbox_event"`
@@ -81,6 +85,8 @@ type MySQLEvent struct {
 	LastError     *string    `bun:"last_error,type:TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"`
 	LockedBy      *string    `bun:"locked_by,type:VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"`
 	LockedAt      *time.Time `bun:"locked_at,type:DATETIME(6)"`
+	OrderingKey   *string    `bun:"ordering_key,type:VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"`
+	Seq           int64      `bun:"seq,notnull,type:BIGINT AUTO_INCREMENT"`
 }
 
 var (
@@ -112,24 +118,32 @@ func (*PostgresEvent) BeforeCreateTable(_ context.Context, q *bun.CreateTableQue
 	return nil
 }
 
-// AfterCreateTable gives event_id the "C" collation (ids sort byte-wise,
-// as in Go) and creates the partial indexes of outboxsql's schema.
+// AfterCreateTable gives event_id and ordering_key the "C" collation (they
+// sort byte-wise, as in Go) and creates the partial indexes of outboxsql's
+// schema.
 func (*PostgresEvent) AfterCreateTable(ctx context.Context, q *bun.CreateTableQuery) error {
-	const collate = `ALTER TABLE ` + sqlstore.DefaultTable + ` ALTER COLUMN event_id TYPE VARCHAR(36) COLLATE "C"`
+	const collate = `ALTER TABLE ` + sqlstore.DefaultTable + ` ALTER COLUMN event_id TYPE VARCHAR(36) COLLATE "C",` +
+		` ALTER COLUMN ordering_key TYPE VARCHAR(255) COLLATE "C"`
 	if _, err := q.DB().ExecContext(ctx, collate); err != nil {
 		return fmt.Errorf("outboxbun: collation of event_id: %w", err)
 	}
 	return createIndexes(ctx, q, outboxsql.PostgreSQL)
 }
 
-// BeforeCreateTable adds the generated columns claim_at and purge_at, their
-// indexes and the CHECK constraint: MySQL and MariaDB have no partial
-// indexes, these columns are NULL for the rows the indexes need not hold.
+// BeforeCreateTable adds the generated columns due_at, lease_at, purge_at
+// and open_key, their indexes, the key of the sequence and the CHECK
+// constraint: MySQL and MariaDB have no partial indexes, these columns are
+// NULL for the rows the indexes need not hold.
 func (*MySQLEvent) BeforeCreateTable(_ context.Context, q *bun.CreateTableQuery) error {
-	q.ColumnExpr("claim_at DATETIME(6) GENERATED ALWAYS AS (CASE WHEN status IN (0, 2) THEN available_at END) VIRTUAL").
+	q.ColumnExpr("due_at DATETIME(6) GENERATED ALWAYS AS (CASE WHEN status IN (0, 2) AND locked_by IS NULL AND ordering_key IS NULL THEN available_at END) VIRTUAL").
+		ColumnExpr("lease_at DATETIME(6) GENERATED ALWAYS AS (CASE WHEN status IN (0, 2) AND locked_by IS NOT NULL THEN locked_at END) VIRTUAL").
 		ColumnExpr("purge_at DATETIME(6) GENERATED ALWAYS AS (CASE WHEN status IN (1, 3) THEN COALESCE(done_at, created_at) END) VIRTUAL").
-		ColumnExpr("KEY outbox_claim_idx (claim_at, event_id)").
+		ColumnExpr("open_key VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin GENERATED ALWAYS AS (CASE WHEN status IN (0, 2, 3) THEN ordering_key END) VIRTUAL").
+		ColumnExpr("UNIQUE KEY outbox_seq_idx (seq)").
+		ColumnExpr("KEY outbox_due_idx (due_at, event_id)").
+		ColumnExpr("KEY outbox_lease_idx (lease_at)").
 		ColumnExpr("KEY outbox_purge_idx (purge_at)").
+		ColumnExpr("KEY outbox_order_idx (open_key, seq)").
 		ColumnExpr(payloadCheck)
 	return nil
 }

@@ -11,7 +11,7 @@ import (
 
 // SQLiteEvent is the outbox table on SQLite.
 type SQLiteEvent struct {
-	EventID       string  `gorm:"column:event_id;type:VARCHAR(36);primaryKey;not null;index:outbox_event_claim_idx,priority:2"`
+	EventID       string  `gorm:"column:event_id;type:VARCHAR(36);primaryKey;not null;index:outbox_event_due_idx,priority:2"`
 	EventType     string  `gorm:"column:event_type;type:VARCHAR(128);not null"`
 	AggregateType string  `gorm:"column:aggregate_type;type:VARCHAR(64);not null"`
 	AggregateID   string  `gorm:"column:aggregate_id;type:VARCHAR(128);not null;default:''"`
@@ -22,17 +22,18 @@ type SQLiteEvent struct {
 	Status        int16   `gorm:"column:status;type:SMALLINT;not null;default:0"`
 	Attempts      int32   `gorm:"column:attempts;type:INTEGER;not null;default:0"`
 	OccurredAt    int64   `gorm:"column:occurred_at;type:INTEGER;not null"`
-	AvailableAt   int64   `gorm:"column:available_at;type:INTEGER;not null;index:outbox_event_claim_idx,priority:1,where:status IN (0\\, 2)"`
+	AvailableAt   int64   `gorm:"column:available_at;type:INTEGER;not null;index:outbox_event_due_idx,priority:1,where:status IN (0\\, 2) AND locked_by IS NULL AND ordering_key IS NULL"`
 	CreatedAt     int64   `gorm:"column:created_at;type:INTEGER;not null;autoCreateTime:false"`
 	DoneAt        *int64  `gorm:"column:done_at;type:INTEGER;index:outbox_event_purge_idx,expression:COALESCE(done_at\\, created_at),where:status IN (1\\, 3)"`
 	LastError     *string `gorm:"column:last_error;type:TEXT"`
 	LockedBy      *string `gorm:"column:locked_by;type:VARCHAR(64)"`
-	LockedAt      *int64  `gorm:"column:locked_at;type:INTEGER"`
+	LockedAt      *int64  `gorm:"column:locked_at;type:INTEGER;index:outbox_event_lease_idx,where:status IN (0\\, 2) AND locked_at IS NOT NULL"`
+	OrderingKey   *string `gorm:"column:ordering_key;type:VARCHAR(255);index:outbox_event_order_idx,where:ordering_key IS NOT NULL AND status IN (0\\, 2\\, 3)"`
 }
 
 // PostgresEvent is the outbox table on PostgreSQL.
 type PostgresEvent struct {
-	EventID       string     `gorm:"column:event_id;type:VARCHAR(36) COLLATE \"C\";primaryKey;not null;index:outbox_event_claim_idx,priority:2"`
+	EventID       string     `gorm:"column:event_id;type:VARCHAR(36) COLLATE \"C\";primaryKey;not null;index:outbox_event_due_idx,priority:2"`
 	EventType     string     `gorm:"column:event_type;type:VARCHAR(128);not null"`
 	AggregateType string     `gorm:"column:aggregate_type;type:VARCHAR(64);not null"`
 	AggregateID   string     `gorm:"column:aggregate_id;type:VARCHAR(128);not null;default:''"`
@@ -43,21 +44,24 @@ type PostgresEvent struct {
 	Status        int16      `gorm:"column:status;type:SMALLINT;not null;default:0"`
 	Attempts      int32      `gorm:"column:attempts;type:INTEGER;not null;default:0"`
 	OccurredAt    time.Time  `gorm:"column:occurred_at;type:TIMESTAMPTZ;not null"`
-	AvailableAt   time.Time  `gorm:"column:available_at;type:TIMESTAMPTZ;not null;index:outbox_event_claim_idx,priority:1,where:status IN (0\\, 2)"`
+	AvailableAt   time.Time  `gorm:"column:available_at;type:TIMESTAMPTZ;not null;index:outbox_event_due_idx,priority:1,where:status IN (0\\, 2) AND locked_by IS NULL AND ordering_key IS NULL"`
 	CreatedAt     time.Time  `gorm:"column:created_at;type:TIMESTAMPTZ;not null;autoCreateTime:false"`
 	DoneAt        *time.Time `gorm:"column:done_at;type:TIMESTAMPTZ;index:outbox_event_purge_idx,expression:(COALESCE(done_at\\, created_at)),where:status IN (1\\, 3)"`
 	LastError     *string    `gorm:"column:last_error;type:TEXT"`
 	LockedBy      *string    `gorm:"column:locked_by;type:VARCHAR(128)"`
-	LockedAt      *time.Time `gorm:"column:locked_at;type:TIMESTAMPTZ"`
+	LockedAt      *time.Time `gorm:"column:locked_at;type:TIMESTAMPTZ;index:outbox_event_lease_idx,where:status IN (0\\, 2) AND locked_at IS NOT NULL"`
+	OrderingKey   *string    `gorm:"column:ordering_key;type:VARCHAR(255) COLLATE \"C\";index:outbox_event_order_idx,priority:1,where:ordering_key IS NOT NULL AND status IN (0\\, 2\\, 3)"`
+	Seq           int64      `gorm:"column:seq;autoIncrement;not null;->;index:outbox_event_order_idx,priority:2"`
 }
 
 // MySQLEvent is the outbox table on MySQL and MariaDB. Its string columns
 // carry utf8mb4_bin themselves (outboxsql's DDL sets it as the table's
-// default), so ids and names compare byte-wise as in Go. ClaimAt and
-// PurgeAt are the generated columns the claim and the purge are indexed
-// by; they are read-only.
+// default), so ids and names compare byte-wise as in Go. DueAt, LeaseAt,
+// PurgeAt and OpenKey are the generated columns the claim, the recovery of
+// expired claims, the purge and the ordered claim are indexed by; they and
+// Seq (AUTO_INCREMENT) are read-only.
 type MySQLEvent struct {
-	EventID       string     `gorm:"column:event_id;type:VARCHAR(36) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;primaryKey;not null;index:outbox_claim_idx,priority:2"`
+	EventID       string     `gorm:"column:event_id;type:VARCHAR(36) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;primaryKey;not null;index:outbox_due_idx,priority:2"`
 	EventType     string     `gorm:"column:event_type;type:VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;not null"`
 	AggregateType string     `gorm:"column:aggregate_type;type:VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;not null"`
 	AggregateID   string     `gorm:"column:aggregate_id;type:VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;not null;default:''"`
@@ -74,8 +78,12 @@ type MySQLEvent struct {
 	LastError     *string    `gorm:"column:last_error;type:TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"`
 	LockedBy      *string    `gorm:"column:locked_by;type:VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"`
 	LockedAt      *time.Time `gorm:"column:locked_at;type:DATETIME(6)"`
-	ClaimAt       *time.Time `gorm:"column:claim_at;->;precision:6;type:DATETIME(6) GENERATED ALWAYS AS (CASE WHEN status IN (0, 2) THEN available_at END) VIRTUAL;index:outbox_claim_idx,priority:1"`
+	OrderingKey   *string    `gorm:"column:ordering_key;type:VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"`
+	Seq           int64      `gorm:"column:seq;->;type:BIGINT AUTO_INCREMENT;not null;uniqueIndex:outbox_seq_idx;index:outbox_order_idx,priority:2"`
+	DueAt         *time.Time `gorm:"column:due_at;->;precision:6;type:DATETIME(6) GENERATED ALWAYS AS (CASE WHEN status IN (0, 2) AND locked_by IS NULL AND ordering_key IS NULL THEN available_at END) VIRTUAL;index:outbox_due_idx,priority:1"`
+	LeaseAt       *time.Time `gorm:"column:lease_at;->;precision:6;type:DATETIME(6) GENERATED ALWAYS AS (CASE WHEN status IN (0, 2) AND locked_by IS NOT NULL THEN locked_at END) VIRTUAL;index:outbox_lease_idx"`
 	PurgeAt       *time.Time `gorm:"column:purge_at;->;precision:6;type:DATETIME(6) GENERATED ALWAYS AS (CASE WHEN status IN (1, 3) THEN COALESCE(done_at, created_at) END) VIRTUAL;index:outbox_purge_idx"`
+	OpenKey       *string    `gorm:"column:open_key;->;type:VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin GENERATED ALWAYS AS (CASE WHEN status IN (0, 2, 3) THEN ordering_key END) VIRTUAL;index:outbox_order_idx,priority:1"`
 }
 
 // TableName returns sqlstore.DefaultTable.
