@@ -1,0 +1,178 @@
+package outboxkafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	outbox "github.com/go-outbox/outbox/core"
+	"github.com/go-outbox/outbox/core/relay"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// DefaultPublishTimeout bounds one publish when Config.PublishTimeout is 0.
+const DefaultPublishTimeout = 5 * time.Second
+
+// Config configures a Sink. Set exactly one of Brokers and Client.
+type Config struct {
+	// Brokers are the seed brokers of the cluster the sink makes its own
+	// client for (host:port each). Close closes that client.
+	Brokers []string
+	// Options apply to the sink's own client, after its defaults
+	// (kgo.SeedBrokers(Brokers...), kgo.ProducerLinger(0): Handle waits
+	// for each record, so lingering would only add latency), so they win.
+	// Idempotent writes, franz-go's default, must stay on.
+	Options []kgo.Opt
+	// Client is a client the application made and closes itself. It must
+	// write idempotently (franz-go's default; New refuses a client with
+	// kgo.DisableIdempotentWrite) and not be transactional.
+	Client *kgo.Client
+
+	// Topic maps an event to the topic it is produced to (default
+	// relay.ByEventType). The topics must exist, unless the cluster and
+	// the client allow creating them.
+	Topic relay.Topic
+	// PublishTimeout bounds one publish, until the partition leader's
+	// acknowledgement (default DefaultPublishTimeout). A shorter deadline
+	// of the listener's context wins.
+	PublishTimeout time.Duration
+}
+
+// Sink produces every event it is given to Kafka: an outbox.Listener for
+// Client.HandleAll. The record key is the event's aggregate id, so all
+// events of one aggregate go to one partition, in the order they are
+// handed over. Handle returns once that record's produce has an outcome:
+// nil when the brokers acknowledged it (acks=all), else its error, so the
+// outbox marks an event DONE only when Kafka has it. A Sink is safe for
+// concurrent use.
+type Sink struct {
+	cl      *kgo.Client
+	topic   relay.Topic
+	timeout time.Duration
+	own     bool
+	closed  atomic.Bool
+}
+
+// New validates cfg and returns a Sink; with Brokers it makes its own
+// client, which connects on the first publish. Configuration errors wrap
+// outbox.ErrInvalidConfig.
+func New(cfg Config) (*Sink, error) {
+	if (cfg.Client == nil) == (len(cfg.Brokers) == 0) {
+		return nil, configErr("set exactly one of Brokers and Client")
+	}
+	if cfg.Client != nil && len(cfg.Options) > 0 {
+		return nil, configErr("Options apply to the sink's own client (Brokers), not to Client")
+	}
+	if cfg.PublishTimeout < 0 {
+		return nil, configErr("PublishTimeout must not be negative, got %s", cfg.PublishTimeout)
+	}
+	s := &Sink{cl: cfg.Client, topic: cfg.Topic, timeout: cfg.PublishTimeout}
+	if s.topic == nil {
+		s.topic = relay.ByEventType
+	}
+	if s.timeout == 0 {
+		s.timeout = DefaultPublishTimeout
+	}
+	if cfg.Client == nil {
+		opts := append([]kgo.Opt{kgo.SeedBrokers(cfg.Brokers...), kgo.ProducerLinger(0)}, cfg.Options...)
+		cl, err := kgo.NewClient(opts...)
+		if err != nil {
+			return nil, configErr("client: %v", err)
+		}
+		s.cl, s.own = cl, true
+	}
+	if off, _ := s.cl.OptValue(kgo.DisableIdempotentWrite).(bool); off {
+		return nil, s.refuse("the client must write idempotently (drop kgo.DisableIdempotentWrite)")
+	}
+	if id, _ := s.cl.OptValue(kgo.TransactionalID).(string); id != "" {
+		return nil, s.refuse("the client must not be transactional")
+	}
+	return s, nil
+}
+
+// refuse closes the sink's own client and returns a configuration error.
+func (s *Sink) refuse(format string, args ...any) error {
+	if s.own {
+		s.cl.Close()
+	}
+	return configErr(format, args...)
+}
+
+func configErr(format string, args ...any) error {
+	return fmt.Errorf("%w: outboxkafka: "+format, append([]any{outbox.ErrInvalidConfig}, args...)...)
+}
+
+// Record returns the record Handle produces for e with topic (relay.ByEventType
+// when nil): relay.NewMessage's topic, the aggregate id as key (none for a
+// global event), the headers sorted by name, the payload as value.
+func Record(e outbox.Envelope, topic relay.Topic) *kgo.Record {
+	m := relay.NewMessage(e, topic)
+	r := &kgo.Record{Topic: m.Topic, Value: m.Payload, Headers: make([]kgo.RecordHeader, 0, len(m.Headers))}
+	if m.Key != "" {
+		r.Key = []byte(m.Key)
+	}
+	for _, k := range slices.Sorted(maps.Keys(m.Headers)) {
+		r.Headers = append(r.Headers, kgo.RecordHeader{Key: k, Value: []byte(m.Headers[k])})
+	}
+	return r
+}
+
+// Handle produces e's record (see Record) and waits for its outcome. It
+// fails with that record's error (an unknown topic, a record too large,
+// …), after PublishTimeout without an acknowledgement, and at once when
+// ctx is done. A record that timed out may still be written later by the
+// client (an idempotent producer cannot take back a request it sent): the
+// outbox then delivers the event again, as a second record with the same
+// Outbox-Event-Id. After Close, Handle fails with an error wrapping
+// outbox.ErrClosed.
+func (s *Sink) Handle(ctx context.Context, e outbox.Envelope) error {
+	if s.closed.Load() {
+		return fmt.Errorf("outboxkafka: event %s: sink %w", e.ID(), outbox.ErrClosed)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("outboxkafka: event %s: %w", e.ID(), err)
+	}
+	r := Record(e, s.topic)
+	if r.Topic == "" {
+		return fmt.Errorf("outboxkafka: event %s: Topic returned no topic for event type %s", e.ID(), e.Type())
+	}
+	pctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	done := make(chan error, 1) // the promise may run after Handle returned
+	s.cl.Produce(pctx, r, func(_ *kgo.Record, err error) { done <- err })
+	var err error
+	select {
+	case err = <-done:
+	case <-pctx.Done():
+		err = pctx.Err()
+	}
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, kerr.UnknownTopicOrPartition):
+		return fmt.Errorf("outboxkafka: event %s: topic %q does not exist: %w", e.ID(), r.Topic, err)
+	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
+		return fmt.Errorf("outboxkafka: event %s to topic %q: no acknowledgement within %s: %w", e.ID(), r.Topic, s.timeout, err)
+	case errors.Is(err, kgo.ErrClientClosed) && s.closed.Load():
+		return fmt.Errorf("outboxkafka: event %s: sink %w", e.ID(), outbox.ErrClosed)
+	}
+	return fmt.Errorf("outboxkafka: event %s to topic %q: %w", e.ID(), r.Topic, err)
+}
+
+// Close stops the sink: Handle fails from then on. It closes the client
+// the sink made (Config.Brokers), failing what it still buffers; a client
+// the application passed (Config.Client) stays open. Close is idempotent.
+func (s *Sink) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	if s.own {
+		s.cl.Close()
+	}
+	return nil
+}

@@ -1,0 +1,36 @@
+// Package outboxnats relays outbox events to NATS JetStream.
+//
+// A Sink is an outbox.Listener: register it with Client.HandleAll and every
+// event of the Client (that no specific route takes) is published to a
+// JetStream subject as the message package relay describes: the payload
+// byte for byte, the event's metadata and headers (traceparent included)
+// as NATS headers, and the event id as Nats-Msg-Id.
+//
+//	sink, err := outboxnats.New(outboxnats.Config{
+//		URL:     "nats://127.0.0.1:4222",
+//		Subject: relay.Prefixed("orders."), // orders.OrderPlaced, …
+//	})
+//	if err != nil {
+//		return err
+//	}
+//	defer sink.Close()
+//	_ = client.HandleAll(sink) // client is your *outbox.Client
+//	_ = client.Start(ctx)
+//
+// A stream must capture the subjects (here "orders.>"); the sink does not
+// create streams. Handle returns nil only once the stream has acknowledged
+// the message, so an event is DONE only when JetStream stores it:
+//
+//   - a redelivery of an event (the outbox delivers at least once) inside
+//     the stream's duplicate window (Duplicates, 2 minutes by default) is
+//     acknowledged and dropped by the server: consumers see it once;
+//   - while the connection is away, Handle fails at once and the outbox
+//     retries with backoff; nothing is lost;
+//   - a subject no stream captures is an error for that event naming the
+//     subject; it is retried and ends DEAD after MaxAttempts, where
+//     Client.Dead can replay it once the stream exists;
+//   - each publish waits at most PublishTimeout for the acknowledgement.
+//
+// Handle publishes and waits for one event; the Client's workers
+// (Config.Workers) publish that many events at a time.
+package outboxnats
