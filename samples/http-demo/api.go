@@ -9,14 +9,12 @@ import (
 	"io"
 	"net/http"
 	"reflect"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
 	outbox "github.com/go-outbox/outbox/core"
-	"github.com/go-outbox/outbox/core/outboxsql"
 	"github.com/rs/zerolog"
 	"go.uber.org/fx"
 )
@@ -24,11 +22,10 @@ import (
 // maxBody bounds request bodies.
 const maxBody = 64 << 10
 
-// API is the HTTP interface: orders, the dead-letter admin, health.
+// API is the HTTP interface: orders, the outbox's admin page, health.
 type API struct {
 	orders   *Orders
-	outbox   *outbox.Client
-	store    *outboxsql.Store
+	admin    *Admin
 	db       *sql.DB
 	shipping *Shipping
 	log      zerolog.Logger
@@ -37,8 +34,8 @@ type API struct {
 
 // newAPI returns the API; it reports ready once the app (the outbox
 // included) has started, and not ready from the moment it stops.
-func newAPI(lc fx.Lifecycle, orders *Orders, c *outbox.Client, store *outboxsql.Store, db *sql.DB, sh *Shipping, log zerolog.Logger) *API {
-	a := &API{orders: orders, outbox: c, store: store, db: db, shipping: sh, log: log}
+func newAPI(lc fx.Lifecycle, orders *Orders, admin *Admin, db *sql.DB, sh *Shipping, log zerolog.Logger) *API {
+	a := &API{orders: orders, admin: admin, db: db, shipping: sh, log: log}
 	lc.Append(fx.Hook{
 		OnStart: func(context.Context) error { a.ready.Store(true); return nil },
 		OnStop:  func(context.Context) error { a.ready.Store(false); return nil },
@@ -49,18 +46,23 @@ func newAPI(lc fx.Lifecycle, orders *Orders, c *outbox.Client, store *outboxsql.
 // Handler returns the routes, wrapped in the request logger.
 func (a *API) Handler() http.Handler {
 	mux := http.NewServeMux()
+	// The service's own API.
 	mux.HandleFunc("POST /orders", a.createOrder)
 	mux.HandleFunc("GET /orders/{id}", a.getOrder)
-	mux.HandleFunc("GET /outbox/stats", a.stats)
-	mux.HandleFunc("GET /outbox/dead", a.listDead)
-	mux.HandleFunc("POST /outbox/dead/{id}/replay", a.replay)
-	mux.HandleFunc("POST /outbox/dead/replay", a.replayAll)
 	mux.HandleFunc("GET /debug/shipping", a.getShipping)
 	mux.HandleFunc("PUT /debug/shipping", a.setShipping)
+	// Operators: the outbox's admin page and its JSON API (stats, events,
+	// dead letters; replay and delete with the admin token).
+	mux.Handle("/admin/", http.StripPrefix("/admin", a.admin.handler))
+	mux.HandleFunc("GET /admin/login", a.admin.login)
+	// Health.
 	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	mux.HandleFunc("GET /readyz", a.readyz)
+	// Observability goes here once its modules exist: GET /metrics
+	// (Prometheus) on mux, and the tracing middleware around mux, inside
+	// the request logger so that its log lines carry the trace.
 	return a.logRequests(mux)
 }
 
@@ -106,111 +108,6 @@ func (a *API) getOrder(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, order)
-}
-
-// stats counts the outbox by status and reports the oldest pending event.
-func (a *API) stats(w http.ResponseWriter, r *http.Request) {
-	s, err := a.outbox.Stats(r.Context())
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	byStatus := map[string]int64{}
-	for _, st := range []outbox.Status{outbox.StatusNew, outbox.StatusDone, outbox.StatusRetry, outbox.StatusDead} {
-		byStatus[st.String()] = s.ByStatus[st]
-	}
-	resp := struct {
-		Table                   string           `json:"table"`
-		ByStatus                map[string]int64 `json:"by_status"`
-		Pending                 int64            `json:"pending"`
-		OldestPendingAt         *time.Time       `json:"oldest_pending_at"`
-		OldestPendingAgeSeconds float64          `json:"oldest_pending_age_seconds"`
-	}{Table: a.store.Table(), ByStatus: byStatus, Pending: byStatus["NEW"] + byStatus["RETRY"]}
-	if !s.OldestPending.IsZero() {
-		t := s.OldestPending.UTC()
-		resp.OldestPendingAt = &t
-		resp.OldestPendingAgeSeconds = time.Since(t).Round(time.Millisecond).Seconds()
-	}
-	writeJSON(w, http.StatusOK, resp)
-}
-
-// deadEvent is a DEAD event as the admin API shows it.
-type deadEvent struct {
-	ID            string          `json:"id"`
-	EventType     string          `json:"event_type"`
-	AggregateType string          `json:"aggregate_type"`
-	AggregateID   string          `json:"aggregate_id"`
-	Attempts      int             `json:"attempts"`
-	LastError     string          `json:"last_error"`
-	CreatedAt     time.Time       `json:"created_at"`
-	DeadAt        time.Time       `json:"dead_at"`
-	Payload       json.RawMessage `json:"payload,omitempty"`
-}
-
-// listDead pages through DEAD events: ?limit= (1-500, default 50),
-// ?after=<id> (from next_after), ?event_type=.
-func (a *API) listDead(w http.ResponseWriter, r *http.Request) {
-	q := outbox.Query{Limit: 50, AfterID: r.URL.Query().Get("after"), EventType: r.URL.Query().Get("event_type")}
-	if v := r.URL.Query().Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 500 {
-			writeError(w, http.StatusBadRequest, "limit must be an integer from 1 to 500")
-			return
-		}
-		q.Limit = n
-	}
-	recs, err := a.outbox.Dead().List(r.Context(), q)
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	total, err := a.outbox.Dead().Count(r.Context(), outbox.Query{EventType: q.EventType})
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	events := make([]deadEvent, 0, len(recs))
-	for _, rec := range recs {
-		d := deadEvent{ID: rec.ID, Attempts: rec.Attempts, LastError: rec.LastError, CreatedAt: rec.CreatedAt, DeadAt: rec.DoneAt}
-		if rec.Err == nil {
-			e := rec.Envelope
-			d.EventType, d.AggregateType, d.AggregateID = e.Type(), e.AggregateType(), e.AggregateID()
-			if e.PayloadKind() == outbox.PayloadJSON {
-				d.Payload = json.RawMessage(e.PayloadString())
-			}
-		}
-		events = append(events, d)
-	}
-	resp := map[string]any{"total": total, "events": events}
-	if len(recs) == q.Limit {
-		resp["next_after"] = recs[len(recs)-1].ID
-	}
-	writeJSON(w, http.StatusOK, resp)
-}
-
-// replay makes one DEAD event pending again; the poller delivers it.
-func (a *API) replay(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	err := a.outbox.Dead().Replay(r.Context(), id)
-	if errors.Is(err, outbox.ErrNotFound) {
-		writeError(w, http.StatusNotFound, "no DEAD event with id "+id)
-		return
-	}
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusAccepted, map[string]string{"id": id, "status": outbox.StatusNew.String()})
-}
-
-// replayAll replays every DEAD event (?event_type= to narrow it).
-func (a *API) replayAll(w http.ResponseWriter, r *http.Request) {
-	n, err := a.outbox.Dead().ReplayAll(r.Context(), outbox.Query{EventType: r.URL.Query().Get("event_type")})
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusAccepted, map[string]int64{"replayed": n})
 }
 
 func (a *API) getShipping(w http.ResponseWriter, _ *http.Request) {

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"time"
 
+	outbox "github.com/go-outbox/outbox/core"
+	"github.com/go-outbox/outbox/core/outboxsql"
 	outboxfx "github.com/go-outbox/outbox/fxmodule"
 	_ "github.com/go-sql-driver/mysql"
 	_ "github.com/jackc/pgx/v5/stdlib"
@@ -21,11 +23,14 @@ import (
 type settings struct {
 	dsn          string
 	failListener bool
+	// adminToken allows replay and delete on the admin page; empty:
+	// read-only.
+	adminToken string
 }
 
 // appOptions is the whole application except the listening server: the
 // outbox's default data source on the -dsn database, the orders service,
-// the shipping listener and the HTTP handler. Tests serve the handler with
+// the shipping listener, the outbox's admin handler and the HTTP handler. Tests serve the handler with
 // httptest instead.
 func appOptions(s settings, logger zerolog.Logger) fx.Option {
 	return fx.Options(
@@ -46,6 +51,9 @@ func appOptions(s settings, logger zerolog.Logger) fx.Option {
 		fx.Provide(
 			func(db *sql.DB) (*Shipping, error) { return newShipping(db, s.failListener) },
 			newOrders,
+			func(c *outbox.Client, store *outboxsql.Store, log zerolog.Logger) (*Admin, error) {
+				return newAdmin(s, c, store, log)
+			},
 			newAPI,
 		),
 		outboxfx.Routes(outboxfx.DefaultName, (*Shipping).Route),
@@ -72,7 +80,8 @@ func serve(addr string) fx.Option {
 					}
 				}()
 				api.ready.Store(true)
-				log.Info().Str("addr", ln.Addr().String()).Msg("http-demo listening")
+				log.Info().Str("addr", ln.Addr().String()).Str("admin", "http://"+ln.Addr().String()+"/admin/").
+					Bool("admin_read_only", api.admin.authorize == nil).Msg("http-demo listening")
 				return nil
 			},
 			OnStop: func(ctx context.Context) error {

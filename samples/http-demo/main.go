@@ -3,21 +3,23 @@
 //
 // POST /orders stores an order and its OrderPlaced event in one transaction;
 // the shipping listener marks the order shipped once the event is delivered.
-// The dead-letter admin endpoints list, count and replay DEAD events.
+// The outbox's admin page (package outboxhttp) under /admin/ shows the
+// counts, the events and the dead letters, and replays or deletes dead
+// letters for an operator who has the admin token; without a token it is
+// read-only.
 //
 //	go run .                                   # SQLite file in $TMPDIR, http://127.0.0.1:8080
 //	go run . -dsn 'postgres://postgres@127.0.0.1:5432/test?sslmode=disable'
 //	go run . -dsn 'mysql://root@127.0.0.1:3306/test' -addr :9090
 //	go run . -fail-listener                    # shipping fails: events end in DEAD
+//	HTTP_DEMO_ADMIN_TOKEN=s3cret go run .      # the admin page may replay and delete
 //
 // Endpoints:
 //
 //	POST /orders                    {"customer":"alice","amount_cents":1200}
 //	GET  /orders/{id}
-//	GET  /outbox/stats              counts by status, oldest pending age
-//	GET  /outbox/dead               DEAD events (?limit=, ?after=)
-//	POST /outbox/dead/{id}/replay   make one DEAD event pending again
-//	POST /outbox/dead/replay        replay every DEAD event
+//	GET  /admin/                    the outbox's admin page; its JSON API under /admin/api/
+//	GET  /admin/login               asks the browser for the admin token, then opens the page
 //	PUT  /debug/shipping            {"fail":true} makes the shipping listener fail
 //	GET  /livez, GET /readyz
 package main
@@ -42,7 +44,12 @@ func main() {
 		"start with the shipping listener failing (also HTTP_DEMO_FAIL_LISTENER=1; toggle with PUT /debug/shipping)")
 	pretty := flag.Bool("pretty", isTerminal(os.Stderr), "human-readable logs instead of JSON lines")
 	logLevel := flag.String("log-level", "info", "trace, debug (fx's wiring included), info, warn or error")
+	adminToken := flag.String("admin-token", "",
+		"token that allows replay and delete on the admin page /admin/ (default HTTP_DEMO_ADMIN_TOKEN, which ps does not show; none: read-only)")
 	flag.Parse()
+	if *adminToken == "" {
+		*adminToken = os.Getenv("HTTP_DEMO_ADMIN_TOKEN")
+	}
 	level, err := zerolog.ParseLevel(*logLevel)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "http-demo: -log-level:", err)
@@ -59,7 +66,7 @@ func main() {
 	logger = logger.Level(level).With().Timestamp().Logger()
 
 	app := fx.New(
-		appOptions(settings{dsn: *dsn, failListener: *failListener}, logger),
+		appOptions(settings{dsn: *dsn, failListener: *failListener, adminToken: *adminToken}, logger),
 		serve(*addr),
 	)
 	if err := app.Err(); err != nil {

@@ -1,0 +1,26 @@
+// Command outboxctl inspects and operates an outbox table from a shell:
+// print or apply its DDL, count its events, show one, list, replay and
+// delete dead letters, and purge old events — on SQLite, PostgreSQL and
+// MySQL/MariaDB. It never delivers an event.
+//
+// Install it with
+//
+//	go install github.com/go-outbox/outbox/cmd/outboxctl@latest
+//
+// (in a checkout of the repository: go install ./cmd/outboxctl), then:
+//
+//	export OUTBOX_DB=postgres://app@127.0.0.1:5432/app
+//	outboxctl migrate --apply           # CREATE TABLE / INDEX IF NOT EXISTS
+//	outboxctl stats                     # events per status, oldest pending
+//	outboxctl dead list --older-than 1d # dead letters, with their last error
+//	outboxctl get 01JD5K3Q8V4N2M7XGZ6P1R9T0B
+//	outboxctl dead replay-all --type OrderPlaced
+//	outboxctl --json dead list | jq -r '.events[].id'
+//	outboxctl purge --status done --older-than 7d --yes
+//
+// Destructive commands ask for confirmation on a terminal and refuse without
+// one unless --yes is given. Exit codes: 0 done, 1 failed, 2 usage error,
+// 3 not found (event, table or SQLite file), 4 refused. `outboxctl help`
+// lists every command, flag and database URL form; docs/outboxctl.md in
+// the repository has example outputs.
+package main

@@ -1,0 +1,331 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode"
+
+	outbox "github.com/go-outbox/outbox/core"
+	"github.com/go-outbox/outbox/core/outboxadmin"
+)
+
+func isNotFound(err error) bool { return errors.Is(err, outbox.ErrNotFound) }
+
+// printf writes to w; a failed write of the terminal is not worth an error.
+func (c *cli) printf(w io.Writer, format string, args ...any) {
+	_, _ = fmt.Fprintf(w, format, args...)
+}
+
+// writeJSON prints v as the run's one JSON document.
+func (c *cli) writeJSON(v any) error {
+	enc := json.NewEncoder(c.stdout)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return failErr("write output: %v", err)
+	}
+	return nil
+}
+
+// table returns an aligned table on stdout; Flush prints it.
+func (c *cli) table() *tabwriter.Writer {
+	return tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
+}
+
+func flush(tw *tabwriter.Writer) error {
+	if err := tw.Flush(); err != nil {
+		return failErr("write output: %v", err)
+	}
+	return nil
+}
+
+// cell makes s fit one table cell: control characters (tabs, newlines,
+// terminal escapes) are shown escaped, long text is cut to limit runes (0:
+// no limit), and an empty value is a dash.
+func cell(s string, limit int) string {
+	if s == "" {
+		return "-"
+	}
+	s = printable(s)
+	if r := []rune(s); limit > 0 && len(r) > limit {
+		s = string(r[:limit-1]) + "…"
+	}
+	return s
+}
+
+// printable escapes the control characters of s, as Go would quote them.
+func printable(s string) string {
+	if !strings.ContainsFunc(s, unicode.IsControl) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+const (
+	timeLayout     = "2006-01-02T15:04:05Z07:00"
+	timeLayoutMsec = "2006-01-02T15:04:05.000Z07:00"
+)
+
+func fmtTime(t time.Time, layout string) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(layout)
+}
+
+// migrateJSON is the output of `migrate --json`.
+type migrateJSON struct {
+	Dialect    string   `json:"dialect"`
+	Table      string   `json:"table"`
+	Applied    bool     `json:"applied"`
+	Statements []string `json:"statements"`
+}
+
+func (c *cli) printMigrate(dialect, table string, stmts []string, applied bool) error {
+	if c.g.json {
+		return c.writeJSON(migrateJSON{Dialect: dialect, Table: table, Applied: applied, Statements: stmts})
+	}
+	if applied {
+		c.printf(c.stdout, "table %s and its indexes are in place (%s)\n", table, dialect)
+		return nil
+	}
+	c.printf(c.stdout, "-- outbox table %s, %s; `outboxctl migrate --apply` runs these statements.\n", table, dialect)
+	for _, s := range stmts {
+		c.printf(c.stdout, "%s;\n\n", s)
+	}
+	return nil
+}
+
+// statsJSON is the output of `stats --json`.
+type statsJSON struct {
+	Table string `json:"table"`
+	outboxadmin.Stats
+}
+
+func (c *cli) printStats(table string, st outbox.Stats) error {
+	now := c.now()
+	out := statsJSON{Table: table, Stats: outboxadmin.NewStats(st, now)}
+	if c.g.json {
+		return c.writeJSON(out)
+	}
+	tw := c.table()
+	c.printf(tw, "STATUS\tEVENTS\n")
+	statuses := outboxadmin.Statuses()
+	for _, s := range statuses {
+		c.printf(tw, "%s\t%d\n", s, out.Counts[s.String()])
+	}
+	for _, s := range slices.Sorted(maps.Keys(out.Counts)) {
+		if !slices.ContainsFunc(statuses, func(k outbox.Status) bool { return k.String() == s }) {
+			c.printf(tw, "%s\t%d\n", s, out.Counts[s])
+		}
+	}
+	c.printf(tw, "total\t%d\n", out.Total)
+	if err := flush(tw); err != nil {
+		return err
+	}
+	if st.OldestPending.IsZero() {
+		c.printf(c.stdout, "\noldest pending: none\n")
+	} else {
+		age := max(now.Sub(st.OldestPending), 0)
+		c.printf(c.stdout, "\noldest pending: created %s, %s ago\n", fmtTime(st.OldestPending, timeLayout), formatAge(age))
+	}
+	return nil
+}
+
+// eventJSON is one event in JSON output.
+type eventJSON = outboxadmin.Event
+
+// toJSON is the JSON view of r with its headers and payload; headers are
+// an object even for a row that cannot be decoded.
+func toJSON(r outbox.Record) eventJSON {
+	e := outboxadmin.NewEvent(r, outboxadmin.EventOptions{Payload: true})
+	if e.Headers == nil {
+		e.Headers = map[string]string{}
+	}
+	return e
+}
+
+func (c *cli) printEvent(r outbox.Record) error {
+	if c.g.json {
+		return c.writeJSON(toJSON(r))
+	}
+	env := r.Envelope
+	tw := c.table()
+	row := func(k, v string) { c.printf(tw, "%s\t%s\n", k, v) }
+	row("ID", cell(r.ID, 0))
+	if r.Err == nil {
+		row("TYPE", cell(env.Type(), 0))
+		row("AGGREGATE", cell(env.AggregateType(), 0)+" "+cell(env.AggregateID(), 0))
+		row("TENANT", cell(env.TenantID(), 0))
+	}
+	row("STATUS", r.Status.String())
+	row("ATTEMPTS", strconv.Itoa(r.Attempts))
+	if r.Err == nil {
+		row("OCCURRED AT", fmtTime(env.OccurredAt(), timeLayoutMsec))
+	}
+	row("CREATED AT", fmtTime(r.CreatedAt, timeLayoutMsec))
+	row("AVAILABLE AT", fmtTime(r.AvailableAt, timeLayoutMsec))
+	row("DONE AT", fmtTime(r.DoneAt, timeLayoutMsec))
+	row("LOCKED BY", cell(r.LockedBy, 0))
+	row("LOCKED AT", fmtTime(r.LockedAt, timeLayoutMsec))
+	if r.Err != nil {
+		row("DECODE ERROR", cell(r.Err.Error(), 0))
+	}
+	if r.Err == nil && env.NumHeaders() > 0 {
+		row("HEADERS", "")
+		h := env.Headers()
+		for _, k := range slices.Sorted(maps.Keys(h)) {
+			row("  "+cell(k, 0), cell(h[k], 0))
+		}
+	}
+	if err := flush(tw); err != nil {
+		return err
+	}
+	if r.LastError != "" {
+		c.printf(c.stdout, "\nLAST ERROR\n%s\n", printableLines(r.LastError))
+	}
+	if r.Err == nil {
+		if kind, text := outboxadmin.PayloadText(env); kind != "" {
+			encoding := "JSON"
+			if kind == "bytes" {
+				encoding = "bytes, base64"
+			}
+			c.printf(c.stdout, "\nPAYLOAD (%s)\n%s\n", encoding, printableLines(text))
+		}
+	}
+	return nil
+}
+
+// printableLines escapes the control characters of s but its line breaks.
+func printableLines(s string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	for i, l := range lines {
+		lines[i] = printable(l)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// listJSON is the output of `dead list --json`.
+type listJSON struct {
+	Events []eventJSON `json:"events"`
+	// NextAfter is set when more events match: pass it to --after.
+	NextAfter string `json:"next_after,omitempty"`
+}
+
+func (c *cli) printDeadList(recs []outbox.Record, more bool) error {
+	next := ""
+	if more && len(recs) > 0 {
+		next = recs[len(recs)-1].ID
+	}
+	if c.g.json {
+		out := listJSON{Events: make([]eventJSON, len(recs)), NextAfter: next}
+		for i, r := range recs {
+			out.Events[i] = toJSON(r)
+		}
+		return c.writeJSON(out)
+	}
+	if len(recs) == 0 {
+		c.printf(c.stdout, "no DEAD events match\n")
+		return nil
+	}
+	now := c.now()
+	tw := c.table()
+	c.printf(tw, "ID\tTYPE\tAGGREGATE\tATTEMPTS\tDEAD SINCE\tAGE\tLAST ERROR\n")
+	for _, r := range recs {
+		typ, agg := "?", "?"
+		if r.Err == nil {
+			typ, agg = cell(r.Envelope.Type(), 40), cell(r.Envelope.AggregateType(), 30)+" "+cell(r.Envelope.AggregateID(), 30)
+		}
+		lastErr := r.LastError
+		if r.Err != nil {
+			lastErr = "cannot decode: " + r.Err.Error()
+		}
+		c.printf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", cell(r.ID, 0), typ, agg, r.Attempts,
+			fmtTime(deadAt(r), timeLayout), formatAge(max(now.Sub(deadAt(r)), 0)), cell(firstLine(lastErr), 60))
+	}
+	if err := flush(tw); err != nil {
+		return err
+	}
+	if next != "" {
+		c.printf(c.stdout, "\nmore match: add --after %s for the next page\n", next)
+	}
+	return nil
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	return s
+}
+
+// changeJSON is the output of `dead replay`, `dead replay-all` and
+// `dead delete` with --json.
+type changeJSON struct {
+	Replayed *int64   `json:"replayed,omitempty"`
+	Deleted  *int64   `json:"deleted,omitempty"`
+	IDs      []string `json:"ids"`
+}
+
+func (c *cli) printChange(verb string, n int64, ids []string) error {
+	if c.g.json {
+		out := changeJSON{IDs: ids}
+		if verb == "deleted" {
+			out.Deleted = &n
+		} else {
+			out.Replayed = &n
+		}
+		if out.IDs == nil {
+			out.IDs = []string{}
+		}
+		return c.writeJSON(out)
+	}
+	switch {
+	case len(ids) == 0:
+		c.printf(c.stdout, "no DEAD events match; nothing %s\n", verb)
+	case n == int64(len(ids)) && verb == "replayed":
+		c.printf(c.stdout, "replayed %d %s: NEW again, due now, with zero attempts\n", n, plural(n, "event"))
+	case n == int64(len(ids)):
+		c.printf(c.stdout, "deleted %d DEAD %s\n", n, plural(n, "event"))
+	default:
+		c.printf(c.stdout, "%s %d of %d %s (the others stopped being DEAD meanwhile)\n", verb, n, len(ids), plural(int64(len(ids)), "event"))
+	}
+	return nil
+}
+
+func plural(n int64, word string) string {
+	if n == 1 {
+		return word
+	}
+	return word + "s"
+}
+
+// purgeJSON is the output of `purge --json`.
+type purgeJSON struct {
+	Status string    `json:"status"`
+	Before time.Time `json:"before"`
+	Purged int64     `json:"purged"`
+}
+
+func (c *cli) printPurge(st outbox.Status, before time.Time, n int64) error {
+	if c.g.json {
+		return c.writeJSON(purgeJSON{Status: st.String(), Before: before.UTC(), Purged: n})
+	}
+	c.printf(c.stdout, "purged %d %s %s completed before %s\n", n, st, plural(n, "event"), fmtTime(before, timeLayout))
+	return nil
+}

@@ -1,0 +1,321 @@
+package outboxhttp
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	outbox "github.com/go-outbox/outbox/core"
+	"github.com/go-outbox/outbox/core/outboxadmin/outboxadmintest"
+)
+
+// Environment variables of the browser test.
+const (
+	// envRequireBrowser=1 makes a missing Chromium a failure, not a skip.
+	envRequireBrowser = "OUTBOX_TEST_REQUIRE_BROWSER"
+	// envChromium names the browser binary (default: chromium on PATH,
+	// or /usr/bin/chromium).
+	envChromium = "OUTBOX_TEST_CHROMIUM"
+	// envScreenshot, when set, is the path the test writes a PNG
+	// screenshot of the page to.
+	envScreenshot = "OUTBOX_SCREENSHOT"
+)
+
+// chromium returns the path of the Chromium binary, or skips t (fails it
+// under OUTBOX_TEST_REQUIRE_BROWSER=1) when there is none.
+func chromium(t *testing.T) string {
+	t.Helper()
+	candidates := []string{"chromium", "chromium-browser", "/usr/bin/chromium"}
+	if p := os.Getenv(envChromium); p != "" {
+		candidates = []string{p}
+	}
+	for _, c := range candidates {
+		if p, err := exec.LookPath(c); err == nil {
+			return p
+		}
+	}
+	msg := fmt.Sprintf("no Chromium (looked for %s; Debian: apt-get install chromium; or set %s)", strings.Join(candidates, ", "), envChromium)
+	if os.Getenv(envRequireBrowser) == "1" {
+		t.Fatalf("%s, and %s=1 requires one", msg, envRequireBrowser)
+	}
+	t.Skipf("SKIPPED — %s (set %s=1 to make this a failure)", msg, envRequireBrowser)
+	return ""
+}
+
+// browser is a headless Chromium of one test, with a fresh profile, and
+// the errors its pages wrote to the console (exceptions, failed loads,
+// content security policy violations).
+type browser struct {
+	ctx context.Context
+
+	mu     sync.Mutex
+	errors []string
+}
+
+// newBrowser starts headless Chromium; it is closed at cleanup. Its
+// context ends after two minutes, a guard against a hung browser (the
+// test then fails), not a measure of speed.
+func newBrowser(t *testing.T) *browser {
+	t.Helper()
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(chromium(t)),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 700),
+	}
+	guard, cancelGuard := context.WithTimeout(context.Background(), 2*time.Minute)
+	actx, cancelAlloc := chromedp.NewExecAllocator(guard, opts...)
+	ctx, cancel := chromedp.NewContext(actx)
+	b := &browser{ctx: ctx}
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		_ = chromedp.Cancel(ctx) // closes the browser and waits for it
+		cancel()
+		cancelAlloc()
+		cancelGuard()
+		wg.Wait()
+	})
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, 700)); err != nil {
+		t.Fatalf("start Chromium: %v", err)
+	}
+	messages := chromedp.Console(ctx)
+	wg.Go(func() {
+		for m, err := range messages {
+			if err != nil {
+				return
+			}
+			if m.IsException() || m.Type == "error" {
+				b.mu.Lock()
+				b.errors = append(b.errors, m.String())
+				b.mu.Unlock()
+			}
+		}
+	})
+	return b
+}
+
+// do runs steps in the browser and fails t on an error.
+func (b *browser) do(t *testing.T, what string, steps ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	if err := chromedp.Do(b.ctx, steps...); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// text returns the visible text of the element sel selects.
+func (b *browser) text(t *testing.T, sel string) string {
+	t.Helper()
+	s, err := chromedp.Run(b.ctx, chromedp.Text(chromedp.CSS(sel)))
+	if err != nil {
+		t.Fatalf("text of %s: %v", sel, err)
+	}
+	return s
+}
+
+// noErrors fails t if a page wrote an error to the console.
+func (b *browser) noErrors(t *testing.T) {
+	t.Helper()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.errors) > 0 {
+		t.Errorf("errors on the page's console:\n%s", strings.Join(b.errors, "\n"))
+	}
+}
+
+// Steps of the tests, on CSS selectors.
+func click(sel string) chromedp.Action[chromedp.Void] { return chromedp.Click(chromedp.CSS(sel)) }
+func visible(sel string) chromedp.Action[chromedp.Void] {
+	return chromedp.WaitVisible(chromedp.CSS(sel))
+}
+func hidden(sel string) chromedp.Action[chromedp.Void] {
+	return chromedp.WaitNotVisible(chromedp.CSS(sel))
+}
+func gone(sel string) chromedp.Action[chromedp.Void] {
+	return chromedp.WaitNotPresent(chromedp.CSS(sel))
+}
+
+// mount serves h under /admin/outbox/ of a router that has routes of its
+// own, and returns the page's URL.
+func mount(t *testing.T, h http.Handler) string {
+	t.Helper()
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	mux.Handle("/admin/outbox/", http.StripPrefix("/admin/outbox", h))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv.URL + "/admin/outbox/"
+}
+
+// showcase writes events an operator would see on a bad morning: orders
+// placed and shipped, invoices and stock reservations failing.
+type showcase struct {
+	dead []string // DEAD, in id order
+	// invoice is the first DEAD InvoiceSent, stock a DEAD StockReserved.
+	invoice, stock string
+}
+
+func (e *env) showcase() showcase {
+	t := e.t
+	t.Helper()
+	now := time.Now().UTC()
+	var events []outboxadmintest.Event
+	add := func(n int, typ, agg, idPrefix, payload string, st outbox.Status, at time.Time, opts ...outbox.EnvelopeOption) {
+		for i := range n {
+			id := fmt.Sprintf("%s-%d", idPrefix, 1041+len(events)+i)
+			events = append(events, outboxadmintest.Event{Envelope: outbox.MustEnvelope(outbox.EventName(typ),
+				append([]outbox.EnvelopeOption{outbox.WithAggregate(outbox.AggregateName(agg), id),
+					outbox.WithJSON(fmt.Appendf(nil, payload, id))}, opts...)...), Status: st, At: at})
+		}
+	}
+	add(9, "OrderPlaced", "Order", "o", `{"order":%q,"total":42.5,"currency":"EUR"}`, outbox.StatusDone, now.Add(-time.Hour))
+	add(3, "OrderShipped", "Order", "o", `{"order":%q,"carrier":"DHL"}`, outbox.StatusNew, time.Time{})
+	add(1, "PaymentCaptured", "Payment", "p", `{"payment":%q}`, outbox.StatusRetry, now.Add(time.Hour))
+	add(3, "InvoiceSent", "Invoice", "inv", `{"invoice":%q,"to":"billing@example.com"}`, outbox.StatusDead, time.Time{}, outbox.WithTenant("acme"))
+	add(2, "StockReserved", "Order", "o", `{"order":%q,"sku":"A-7","qty":2}`, outbox.StatusDead, time.Time{}, outbox.WithHeader("traceparent", trace))
+	events[12].Error = "warehouse API: 503"
+	errs := []string{"smtp 550: mailbox unavailable for billing@example.com", "smtp 550: mailbox unavailable for billing@example.com",
+		"smtp 421: too many connections, try again later", "warehouse API: 503 Service Unavailable", "warehouse API: 409 Conflict: sku A-7 out of stock"}
+	for i, msg := range errs { // DEAD ten minutes apart, the last ten minutes ago
+		events[13+i].At, events[13+i].Error = now.Add(-time.Duration(50-10*i)*time.Minute), msg
+	}
+	// Written two hours ago, by a client whose clock says so.
+	writer, err := outbox.New(outbox.Config{Store: e.store, TxContext: e.txm, Mode: outbox.ModeWriterOnly,
+		Clock: outbox.ClockFunc(func() time.Time { return now.Add(-2 * time.Hour) })})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer writer.Close(context.Background())
+	ids := outboxadmintest.Seed(t, writer, e.store, e.txm, events...)
+	return showcase{dead: ids[13:18], invoice: ids[13], stock: ids[16]}
+}
+
+const trace = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+// row selects the row of event id in the dead-letter table.
+func row(id string) string { return `#dead-table tbody tr[data-id="` + id + `"]` }
+
+// TestBrowser runs the page in headless Chromium: it shows the DEAD
+// events, replays one after confirmation (and leaves one whose deletion
+// was cancelled), shows an event's payload, and in read-only mode has no
+// buttons. With OUTBOX_SCREENSHOT=path it saves a screenshot of the page.
+func TestBrowser(t *testing.T) {
+	br := newBrowser(t)
+	e := newEnv(t, sqlite(t), func(c *Config) { c.Title = "orders — outbox" })
+	s := e.showcase()
+	page := mount(t, e.h)
+
+	br.do(t, "load the page", chromedp.Navigate(page), visible(`body[data-ready="true"]`), visible(row(s.invoice)))
+	mode, dead, matching := br.text(t, "#mode"), br.text(t, "#stat-DEAD"), br.text(t, "#dead-matching")
+	if mode != "replay & delete enabled" || dead != "5" || matching != "5 DEAD events" {
+		t.Errorf("mode %q, DEAD count %q, matching %q", mode, dead, matching)
+	}
+	if path := os.Getenv(envScreenshot); path != "" {
+		png, err := chromedp.Run(br.ctx, chromedp.FullScreenshot(100))
+		if err != nil || !bytes.HasPrefix(png, []byte("\x89PNG")) {
+			t.Fatalf("screenshot: not a PNG (%v)", err)
+		}
+		if err := os.WriteFile(path, png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("screenshot of the page: %s", path)
+	}
+
+	// Delete, then cancel: the event stays.
+	br.do(t, "delete", click(row(s.stock)+` button[data-action="delete"]`), visible("#confirm"))
+	if q := br.text(t, "#confirm-title"); q != "Delete DEAD event for good?" {
+		t.Errorf("delete question %q", q)
+	}
+	br.do(t, "cancel", click("#confirm-cancel"), hidden("#confirm"))
+
+	// Replay, confirmed: the row goes, the event is NEW.
+	br.do(t, "replay", click(row(s.invoice)+` button[data-action="replay"]`), visible("#confirm"))
+	if q, ids := br.text(t, "#confirm-title"), br.text(t, "#confirm-ids"); q != "Replay DEAD event?" || strings.TrimSpace(ids) != s.invoice {
+		t.Errorf("replay question %q about %q", q, ids)
+	}
+	br.do(t, "confirm the replay", click("#confirm-ok"), gone(row(s.invoice)), visible("#notice"))
+	if notice, matching := br.text(t, "#notice"), br.text(t, "#dead-matching"); !strings.HasPrefix(notice, "Replayed 1 event") || matching != "4 DEAD events" {
+		t.Errorf("after the replay: notice %q, matching %q", notice, matching)
+	}
+	if got := e.statuses(s.dead...); !slices.Equal(got, []string{"NEW", "DEAD", "DEAD", "DEAD", "DEAD"}) {
+		t.Errorf("statuses after the replay: %q", got)
+	}
+
+	// Two selected, replayed in one request.
+	br.do(t, "replay selected",
+		click(row(s.dead[1])+` input[type="checkbox"]`), click(row(s.dead[2])+` input[type="checkbox"]`),
+		click("#replay-selected"), visible("#confirm"))
+	if q := br.text(t, "#confirm-title"); q != "Replay 2 DEAD events?" {
+		t.Errorf("replay question %q", q)
+	}
+	br.do(t, "confirm", click("#confirm-ok"), gone(row(s.dead[1])), gone(row(s.dead[2])))
+	if got := e.statuses(s.dead...); !slices.Equal(got, []string{"NEW", "NEW", "NEW", "DEAD", "DEAD"}) {
+		t.Errorf("statuses after replaying two: %q", got)
+	}
+
+	// The event's details, payload included.
+	br.do(t, "show an event", click(row(s.stock)+` a.id`), visible("#detail"))
+	if payload, headers := br.text(t, "#detail-payload"), br.text(t, "#detail-headers"); !strings.Contains(payload, `"sku": "A-7"`) || !strings.Contains(headers, trace) {
+		t.Errorf("details: payload %q, headers %q", payload, headers)
+	}
+	br.do(t, "close the event", click("#detail-close"), hidden("#detail"))
+
+	// The events tab lists the replayed event as NEW.
+	eventRow := `#events-table tbody tr[data-id="` + s.invoice + `"]`
+	br.do(t, "events tab", click("#tab-events"), visible(eventRow))
+	if status := br.text(t, eventRow+" .status"); status != "NEW" {
+		t.Errorf("the replayed event's status on the events tab: %q", status)
+	}
+
+	// Read-only: the same data, a banner, and no control that changes anything.
+	ro, err := New(Config{Sources: []Source{{Name: "orders", Client: e.client, Events: e.store}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	br.do(t, "read-only page", chromedp.Navigate(mount(t, ro)), visible(`body[data-ready="true"]`), visible(row(s.stock)))
+	controls, err := chromedp.Run(br.ctx, chromedp.Evaluate[int](`document.querySelectorAll('button[data-action], .mutate, #dead-table input').length`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mode, banner := br.text(t, "#mode"), br.text(t, "#banner"); mode != "read-only" || !strings.HasPrefix(banner, "Read-only: this admin handler has no authorizer") || controls != 0 {
+		t.Errorf("read-only page: mode %q, banner %q, %d controls that change things", mode, banner, controls)
+	}
+	if got := e.statuses(s.stock); got[0] != "DEAD" {
+		t.Errorf("the event whose deletion was cancelled: %q", got)
+	}
+
+	// Back with the authorizer: filter, and replay all that match.
+	typeFilter := chromedp.CSS(`#dead-filter input[name="type"]`)
+	br.do(t, "filter by a type no DEAD event has",
+		chromedp.Navigate(page), visible(`body[data-ready="true"]`), visible(row(s.stock)),
+		chromedp.SetValue(typeFilter, "InvoiceSent"), click(`#dead-filter button[type="submit"]`), visible("#dead-empty"))
+	br.do(t, "filter by StockReserved",
+		chromedp.SetValue(typeFilter, "StockReserved"), click(`#dead-filter button[type="submit"]`), visible(row(s.stock)), hidden("#dead-empty"),
+		click("#replay-all"), visible("#confirm"))
+	if q, matching := br.text(t, "#confirm-title"), br.text(t, "#dead-matching"); q != "Replay all 2 matching DEAD events?" || matching != "2 DEAD events match the filter" {
+		t.Errorf("replay all: question %q, matching %q", q, matching)
+	}
+	br.do(t, "confirm replay all", click("#confirm-ok"), gone(row(s.stock)), gone(row(s.dead[4])), visible("#dead-empty"))
+	if got := e.statuses(s.dead...); !slices.Equal(got, []string{"NEW", "NEW", "NEW", "NEW", "NEW"}) {
+		t.Errorf("statuses after replaying all: %q", got)
+	}
+	br.noErrors(t)
+}

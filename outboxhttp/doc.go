@@ -1,0 +1,66 @@
+// Package outboxhttp is the outbox's admin HTTP handler: JSON endpoints for
+// the counts per status, the events and the dead letters of one or more
+// outboxes, and a small web page on top of them, embedded in the binary (no
+// front-end build step). An operator sees what is pending and what went
+// DEAD with its last error, reads an event's payload and headers, and —
+// when an authorizer allows it — replays or deletes dead letters, after a
+// confirmation.
+//
+// # Quick start
+//
+//	h, err := outboxhttp.New(outboxhttp.Config{
+//		Sources: []outboxhttp.Source{{Name: "orders", Client: client, Events: store}},
+//		Authorize: func(r *http.Request) error {
+//			if !isAdmin(r) { // your session, your roles
+//				return errors.New("admins only")
+//			}
+//			return nil
+//		},
+//	})
+//	if err != nil {
+//		return err
+//	}
+//	mux.Handle("/admin/outbox/", http.StripPrefix("/admin/outbox", h))
+//
+// The page is then at /admin/outbox/. It uses relative URLs only, so it
+// works under any prefix and behind any router that strips it.
+//
+// # Authorization
+//
+// Without Config.Authorize the handler is read-only: the page says so and
+// has no buttons, and every replay or delete is refused with 403. With it,
+// each replay or delete is first checked against CSRF — it must be a POST
+// or DELETE with Content-Type: application/json, which an HTML form cannot
+// send and a script of another site cannot send without a CORS preflight
+// that this handler never grants, and a browser's Sec-Fetch-Site or Origin
+// header must not name another origin (http.CrossOriginProtection) — and
+// then passed to Authorize; an error refuses it with 403. Reading is not
+// guarded by Authorize: payloads and errors can be sensitive, so wrap the
+// handler in your authentication middleware.
+//
+// # Endpoints
+//
+// Paths are relative to where the handler is mounted; {source} is a
+// Source's Name. Every answer of the API is JSON; every error is
+// {"error": "…", "code": "…"} with a 4xx or 5xx status.
+//
+//	GET    api                               title, read_only, authorized, sources
+//	GET    api/{source}/stats                counts per status, oldest pending
+//	GET    api/{source}/events               events: ?status= (NEW, RETRY, DONE, DEAD, PENDING; comma-separated)
+//	                                         &type= &aggregate= &after= (keyset paging) &limit= (1–500, default 50)
+//	GET    api/{source}/events/{id}          one event with its headers and payload
+//	GET    api/{source}/dead                 DEAD events: ?type= &aggregate= &after= &limit=, and how many match
+//	POST   api/{source}/dead/{id}/replay     replay one DEAD event
+//	POST   api/{source}/dead/replay          {"ids": [...]}: replay these (every one must be DEAD),
+//	                                         or {"all": true, "type": "…", "aggregate": "…"}: every DEAD event that matches
+//	DELETE api/{source}/dead/{id}            delete one DEAD event for good
+//	POST   api/{source}/dead/delete          {"ids": [...]}: delete these for good (every one must be DEAD)
+//
+// A replay or delete of ids that are not all DEAD events changes nothing
+// and answers 404; a malformed filter, page or body answers 400; a store
+// error answers 500 with a message that does not repeat the database's
+// error (it may name a host, a user or a table) — the Logger gets it.
+// Replays and deletes are logged too, with the ids and the remote address.
+//
+// The repository's docs/admin.md has example answers and a screenshot.
+package outboxhttp
