@@ -35,6 +35,8 @@ type coordinator struct {
 	// poisonExits counts workers that ended themselves delivering the
 	// poison event.
 	poisonExits int
+	// skipped holds the DEAD events the operator skipped (-ordered).
+	skipped map[string]bool
 }
 
 func runCoordinator(c config) error {
@@ -98,7 +100,14 @@ func runCoordinator(c config) error {
 			fmt.Fprintln(os.Stderr, "torture: probe writer:", err)
 		}
 	}
-	fmt.Fprintf(os.Stderr, "torture: db=%s workers=%d events=%d, worker logs in %s\n", c.db, c.workers, c.events, filepath.Dir(co.procs[0].logPath))
+	fmt.Fprintf(os.Stderr, "torture: db=%s workers=%d events=%d ordered=%v, worker logs in %s\n", c.db, c.workers, c.events, c.ordered, filepath.Dir(co.procs[0].logPath))
+	var op *operator
+	if c.ordered {
+		if op, err = startOperator(ctx, c, db); err != nil {
+			co.stopAll()
+			return fmt.Errorf("operator: %w", err)
+		}
+	}
 
 	// Fault schedule while the writers write.
 	kill := ticker(c.killEvery)
@@ -137,6 +146,9 @@ func runCoordinator(c config) error {
 		time.Sleep(200 * time.Millisecond)
 	}
 	co.stopAll()
+	if op != nil {
+		co.skipped = op.close(ctx)
+	}
 	return co.report(ctx, time.Since(start))
 }
 
@@ -158,7 +170,8 @@ func (co *coordinator) spawn(id, quota int) error {
 		"-db", c.db, "-dsn", c.dsn, "-own-db", "", "-writers", strconv.Itoa(c.writers), "-lease", c.lease.String(),
 		"-fail-pct", strconv.Itoa(c.failPct), "-panic-pct", strconv.Itoa(c.panicPct),
 		"-poison-permille", strconv.Itoa(c.poisonPermille), "-slow-permille", strconv.Itoa(c.slowPermille),
-		"-rollback-pct", strconv.Itoa(c.rollbackPct), "-poison-id", c.poisonID, "-hung-id", c.hungID)
+		"-rollback-pct", strconv.Itoa(c.rollbackPct), "-poison-id", c.poisonID, "-hung-id", c.hungID,
+		"-ordered="+strconv.FormatBool(c.ordered), "-keys", strconv.Itoa(c.keys))
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		logf.Close()
@@ -307,8 +320,10 @@ func (co *coordinator) report(ctx context.Context, took time.Duration) error {
 	deliveries := one("SELECT COUNT(*) FROM " + ledgerTable)
 	dead := one("SELECT COUNT(*) FROM " + outboxTable + " WHERE status = 3")
 	missing := one("SELECT COUNT(*) FROM " + ordersTable + " o WHERE NOT EXISTS (SELECT 1 FROM " + outboxTable + " x WHERE x.event_id = o.id)")
+	// An event is lost if it was neither delivered nor DEAD (nor, with
+	// -ordered, skipped by the operator when it blocked its key).
 	lost := one("SELECT COUNT(*) FROM " + ordersTable + " o WHERE NOT EXISTS (SELECT 1 FROM " + ledgerTable + " l WHERE l.event_id = o.id)" +
-		" AND NOT EXISTS (SELECT 1 FROM " + outboxTable + " x WHERE x.event_id = o.id AND x.status = 3)")
+		" AND NOT EXISTS (SELECT 1 FROM " + outboxTable + " x WHERE x.event_id = o.id AND (x.status = 3 OR x.last_error LIKE '" + outbox.SkipNote + "%'))")
 	ghost := one("SELECT COUNT(DISTINCT l.event_id) FROM " + ledgerTable + " l WHERE NOT EXISTS (SELECT 1 FROM " + ordersTable + " o WHERE o.id = l.event_id)")
 	orphanRows := one("SELECT COUNT(*) FROM " + outboxTable + " x WHERE NOT EXISTS (SELECT 1 FROM " + ordersTable + " o WHERE o.id = x.event_id)")
 	maxPer := one("SELECT MAX(c) FROM (SELECT COUNT(*) AS c FROM " + ledgerTable + " GROUP BY event_id) t")
@@ -320,11 +335,16 @@ func (co *coordinator) report(ctx context.Context, took time.Duration) error {
 	duplicates := deliveries - delivered
 	// Duplicates per process death: SIGKILLs, poison exits and crashes.
 	dupPerKill := float64(duplicates) / float64(max(kills+poisonExits+crashes, 1))
+	ordered, violations := "", 0
+	if co.c.ordered {
+		violations = co.orderViolations(ctx)
+		ordered = fmt.Sprintf(" ordered=1 keys=%d order_violations=%d skipped=%d", co.c.keys, violations, len(co.skipped))
+	}
 	fmt.Printf("TORTURE db=%s events=%d delivered=%d lost=%d duplicates=%d dead=%d max_dup_per_event=%d dup_per_kill=%.1f seconds=%.1f"+
 		" kills=%d cuts=%d crashes=%d poison_exits=%d poison_dead=%d hung_recovered=%d unexpected_dead=%d"+
-		" rolled_back_delivered=%d rolled_back_rows=%d missing_rows=%d\n",
+		" rolled_back_delivered=%d rolled_back_rows=%d missing_rows=%d%s\n",
 		co.c.db, events, delivered, lost, duplicates, dead, max(maxPer-1, 0), dupPerKill, took.Seconds(),
-		kills, cuts, crashes, poisonExits, poisonDead, hungRecovered, unexpectedDead, ghost, orphanRows, missing)
+		kills, cuts, crashes, poisonExits, poisonDead, hungRecovered, unexpectedDead, ghost, orphanRows, missing, ordered)
 	var errs []error
 	if lost != 0 || missing != 0 {
 		errs = append(errs, fmt.Errorf("%d committed events lost (%d without an outbox row)", lost, missing))
@@ -337,6 +357,9 @@ func (co *coordinator) report(ctx context.Context, took time.Duration) error {
 		errs = append(errs, errors.New("could not count the DEAD events"))
 	case unexpectedDead > 0:
 		errs = append(errs, fmt.Errorf("%d events ended DEAD that neither always fail nor are the poison event", unexpectedDead))
+	}
+	if violations != 0 {
+		errs = append(errs, fmt.Errorf("%d ordered events started before the event before them on their key was DONE", violations))
 	}
 	if co.c.poison && poisonDead != 1 {
 		errs = append(errs, fmt.Errorf("the poison event did not end DEAD after %d attempts (at most %d deliveries started) with %q", maxAttempts, maxAttempts+1, outbox.ErrClaimExpired.Error()))
@@ -374,6 +397,11 @@ func (co *coordinator) unexpectedDead(ctx context.Context) int {
 	if err := rows.Err(); err != nil {
 		fmt.Fprintln(os.Stderr, "torture: dead events:", err)
 		return -1
+	}
+	for id := range co.skipped { // DEAD before the operator skipped them
+		if fate(id) >= uint32(co.c.poisonPermille) {
+			n++
+		}
 	}
 	return n
 }

@@ -22,6 +22,10 @@ const (
 	ledgerTable = "torture_ledger"
 	// hangTable records the hung event's one hanging delivery.
 	hangTable = "torture_hang"
+	// keysTable holds the aggregates of -ordered, startsTable every
+	// delivery's start.
+	keysTable   = "torture_keys"
+	startsTable = "torture_starts"
 )
 
 func defaultDSN(db string) string {
@@ -120,6 +124,9 @@ func isolate(c config) (config, error) {
 	return c, nil
 }
 
+// aggregateKey names the i-th aggregate of -ordered.
+func aggregateKey(i int) string { return fmt.Sprintf("agg-%04d", i) }
+
 // bind rewrites ? placeholders for the backend's driver.
 func bind(db, q string) string {
 	if db == "postgres" {
@@ -140,10 +147,21 @@ func createTables(ctx context.Context, c config, db *sql.DB) error {
 		"DROP TABLE IF EXISTS " + ledgerTable,
 		"DROP TABLE IF EXISTS " + outboxTable,
 		"DROP TABLE IF EXISTS " + hangTable,
+		"DROP TABLE IF EXISTS " + keysTable,
+		"DROP TABLE IF EXISTS " + startsTable,
 		"CREATE TABLE " + ordersTable + " (id VARCHAR(36) PRIMARY KEY, worker INT NOT NULL)",
 		"CREATE TABLE " + ledgerTable + " (seq " + autoID + ", event_id VARCHAR(36) NOT NULL, worker INT NOT NULL, pid INT NOT NULL, attempt INT NOT NULL)",
 		"CREATE INDEX " + ledgerTable + "_event ON " + ledgerTable + " (event_id)",
 		"CREATE TABLE " + hangTable + " (event_id VARCHAR(36) PRIMARY KEY, worker INT NOT NULL, pid INT NOT NULL)",
+		"CREATE TABLE " + keysTable + " (k VARCHAR(64) PRIMARY KEY, version INT NOT NULL)",
+		"CREATE TABLE " + startsTable + " (seq " + autoID + ", event_id VARCHAR(36) NOT NULL, worker INT NOT NULL, start_us BIGINT NOT NULL)",
+	}
+	if c.ordered {
+		rows := make([]string, c.keys)
+		for i := range rows {
+			rows[i] = fmt.Sprintf("('%s', 0)", aggregateKey(i))
+		}
+		stmts = append(stmts, "INSERT INTO "+keysTable+" (k, version) VALUES "+strings.Join(rows, ", "))
 	}
 	for _, s := range stmts {
 		if _, err := db.ExecContext(ctx, s); err != nil {

@@ -25,6 +25,21 @@
 // ended DEAD that was neither one of the always-failing share nor the
 // poison event (unexpected_dead), or a probe did not end as it must
 // (poison_dead=0 or hung_recovered=0).
+//
+// With -ordered, the workers' Clients deliver in order per key
+// (outbox.Config.Ordered): nine events in ten belong to one of -keys
+// aggregates, whose row each business transaction updates before it writes
+// its event (so the transactions of one aggregate are serialized), and the
+// poison event has an aggregate of its own. Every delivery records its
+// start; an event that ends DEAD blocks its key until the coordinator,
+// playing the operator, skips it through the dead-letter API (the poison
+// event excepted). The line adds
+//
+//	ordered=1 keys=… order_violations=… skipped=…
+//
+// where order_violations counts the events whose delivery started before
+// the event written before them on their key was DONE (or while it was
+// DEAD): it must be 0.
 package main
 
 import (
@@ -54,6 +69,8 @@ type config struct {
 	poison, hung   bool
 	poisonID       string
 	hungID         string
+	ordered        bool
+	keys           int
 }
 
 func main() {
@@ -74,6 +91,8 @@ func main() {
 	flag.IntVar(&c.rollbackPct, "rollback-pct", 10, "percent of business transactions rolled back after writing their event")
 	flag.BoolVar(&c.poison, "poison-exit", true, "write one event whose listener ends its process (os.Exit) at every delivery; it must end DEAD")
 	flag.BoolVar(&c.hung, "hung-listener", true, "write one event whose first delivery hangs forever, ignoring its context; a later claim must deliver it")
+	flag.BoolVar(&c.ordered, "ordered", false, "deliver in order per aggregate (Config.Ordered) and count order violations; DEAD events that block their key are skipped by the coordinator")
+	flag.IntVar(&c.keys, "keys", 100, "with -ordered: aggregates the events belong to")
 	flag.DurationVar(&c.drainTimeout, "drain-timeout", 5*time.Minute, "how long to wait for the backlog after the writers finish (a liveness bound: the line reports the seconds taken)")
 	flag.StringVar(&c.role, "role", "coordinator", "internal: coordinator or worker")
 	flag.IntVar(&c.workerID, "worker-id", 0, "internal: worker number")

@@ -68,18 +68,20 @@ func newProbes(ctx context.Context, c config, db *sql.DB) (*probes, error) {
 		return nil, err
 	}
 	p := &probes{c: c, db: db, tx: outboxsql.NewTxManager(db)}
-	p.client, err = outbox.New(outbox.Config{Store: store, TxContext: p.tx, Mode: outbox.ModeWriterOnly})
+	p.client, err = outbox.New(outbox.Config{Store: store, TxContext: p.tx, Mode: outbox.ModeWriterOnly, Ordered: c.ordered})
 	if err != nil {
 		return nil, err
 	}
 	if err := p.client.Start(ctx); err != nil {
 		return nil, err
 	}
-	probe := func(kind string) outbox.Envelope {
-		return outbox.MustEnvelope(orderPlaced, outbox.WithAggregate(orderAgg, ""),
+	probe := func(kind, aggregate string) outbox.Envelope {
+		return outbox.MustEnvelope(orderPlaced, outbox.WithAggregate(orderAgg, aggregate),
 			outbox.WithJSON([]byte(`{"torture":true,"probe":"`+kind+`"}`)))
 	}
-	p.poison, p.hung = probe("poison"), probe("hung")
+	// With -ordered the poison event is ordered, on an aggregate of its
+	// own: it ends DEAD and blocks nothing else.
+	p.poison, p.hung = probe("poison", "poison"), probe("hung", "")
 	return p, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"os/signal"
 	"sync"
@@ -50,8 +51,16 @@ func runWorker(c config) error {
 	pid := os.Getpid()
 	var slowOnce sync.Map
 	ledgerInsert := bind(c.db, "INSERT INTO "+ledgerTable+" (event_id, worker, pid, attempt) VALUES (?, ?, ?, ?)")
+	startInsert := bind(c.db, "INSERT INTO "+startsTable+" (event_id, worker, start_us) VALUES (?, ?, ?)")
 	listener := func(ctx context.Context, e outbox.Envelope) error {
 		f, attempt := fate(e.ID()), outbox.DeliveryAttempt(ctx)
+		if c.ordered {
+			// Every start is on record, so that the coordinator can tell
+			// whether one came before the previous event of its key was DONE.
+			if _, err := db.ExecContext(ctx, startInsert, e.ID(), c.workerID, time.Now().UnixMicro()); err != nil {
+				return err
+			}
+		}
 		poison := uint32(c.poisonPermille)
 		failTo := poison + uint32(c.failPct*10)
 		panicTo := failTo + uint32(c.panicPct*10)
@@ -91,8 +100,8 @@ func runWorker(c config) error {
 	// One Client per process (hot path, claiming poller and purge) with a
 	// short lease, so that killed workers' events are recovered quickly.
 	client, err := outbox.New(outbox.Config{
-		Store: store, TxContext: tx, Logger: logger, Lease: c.lease,
-		Workers: 8, MaxAttempts: maxAttempts, DrainTimeout: drainTimeout,
+		Store: store, TxContext: tx, Logger: logger, Lease: c.lease, ListenerTimeout: c.lease / 2,
+		Workers: 8, MaxAttempts: maxAttempts, DrainTimeout: drainTimeout, Ordered: c.ordered,
 		RetryPolicy:  &outbox.ExponentialBackoff{Base: 50 * time.Millisecond, Max: time.Second},
 		PollInterval: 200 * time.Millisecond, PollBatchSize: 100, MaxPollBackoff: time.Second,
 	})
@@ -121,6 +130,7 @@ func runWorker(c config) error {
 	}
 	committed.Store(n)
 	insertOrder := bind(c.db, "INSERT INTO "+ordersTable+" (id, worker) VALUES (?, ?)")
+	updateKey := bind(c.db, "UPDATE "+keysTable+" SET version = version + 1 WHERE k = ?")
 	var wg sync.WaitGroup
 	var seq atomic.Int64
 	for range c.writers {
@@ -128,10 +138,22 @@ func runWorker(c config) error {
 		go func() {
 			defer wg.Done()
 			for ctx.Err() == nil && committed.Load() < int64(c.quota) {
-				e := outbox.MustEnvelope(orderPlaced, outbox.WithAggregate(orderAgg, ""), outbox.WithJSON([]byte(`{"torture":true}`)))
-				rollback := int(seq.Add(1)%100) < c.rollbackPct
+				n := seq.Add(1)
+				key := "" // one event in ten has no aggregate: unordered
+				if c.ordered && n%10 != 0 {
+					key = aggregateKey(rand.IntN(c.keys))
+				}
+				e := outbox.MustEnvelope(orderPlaced, outbox.WithAggregate(orderAgg, key), outbox.WithJSON([]byte(`{"torture":true}`)))
+				rollback := int(n%100) < c.rollbackPct
 				err := tx.InTx(ctx, func(ctx context.Context) error {
 					sqlTx, _ := tx.Tx(ctx)
+					if key != "" {
+						// The aggregate's row first: its transactions are
+						// serialized, so its events' order is their commit order.
+						if _, err := sqlTx.ExecContext(ctx, updateKey, key); err != nil {
+							return err
+						}
+					}
 					if _, err := sqlTx.ExecContext(ctx, insertOrder, e.ID(), c.workerID); err != nil {
 						return err
 					}

@@ -22,6 +22,9 @@
 //     with a no-op listener against a raw claim+mark-DONE loop with the same
 //     number of connections. Each side runs in a fresh child process of this
 //     binary, so rss_mb is that side's own peak (VmHWM).
+//   - e2e-hot-ordered and drain-ordered-kK: the same through an ordered
+//     Client (Config.Ordered) against the unordered framework itself, not
+//     raw SQL: see ordered.go.
 //
 // For the other scenarios rss_mb is the peak RSS of the main process so far
 // (VmHWM cannot be reset). Every timed side of write, write-batch and e2e-hot
@@ -56,8 +59,12 @@ type options struct {
 	batch, e2eWriters, pool  int
 	drainRows, drainConns    int
 	drainBatch               int
+	drainSweep               []drainShape
+	drainSweepRows           int
 	drainInterval            time.Duration
 	drainRowsMySQL           int
+	orderedKeys              []int
+	drainRowsFewKeys         int
 	ackBatch, workers        int
 	ackInterval              time.Duration
 	short                    bool
@@ -78,7 +85,7 @@ func main() {
 	var o options
 	var writers string
 	flag.StringVar(&o.dbs, "db", "all", "backends: comma-separated sqlite, postgres (pgx, pgx-native and pq), pgx, pgx-native, pq, mysql, all")
-	flag.StringVar(&o.scenarios, "scenario", "write,write-batch,e2e-hot,drain", "scenarios to run, comma-separated")
+	flag.StringVar(&o.scenarios, "scenario", "write,write-batch,e2e-hot,drain,e2e-hot-ordered,drain-ordered", "scenarios to run, comma-separated")
 	flag.DurationVar(&o.duration, "duration", 3*time.Second, "length of each timed write, write-batch and e2e-hot run")
 	flag.IntVar(&o.rounds, "rounds", 2, "timed runs per side of write, write-batch and e2e-hot (best reported)")
 	flag.StringVar(&writers, "writers", "1,16", "concurrent writers of the write and write-batch scenarios")
@@ -87,8 +94,14 @@ func main() {
 	flag.IntVar(&o.pool, "pool", 20, "connection pool size of write, write-batch and e2e-hot (both sides)")
 	flag.IntVar(&o.drainRows, "drain-rows", 1_000_000, "pending rows of the drain scenario")
 	flag.IntVar(&o.drainRowsMySQL, "drain-rows-mysql", 0, "pending rows of the drain scenario on MySQL/MariaDB (0: -drain-rows)")
-	flag.IntVar(&o.drainConns, "drain-conns", 2, "connections of the drain scenario (both sides)")
-	flag.IntVar(&o.drainBatch, "drain-batch", 100, "rows per claim in the drain scenario (both sides)")
+	var orderedKeys string
+	flag.StringVar(&orderedKeys, "ordered-keys", "10000,10", "ordering keys of the drain-ordered scenario, one drain each")
+	flag.IntVar(&o.drainRowsFewKeys, "drain-rows-few-keys", 50_000, "pending rows of drain-ordered with fewer than 1000 keys (their events go out one at a time per key)")
+	flag.IntVar(&o.drainConns, "drain-conns", 0, "connections of the drain scenario, both sides (0: those of the best raw shape of -drain-sweep)")
+	flag.IntVar(&o.drainBatch, "drain-batch", 0, "rows per claim of the framework's drain (0: the default PollBatchSize)")
+	var sweep string
+	flag.StringVar(&sweep, "drain-sweep", "100x2,500x2,500x4,1000x4", "claim-size x connections shapes of the raw drain loop, tried on -drain-sweep-rows; the fastest is the baseline")
+	flag.IntVar(&o.drainSweepRows, "drain-sweep-rows", 200_000, "pending rows each shape of -drain-sweep drains")
 	flag.DurationVar(&o.drainInterval, "drain-poll-interval", time.Second, "the framework's poll interval in the drain scenario (idle wait)")
 	flag.IntVar(&o.workers, "dispatch-workers", 0, "the framework's delivery workers, Config.Workers (0: the default)")
 	flag.IntVar(&o.ackBatch, "ack-batch", 0, "the framework's AckBatchSize (0: the default)")
@@ -114,6 +127,26 @@ func main() {
 		if !set["drain-rows"] {
 			o.drainRows = 100_000
 		}
+		if !set["drain-rows-few-keys"] {
+			o.drainRowsFewKeys = 5_000
+		}
+	}
+	for _, f := range strings.Split(sweep, ",") {
+		var sh drainShape
+		if _, err := fmt.Sscanf(strings.TrimSpace(f), "%dx%d", &sh.batch, &sh.conns); err != nil || sh.batch < 1 || sh.conns < 1 {
+			fatalf("bad -drain-sweep shape %q: want <claim size>x<connections>", f)
+		}
+		o.drainSweep = append(o.drainSweep, sh)
+	}
+	if o.short && !set["drain-sweep-rows"] {
+		o.drainSweepRows = 20_000
+	}
+	for _, s := range strings.Split(orderedKeys, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			fatalf("bad -ordered-keys %q", orderedKeys)
+		}
+		o.orderedKeys = append(o.orderedKeys, n)
 	}
 	for _, s := range strings.Split(writers, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
@@ -233,42 +266,25 @@ func runBackend(ctx context.Context, o options, b backend, want map[string]bool,
 			if side == "raw" {
 				return e.writeSide(ctx, side, o.e2eWriters, 1, o.duration)
 			}
-			return e.e2eFramework(ctx, o.e2eWriters, o.duration)
+			return e.e2eFramework(ctx, o.e2eWriters, o.duration, false)
 		}); err != nil {
 			return err
 		}
 	}
+	if want["e2e-hot-ordered"] {
+		if err := e.e2eOrdered(ctx, o, rep); err != nil {
+			return err
+		}
+	}
 	if want["drain"] {
-		if b.family == "mysql" && o.drainRowsMySQL > 0 {
-			o.drainRows = o.drainRowsMySQL
+		if err := e.drain(ctx, o, rep); err != nil {
+			return err
 		}
-		var sides [2]run
-		for i, side := range []string{"raw", "framework"} {
-			table := rawTable
-			if side == "framework" {
-				table = fwTable
-			}
-			for _, t := range []string{rawTable, fwTable} {
-				if err := b.truncate(ctx, p, t); err != nil {
-					return err
-				}
-			}
-			if err := b.bulkLoad(ctx, p, table, o.drainRows); err != nil {
-				return fmt.Errorf("drain: bulk load: %w", err)
-			}
-			if err := b.analyze(ctx, p, table); err != nil {
-				return fmt.Errorf("drain: analyze: %w", err)
-			}
-			r, err := spawnDrain(ctx, o, b, side)
-			if err != nil {
-				return fmt.Errorf("drain (%s): %w", side, err)
-			}
-			if r.n != int64(o.drainRows) {
-				r.note = fmt.Sprintf("done=%d/%d", r.n, o.drainRows)
-			}
-			sides[i] = r
+	}
+	if want["drain-ordered"] {
+		if err := e.drainOrdered(ctx, o, rep); err != nil {
+			return err
 		}
-		rep.add(result{db: b.name, scenario: "drain", conc: o.drainConns, fw: sides[1], raw: sides[0], rssKB: sides[1].rssKB, rawRSSKB: sides[0].rssKB})
 	}
 	// Leave the tables empty: the servers are shared.
 	for _, t := range []string{rawTable, fwTable} {
@@ -277,15 +293,93 @@ func runBackend(ctx context.Context, o options, b backend, want map[string]bool,
 	return nil
 }
 
+// drainShape is how a raw drain loop runs: rows per claim, connections.
+type drainShape struct{ batch, conns int }
+
+func (s drainShape) String() string { return fmt.Sprintf("%dx%d", s.batch, s.conns) }
+
+// drain runs the drain scenario: each shape of the sweep drains the raw
+// table once at the sweep's size; the fastest is the baseline, run at the
+// full size, and the framework (default configuration, as many
+// connections) drains the same backlog.
+func (e *env) drain(ctx context.Context, o options, rep *report) error {
+	b, p := e.b, e.p
+	rows := o.drainRows
+	if b.family == "mysql" && o.drainRowsMySQL > 0 {
+		rows = o.drainRowsMySQL
+	}
+	load := func(table string, n int) error {
+		for _, t := range []string{rawTable, fwTable} {
+			if err := b.truncate(ctx, p, t); err != nil {
+				return err
+			}
+		}
+		if err := b.bulkLoad(ctx, p, table, n); err != nil {
+			return fmt.Errorf("drain: bulk load: %w", err)
+		}
+		if err := b.analyze(ctx, p, table); err != nil {
+			return fmt.Errorf("drain: analyze: %w", err)
+		}
+		return nil
+	}
+	best, bestRate := drainShape{batch: 100, conns: max(o.drainConns, 1)}, 0.0
+	if len(o.drainSweep) > 1 {
+		for _, sh := range o.drainSweep {
+			if err := load(rawTable, o.drainSweepRows); err != nil {
+				return err
+			}
+			r, err := spawnDrain(ctx, o, b, "raw", o.drainSweepRows, sh)
+			if err != nil {
+				return fmt.Errorf("drain sweep %s: %w", sh, err)
+			}
+			rate := r.rate()
+			fmt.Printf("BENCH db=%s scenario=drain-sweep shape=%s rows=%d rows_per_s=%.0f\n", b.name, sh, o.drainSweepRows, rate)
+			if rate > bestRate {
+				best, bestRate = sh, rate
+			}
+		}
+	} else if len(o.drainSweep) == 1 {
+		best = o.drainSweep[0]
+	}
+	if o.drainConns > 0 {
+		best.conns = o.drainConns
+	}
+	var sides [2]run
+	for i, side := range []string{"raw", "framework"} {
+		table := rawTable
+		if side == "framework" {
+			table = fwTable
+		}
+		if err := load(table, rows); err != nil {
+			return err
+		}
+		r, err := spawnDrain(ctx, o, b, side, rows, best)
+		if err != nil {
+			return fmt.Errorf("drain (%s): %w", side, err)
+		}
+		if r.n != int64(rows) {
+			r.note = fmt.Sprintf("done=%d/%d", r.n, rows)
+		}
+		sides[i] = r
+	}
+	sides[0].note = strings.TrimPrefix(sides[0].note+",claim="+best.String(), ",")
+	rep.add(result{db: b.name, scenario: "drain", conc: best.conns, fw: sides[1], raw: sides[0], rssKB: sides[1].rssKB, rawRSSKB: sides[0].rssKB})
+	return nil
+}
+
 // spawnDrain runs one drain side in a fresh child process and parses its
 // DRAIN line.
-func spawnDrain(ctx context.Context, o options, b backend, side string) (run, error) {
+func spawnDrain(ctx context.Context, o options, b backend, side string, rows int, sh drainShape) (run, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return run{}, err
 	}
+	batch := o.drainBatch
+	if side == "raw" {
+		batch = sh.batch
+	}
 	args := []string{"-child", side, "-db", b.key, "-postgres-dsn", o.pgDSN, "-mysql-dsn", o.myDSN, "-sqlite-path", o.sqlitePath,
-		"-drain-rows", strconv.Itoa(o.drainRows), "-drain-conns", strconv.Itoa(o.drainConns), "-drain-batch", strconv.Itoa(o.drainBatch), "-drain-poll-interval", o.drainInterval.String(),
+		"-drain-rows", strconv.Itoa(rows), "-drain-conns", strconv.Itoa(sh.conns), "-drain-batch", strconv.Itoa(batch), "-drain-poll-interval", o.drainInterval.String(),
 		"-dispatch-workers", strconv.Itoa(o.workers), "-ack-batch", strconv.Itoa(o.ackBatch), "-ack-interval", o.ackInterval.String()}
 	if o.cpuProfile != "" {
 		args = append(args, "-cpuprofile", o.cpuProfile+".drain-"+side+"."+b.key)

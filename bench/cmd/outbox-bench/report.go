@@ -144,9 +144,12 @@ func (rep *report) markdown() string {
 	if o.drainRowsMySQL > 0 {
 		w(" (%d on MariaDB)", o.drainRowsMySQL)
 	}
-	w(", %d connections, claims of %d rows, both sides; the framework's poll interval (idle wait) %s\n", o.drainConns, o.drainBatch, o.drainInterval)
-	w("- framework: one outbox.Client per run with the default tuning (4 workers, queues 1000, acks batched by 256 or 5 ms) and no purge: ")
-	w("ModeWriterOnly for write and write-batch, ModeFull (hot path and a default poller) for e2e-hot, ModePollerOnly with PollBatchSize %d for drain\n\n", o.drainBatch)
+	w("; baseline: the fastest raw claim+DONE loop of the shapes %v (claim size x connections, each tried on %d rows; the chosen one is in the note), run at the full size; ", o.drainSweep, o.drainSweepRows)
+	w("framework: the same number of connections, the default PollBatchSize (claims of 50, growing to 400 with the room in the queue) unless -drain-batch, poll interval (idle wait) %s\n", o.drainInterval)
+	w("- ordered (Config.Ordered): e2e-hot-ordered and drain-ordered-kK compare an ordered Client with the same Client unordered (the baseline column), not with raw SQL; ")
+	w("drain-ordered-kK drains the backlog spread over K keys round robin (%v rows for K below 1000: a key's events go out one at a time), %d connections unless -drain-conns\n", o.drainRowsFewKeys, 4)
+	w("- framework: one outbox.Client per run with the default tuning (4 workers, queues 1000, acks batched by 256 or 5 ms, lease 15 s with heartbeats) and no purge: ")
+	w("ModeWriterOnly for write and write-batch, ModeFull (hot path and a default poller) for e2e-hot, ModePollerOnly for drain\n\n")
 	w("%s", endMarker)
 	return b.String()
 }

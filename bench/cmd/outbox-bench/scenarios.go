@@ -179,7 +179,7 @@ func (e *env) writeSide(ctx context.Context, side string, workers, rows int, d t
 // measures the rate at which rows become DONE (up to the last DONE
 // written) and the commit → listener latency. Its baseline is
 // writeSide("raw", workers, 1, d).
-func (e *env) e2eFramework(ctx context.Context, workers int, d time.Duration) (fw run, err error) {
+func (e *env) e2eFramework(ctx context.Context, workers int, d time.Duration, ordered bool) (fw run, err error) {
 	if err := e.b.truncate(ctx, e.p, fwTable); err != nil {
 		return fw, err
 	}
@@ -189,7 +189,9 @@ func (e *env) e2eFramework(ctx context.Context, workers int, d time.Duration) (f
 		latMu     sync.Mutex
 		lats      = make([]time.Duration, 0, 1<<16)
 	)
-	c, err := e.client(outbox.ModeFull)
+	cfg := e.cfg
+	cfg.Store, cfg.TxContext, cfg.Mode, cfg.Logger, cfg.Ordered = e.store, e.txm, outbox.ModeFull, e.log, ordered
+	c, err := outbox.New(cfg)
 	if err != nil {
 		return fw, err
 	}
@@ -253,6 +255,10 @@ func drainChild(ctx context.Context, b backend, o options, mode string) error {
 	switch mode {
 	case "framework":
 		r, err = drainFramework(ctx, p, o.clientConfig(), n, batch, o.drainInterval)
+	case "framework-ordered":
+		cfg := o.clientConfig()
+		cfg.Ordered = true
+		r, err = drainFramework(ctx, p, cfg, n, batch, o.drainInterval)
 	case "raw":
 		r, err = drainRaw(ctx, b, p, n, conns, batch)
 	default:
@@ -272,7 +278,10 @@ func drainFramework(ctx context.Context, p pool, cfg outbox.Config, n, batch int
 	if err != nil {
 		return run{}, err
 	}
-	cfg.Store, cfg.Mode, cfg.PollBatchSize, cfg.PollInterval = store, outbox.ModePollerOnly, batch, interval
+	cfg.Store, cfg.Mode, cfg.PollInterval = store, outbox.ModePollerOnly, interval
+	if batch > 0 {
+		cfg.PollBatchSize = batch
+	}
 	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	c, err := outbox.New(cfg)
 	if err != nil {
@@ -319,26 +328,26 @@ func drainFramework(ctx context.Context, p pool, cfg outbox.Config, n, batch int
 }
 
 // drainRaw drains rawTable with conns goroutines, each looping: claim up to
-// batch due rows for an owner (the same claim shape as the store's, reading
-// the same columns), then mark them DONE, fenced by owner.
+// batch due unclaimed rows for an owner (the store's fresh claim, reading
+// the same columns, without its recovery of expired claims), then mark
+// them DONE, fenced by owner.
 func drainRaw(ctx context.Context, b backend, p pool, n, conns, batch int) (run, error) {
 	const cols = "event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, payload_bytes, headers, " +
 		"status, attempts, occurred_at, available_at, created_at, done_at, last_error, locked_by, locked_at"
 	owner := outbox.NewOwnerID()
-	lease := 5 * time.Minute
 	var claimSQL string
 	switch b.family {
 	case "postgres":
 		claimSQL = b.rebind("UPDATE " + rawTable + " SET locked_by = ?, locked_at = ? WHERE event_id = ANY(ARRAY(" +
-			"SELECT event_id FROM " + rawTable + " WHERE status IN (0, 2) AND available_at <= ? AND (locked_by IS NULL OR locked_at <= ?)" +
+			"SELECT event_id FROM " + rawTable + " WHERE status IN (0, 2) AND locked_by IS NULL AND available_at <= ?" +
 			" ORDER BY available_at, event_id LIMIT ? FOR UPDATE SKIP LOCKED)) RETURNING " + cols)
 	case "sqlite":
 		claimSQL = "UPDATE " + rawTable + " SET locked_by = ?, locked_at = ? WHERE event_id IN (" +
-			"SELECT event_id FROM " + rawTable + " WHERE status IN (0, 2) AND available_at <= ? AND (locked_by IS NULL OR locked_at <= ?)" +
+			"SELECT event_id FROM " + rawTable + " WHERE status IN (0, 2) AND locked_by IS NULL AND available_at <= ?" +
 			" ORDER BY available_at, event_id LIMIT ?) RETURNING " + cols
 	case "mysql":
-		claimSQL = "SELECT " + cols + " FROM " + rawTable + " WHERE claim_at <= ? AND (locked_by IS NULL OR locked_at <= ?)" +
-			" ORDER BY claim_at, event_id LIMIT ? FOR UPDATE SKIP LOCKED"
+		claimSQL = "SELECT " + cols + " FROM " + rawTable + " WHERE due_at <= ?" +
+			" ORDER BY due_at, event_id LIMIT ? FOR UPDATE SKIP LOCKED"
 	}
 	in := func(head string, k int) string {
 		return b.rebind(head + " IN (?" + strings.Repeat(", ?", k-1) + ")")
@@ -346,12 +355,12 @@ func drainRaw(ctx context.Context, b backend, p pool, n, conns, batch int) (run,
 	claim := func() ([]any, error) {
 		now := time.Now()
 		if b.family != "mysql" {
-			return p.claim(ctx, claimSQL, owner, b.timeArg(now), b.timeArg(now), b.timeArg(now.Add(-lease)), batch)
+			return p.claim(ctx, claimSQL, owner, b.timeArg(now), b.timeArg(now), batch)
 		}
 		var ids []any
 		err := p.inTx(ctx, true, func(tx conn) error {
 			var err error
-			ids, err = tx.claim(ctx, claimSQL, b.timeArg(now), b.timeArg(now.Add(-lease)), batch)
+			ids, err = tx.claim(ctx, claimSQL, b.timeArg(now), batch)
 			if err != nil || len(ids) == 0 {
 				return err
 			}
