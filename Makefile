@@ -61,19 +61,34 @@ bench-short: ## The benchmark program with CI sizes (-short): proves it runs, no
 tidy: ## go mod tidy in every module.
 	@set -e; for m in $(MODULES); do (cd $$m && $(GO) mod tidy); done
 
+.PHONY: demo-relay
+
+demo-relay: ## Orders → outbox → NATS JetStream (BROKER=amqp: RabbitMQ) → consumer with the inbox; redeliveries injected; exits 0 if each order is applied once (SQLite; DSN=… for a server).
+	@mkdir -p $(CURDIR)/bin
+	cd samples/relay && $(GO) run . -broker '$(or $(BROKER),nats)' -db '$(or $(DSN),$(CURDIR)/bin/relay-demo.db)' $(RELAY_DEMO_FLAGS)
+
 .PHONY: demo-multi demo-http
 
 demo-multi: ## Run the fx sample with two data sources (two SQLite files; ORDERS_DSN=… BILLING_DSN=… for servers).
 	cd samples/multi-ds && $(GO) run . -dir $(CURDIR)/bin/multi-ds \
 		$(if $(ORDERS_DSN),-orders-dsn '$(ORDERS_DSN)') $(if $(BILLING_DSN),-billing-dsn '$(BILLING_DSN)')
 
-demo-http: ## Run the fx REST sample on 127.0.0.1:8080 (ADDR=…; SQLite, DSN=… for a server); Ctrl-C stops it.
+demo-http: ## Run the fx REST sample on 127.0.0.1:8080 (ADDR=…; SQLite, DSN=… for a server; HTTP_DEMO_ADMIN_TOKEN=… allows replay on /admin/); Ctrl-C stops it.
 	@mkdir -p $(CURDIR)/bin
 	cd samples/http-demo && $(GO) run . -addr '$(or $(ADDR),127.0.0.1:8080)' -dsn '$(or $(DSN),$(CURDIR)/bin/http-demo.db)' $(HTTP_DEMO_FLAGS)
 
+.PHONY: outboxctl
+
+outboxctl: ## Build the operator CLI into bin/.
+	cd cmd/outboxctl && $(GO) build -o $(CURDIR)/bin/outboxctl .
+
+.PHONY: admin-screenshot
+admin-screenshot: ## Regenerate docs/admin.png in headless Chromium.
+	cd outboxhttp && OUTBOX_TEST_REQUIRE_BROWSER=1 OUTBOX_SCREENSHOT=$(CURDIR)/docs/admin.png $(GO) test -count=1 -run TestBrowser .
+
 .PHONY: explain
 
-explain: ## EXPLAIN the claim at a 1M-row backlog on PostgreSQL and MySQL/MariaDB (OUTBOX_TEST_EXPLAIN_ROWS=… to change).
+explain: ## EXPLAIN the claim (recovery and fresh claim) at a 1M-row backlog on every database (OUTBOX_TEST_EXPLAIN_ROWS=… to change).
 	cd integration && OUTBOX_TEST_EXPLAIN=1 $(GO) test -count=1 -run '^TestExplainClaim$$' -v ./...
 
 torture: ## Fault harness: SIGKILLs, connection cuts, failing listeners on SQLite, PostgreSQL and MariaDB; fails if an event is lost.
