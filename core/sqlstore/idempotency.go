@@ -1,0 +1,296 @@
+package sqlstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	outbox "github.com/go-outbox/outbox/core"
+)
+
+// DefaultIdempotencyTable is the idempotency table's name unless
+// NewIdempotency is given another.
+const DefaultIdempotencyTable = "outbox_idempotency"
+
+// MaxIdempotencyKeyLen is the longest scope and the longest key, in bytes,
+// an idempotency table holds.
+const MaxIdempotencyKeyLen = 255
+
+// MaxFingerprintLen is the longest request fingerprint, in bytes, an
+// idempotency table holds.
+const MaxFingerprintLen = 128
+
+// IdempotencyRecord is one row of an idempotency table: the command a
+// (scope, key) pair names, the fingerprint of its request and, once it
+// completed, its response.
+type IdempotencyRecord struct {
+	// Scope and Key identify the command: a key is unique within its scope.
+	Scope, Key string
+	// Fingerprint is the digest of the request that ran the command.
+	Fingerprint string
+	// Status is the response's status; 0 while the command runs (the row
+	// is then visible only to its own transaction).
+	Status int
+	// Header holds the response headers that were kept; nil for none.
+	Header map[string][]string
+	// Body is the response body; nil when empty.
+	Body []byte
+	// CreatedAt is when the command started, CompletedAt when its response
+	// was recorded (zero while it runs), both UTC.
+	CreatedAt, CompletedAt time.Time
+}
+
+// Idempotency is an idempotency-key table: one row per command that a
+// (scope, key) pair names, written in the command's own transaction.
+// Reserve inserts the row before the command runs, Complete adds its
+// response, Release takes it back; Purge forgets rows created before a
+// cutoff. Package idempotency builds its API on it; most users never use it
+// directly.
+//
+// The table lives in the database of a Store and is reached through that
+// Store's pool and dialect; the Store's own table plays no part. Its DDL
+// is embedded per dialect (schema/idempotency_<dialect>.sql). An
+// Idempotency is safe for concurrent use.
+type Idempotency struct {
+	// tab is the table seen as a Store without statements, as for Inbox.
+	tab *Store
+	// reserve inserts a row, skipping an existing one without failing
+	// the statement on PostgreSQL; get reads one row; complete stores the
+	// response; release deletes one row; purge deletes the oldest rows.
+	reserve, get, complete, release, purge string
+	// conflict says that reserve returns the rows it wrote (RETURNING):
+	// an existing row is skipped rather than reported as an error.
+	conflict bool
+}
+
+// NewIdempotency returns the idempotency table named table
+// (DefaultIdempotencyTable when empty; validated like the outbox table's,
+// see ValidateTableName) in the database of s. It does not touch the
+// database: Migrate creates the table. Errors wrap
+// outbox.ErrInvalidConfig.
+func NewIdempotency(s *Store, table string) (*Idempotency, error) {
+	if s == nil {
+		return nil, fmt.Errorf("%w: sqlstore: NewIdempotency needs the Store of the service's database", outbox.ErrInvalidConfig)
+	}
+	if table == "" {
+		table = DefaultIdempotencyTable
+	}
+	if err := ValidateTableName(table); err != nil {
+		return nil, err
+	}
+	if strings.EqualFold(table, s.table) {
+		return nil, fmt.Errorf("%w: sqlstore: the idempotency keys need a table of their own, not the outbox table %s", outbox.ErrInvalidConfig, s.table)
+	}
+	d := *s.d
+	d.schemaFile = "schema/idempotency_" + s.d.name + ".sql"
+	schema, err := renderSchema(&d, table)
+	if err != nil {
+		return nil, err
+	}
+	indexes, err := checkIdentifiers(s.d, table, schema)
+	if err != nil {
+		return nil, err
+	}
+	const cols = "scope, idem_key, fingerprint, status, headers, body, created_at, completed_at"
+	i := &Idempotency{tab: &Store{db: s.db, d: s.d, table: table, schema: schema, indexes: indexes}}
+	i.reserve = "INSERT INTO " + table + " (scope, idem_key, fingerprint, status, created_at) VALUES (?, ?, ?, 0, ?)"
+	get := "SELECT " + cols + " FROM " + table + " WHERE scope = ? AND idem_key = ?"
+	switch s.d {
+	case postgresDialect:
+		i.reserve += " ON CONFLICT (scope, idem_key) DO NOTHING RETURNING idem_key"
+		i.conflict = true
+		i.purge = "DELETE FROM " + table + " WHERE (scope, idem_key) IN (SELECT scope, idem_key FROM " + table +
+			" WHERE created_at < ? ORDER BY created_at LIMIT ?)"
+	case mysqlDialect:
+		// A locking read sees the newest committed row, also under
+		// REPEATABLE READ, whose snapshot may predate it.
+		get += " LOCK IN SHARE MODE"
+		// MySQL cannot LIMIT a subquery of IN, but limits a DELETE itself.
+		i.purge = "DELETE FROM " + table + " WHERE created_at < ? ORDER BY created_at LIMIT ?"
+	default:
+		i.purge = "DELETE FROM " + table + " WHERE rowid IN (SELECT rowid FROM " + table +
+			" WHERE created_at < ? ORDER BY created_at LIMIT ?)"
+	}
+	i.reserve = s.d.rebind(i.reserve, 1)
+	i.get = s.d.rebind(get, 1)
+	i.complete = s.d.rebind("UPDATE "+table+" SET status = ?, headers = ?, body = ?, completed_at = ? WHERE scope = ? AND idem_key = ?", 1)
+	i.release = s.d.rebind("DELETE FROM "+table+" WHERE scope = ? AND idem_key = ?", 1)
+	i.purge = s.d.rebind(i.purge, 1)
+	return i, nil
+}
+
+// Table returns the idempotency table's name.
+func (i *Idempotency) Table() string { return i.tab.table }
+
+// Dialect returns the idempotency table's dialect.
+func (i *Idempotency) Dialect() Dialect { return i.tab.d }
+
+// Schema returns the DDL statements that create the idempotency table and
+// its index (idempotent: CREATE … IF NOT EXISTS), without trailing
+// semicolons, for users who run migrations with their own tools.
+func (i *Idempotency) Schema() []string { return append([]string(nil), i.tab.schema...) }
+
+// Migrate creates the idempotency table and its index if they do not
+// exist, on the pool, then checks in the database's catalog that the index
+// exists. It is safe to run at every start.
+func (i *Idempotency) Migrate(ctx context.Context) error {
+	for _, stmt := range i.tab.schema {
+		if _, err := i.tab.db.Exec(ctx, stmt); err != nil {
+			return fmt.Errorf("sqlstore: migrate idempotency table %s: %w", i.tab.table, err)
+		}
+	}
+	missing, err := i.tab.missingIndexes(ctx)
+	if err != nil {
+		return fmt.Errorf("sqlstore: migrate idempotency table %s: list its indexes: %w", i.tab.table, err)
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("sqlstore: migrate idempotency table %s: index %s missing after CREATE INDEX IF NOT EXISTS (an index of that name on another table?)",
+			i.tab.table, strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+// reserveAttempts bounds the rounds of Reserve: a row that is gone between
+// the INSERT that found it and the SELECT that reads it (purged, or taken
+// back) makes Reserve insert again.
+const reserveAttempts = 3
+
+// Reserve inserts the row of (scope, key) with fingerprint, created at now
+// and not completed, through c — the command's transaction — and reports
+// whether it was new. When a row of the pair is there already (committed,
+// or written earlier in the same transaction), Reserve returns it and
+// fresh is false; the transaction stays usable on every database. While
+// another transaction holds an uncommitted row of the pair, Reserve waits
+// for it to end (bounded by ctx): its commit makes the row the one
+// returned, its rollback lets this one be inserted.
+func (i *Idempotency) Reserve(ctx context.Context, c Conn, scope, key, fingerprint string, now time.Time) (rec IdempotencyRecord, fresh bool, err error) {
+	args := []any{scope, key, fingerprint, i.tab.t(now)}
+	for range reserveAttempts {
+		fresh, err := i.insert(ctx, c, args)
+		if err != nil || fresh {
+			if err != nil {
+				err = fmt.Errorf("sqlstore: idempotency table %s: reserve %s %s: %w", i.tab.table, scope, key, i.tab.explain(err))
+			}
+			return IdempotencyRecord{Scope: scope, Key: key, Fingerprint: fingerprint, CreatedAt: now.UTC()}, fresh, err
+		}
+		rec, found, err := i.read(ctx, c, scope, key)
+		if err != nil {
+			return IdempotencyRecord{}, false, fmt.Errorf("sqlstore: idempotency table %s: read %s %s: %w", i.tab.table, scope, key, i.tab.explain(err))
+		}
+		if found {
+			return rec, false, nil
+		}
+	}
+	return IdempotencyRecord{}, false, fmt.Errorf("sqlstore: idempotency table %s: reserve %s %s: the row kept disappearing after %d attempts",
+		i.tab.table, scope, key, reserveAttempts)
+}
+
+// insert runs the reserving INSERT and reports whether it wrote the row.
+func (i *Idempotency) insert(ctx context.Context, c Conn, args []any) (bool, error) {
+	if i.conflict {
+		written, err := i.tab.insertReturning(ctx, c, i.reserve, args)
+		return len(written) > 0, err
+	}
+	if _, err := c.Exec(ctx, i.reserve, args...); err != nil {
+		if i.tab.d.uniqueViolation(err) { // the statement alone was rolled back
+			return false, nil
+		}
+		return false, err
+	}
+	return true, nil
+}
+
+// read returns the row of (scope, key), and false when there is none.
+func (i *Idempotency) read(ctx context.Context, c Conn, scope, key string) (IdempotencyRecord, bool, error) {
+	rows, err := c.Query(ctx, i.get, scope, key)
+	if err != nil {
+		return IdempotencyRecord{}, false, err
+	}
+	var (
+		rec                IdempotencyRecord
+		found              bool
+		status             int64
+		headers, body      nullBytes
+		created, completed = timeCol{d: i.tab.d}, timeCol{d: i.tab.d}
+		errs               []error
+	)
+	for rows.Next() {
+		if err := rows.Scan(&rec.Scope, &rec.Key, &rec.Fingerprint, &status, &headers, &body, &created, &completed); err != nil {
+			_ = rows.Close()
+			return IdempotencyRecord{}, false, err
+		}
+		found = true
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil || !found {
+		return IdempotencyRecord{}, false, err
+	}
+	rec.Status = int(status)
+	if headers.valid && headers.s != "" {
+		if err := json.Unmarshal([]byte(headers.s), &rec.Header); err != nil {
+			errs = append(errs, fmt.Errorf("headers: %w", err))
+		}
+	}
+	if body.valid && body.s != "" {
+		rec.Body = []byte(body.s)
+	}
+	rec.CreatedAt, rec.CompletedAt = created.t, completed.t
+	errs = append(errs, created.err, completed.err)
+	if err := errors.Join(errs...); err != nil {
+		return IdempotencyRecord{}, false, fmt.Errorf("the stored row cannot be decoded: %w", err)
+	}
+	return rec, true, nil
+}
+
+// Complete stores the response of rec (Status, Header, Body), completed
+// at now, in the row of (rec.Scope, rec.Key) through c, the transaction
+// that reserved it. Status must be positive.
+func (i *Idempotency) Complete(ctx context.Context, c Conn, rec IdempotencyRecord, now time.Time) error {
+	if rec.Status <= 0 {
+		return fmt.Errorf("%w: sqlstore: idempotency table %s: complete %s %s with status %d", outbox.ErrInvalidConfig, i.tab.table, rec.Scope, rec.Key, rec.Status)
+	}
+	var headers any
+	if len(rec.Header) > 0 {
+		b, err := json.Marshal(rec.Header)
+		if err != nil {
+			return fmt.Errorf("sqlstore: idempotency table %s: complete %s %s: headers: %w", i.tab.table, rec.Scope, rec.Key, err)
+		}
+		headers = string(b)
+	}
+	var body any
+	if len(rec.Body) > 0 {
+		body = rec.Body
+	}
+	n, err := c.Exec(ctx, i.complete, int64(rec.Status), headers, body, i.tab.t(now), rec.Scope, rec.Key)
+	if err != nil {
+		return fmt.Errorf("sqlstore: idempotency table %s: complete %s %s: %w", i.tab.table, rec.Scope, rec.Key, i.tab.explain(err))
+	}
+	if n == 0 {
+		return fmt.Errorf("sqlstore: idempotency table %s: complete %s %s: the transaction holds no reserved row of the key", i.tab.table, rec.Scope, rec.Key)
+	}
+	return nil
+}
+
+// Release deletes the row of (scope, key) through c, the transaction that
+// reserved it, so that a later request with the key runs the command.
+func (i *Idempotency) Release(ctx context.Context, c Conn, scope, key string) error {
+	if _, err := c.Exec(ctx, i.release, scope, key); err != nil {
+		return fmt.Errorf("sqlstore: idempotency table %s: release %s %s: %w", i.tab.table, scope, key, i.tab.explain(err))
+	}
+	return nil
+}
+
+// Purge deletes at most limit rows created before before, oldest first, on
+// the pool, and returns how many.
+func (i *Idempotency) Purge(ctx context.Context, before time.Time, limit int) (int64, error) {
+	if limit <= 0 {
+		return 0, nil
+	}
+	n, err := i.tab.db.Exec(ctx, i.purge, i.tab.t(before), limit)
+	if err != nil {
+		return 0, fmt.Errorf("sqlstore: purge idempotency table %s: %w", i.tab.table, i.tab.explain(err))
+	}
+	return n, nil
+}
