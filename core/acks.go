@@ -79,6 +79,7 @@ func (d *Dispatcher) flushAcks(batch []*hold) {
 	for i, hd := range batch {
 		ids[i] = hd.id
 	}
+	d.metrics.AckBatch(len(ids))
 	var n int64
 	err := storeRetry(context.Background(), func(ctx context.Context) (err error) {
 		n, err = d.cfg.Store.MarkDone(ctx, d.owner, ids, utcNow(d.clock))

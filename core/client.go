@@ -144,6 +144,12 @@ type Config struct {
 	Clock   Clock
 	Logger  *slog.Logger
 	Metrics Metrics
+	// MetricsInterval spaces the samples of the table's backlog (pending,
+	// dead, oldest pending age, blocked keys) that the Client reports to
+	// Metrics.Backlog, one Store.Stats query each (default 15s; negative:
+	// never). Without Metrics nothing is sampled. The first sample is
+	// taken at Start.
+	MetricsInterval time.Duration
 }
 
 // Client is the outbox for one table: it writes events in the caller's
@@ -164,6 +170,7 @@ type Client struct {
 	poller     *poller
 	purge      *PurgeScheduler
 	dead       *DeadEvents
+	sampler    *backlogSampler
 
 	mu      sync.Mutex
 	started bool
@@ -211,7 +218,7 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Purger == nil {
 		cfg.Purger, _ = cfg.Store.(Purger)
 	}
-	c := &Client{cfg: cfg, dead: newDeadEvents(cfg.Store, cfg.Clock)}
+	c := &Client{cfg: cfg, dead: newDeadEvents(cfg.Store, cfg.Clock), sampler: newBacklogSampler(cfg)}
 	var err error
 	if cfg.Mode != ModeWriterOnly {
 		c.d, err = NewDispatcher(DispatcherConfig{
@@ -246,7 +253,7 @@ func New(cfg Config) (*Client, error) {
 			hot = nil
 		}
 		c.writer, err = NewWriter(WriterConfig{TxContext: cfg.TxContext, Store: cfg.Store, Dispatcher: hot,
-			Hooks: cfg.Hooks, Ordered: cfg.Ordered, Clock: cfg.Clock, Logger: cfg.Logger})
+			Hooks: cfg.Hooks, Ordered: cfg.Ordered, Clock: cfg.Clock, Logger: cfg.Logger, Metrics: cfg.Metrics})
 		if err != nil {
 			return nil, err
 		}
@@ -312,6 +319,11 @@ func (c *Client) Start(ctx context.Context) error {
 			return errors.Join(err, c.poller.Close(ctx), c.d.Close(ctx))
 		}
 	}
+	if c.sampler != nil {
+		if err := c.sampler.start(ctx); err != nil {
+			return err // it fails only once closed, and Close was not called
+		}
+	}
 	c.started = true
 	c.cfg.Logger.Info("outbox: client started", "outbox_owner", c.cfg.Owner, "mode", c.cfg.Mode.String())
 	return nil
@@ -332,6 +344,9 @@ func (c *Client) Close(ctx context.Context) error {
 	c.closed = true
 	c.mu.Unlock()
 	var errs []error
+	if c.sampler != nil {
+		errs = append(errs, c.sampler.close(ctx))
+	}
 	if c.purge != nil {
 		errs = append(errs, c.purge.Close(ctx))
 	}

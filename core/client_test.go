@@ -101,6 +101,7 @@ func TestNewValidatesConfig(t *testing.T) {
 		"writer only":                 valid(func(c *outbox.Config) { c.Mode = outbox.ModeWriterOnly }),
 		"hot path only":               valid(func(c *outbox.Config) { c.Mode = outbox.ModeHotPathOnly }),
 		"purge disabled":              valid(func(c *outbox.Config) { c.DisablePurge = true }),
+		"backlog sampling off":        valid(func(c *outbox.Config) { c.MetricsInterval = -1 }),
 		"store that cannot purge":     valid(func(c *outbox.Config) { c.Store = storeOnly{store} }),
 		"owner of the maximum length": valid(func(c *outbox.Config) { c.Owner = strings.Repeat("o", 128) }),
 		"hooks and interceptors": valid(func(c *outbox.Config) {
@@ -122,7 +123,7 @@ func fullConfig(store *outboxmem.Store) outbox.Config {
 		RetryPolicy: outbox.RetryPolicyFunc(func(int) time.Duration { return time.Second }), DrainTimeout: time.Second,
 		AckBatchSize: 10, AckInterval: time.Millisecond, PollInterval: time.Second, PollBatchSize: 10,
 		SkipRecent: time.Second, MaxPollBackoff: time.Second, Retention: time.Hour, PurgeInterval: time.Hour,
-		PurgeBatchSize: 10, Clock: outbox.SystemClock, Logger: quiet, Metrics: outbox.NopMetrics{}}
+		PurgeBatchSize: 10, Clock: outbox.SystemClock, Logger: quiet, Metrics: outbox.NopMetrics{}, MetricsInterval: time.Minute}
 }
 
 // storeOnly hides the Purger of the Store it wraps.

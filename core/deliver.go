@@ -22,13 +22,18 @@ func (d *Dispatcher) deliver(ctx context.Context, q queued) {
 	// ignores its context and hangs loses the event to a take-over.
 	d.holds.start(q.hold, utcNow(d.clock).Add(d.cfg.ListenerTimeout))
 	lctx, cancel := context.WithTimeout(context.WithValue(ctx, attemptKey{}, attempt), d.cfg.ListenerTimeout)
+	if !q.created.IsZero() {
+		d.metrics.CommitToDelivery(e.Type(), utcNow(d.clock).Sub(q.created))
+	}
+	started := time.Now() // durations of real work: the monotonic clock
 	// A listener that returns an error after its timeout failed (its
 	// error wraps context.DeadlineExceeded); one that succeeds late did its
 	// work, and a stale ack is fenced off anyway.
 	err := d.dispatch(lctx, e)
 	cancel()
+	d.metrics.ListenerDuration(e.Type(), time.Since(started))
 	if err == nil {
-		d.metrics.DispatchSuccess()
+		d.metrics.Delivered(e.Type())
 		d.acks <- q.hold // released once the ack is written
 		return
 	}
@@ -46,7 +51,7 @@ func (d *Dispatcher) deliver(ctx context.Context, q queued) {
 			return n > 0, err
 		})
 	case errors.Is(err, ErrUnroutable):
-		d.metrics.DispatchDead()
+		d.metrics.Dead(e.Type())
 		d.log.Error("outbox: event has no listener, moved to DEAD", "event_id", e.ID(), "event_type", e.Type(), "aggregate_type", e.AggregateType())
 		d.record(ctx, e, "dead", func(ctx context.Context) (bool, error) {
 			return d.cfg.Store.MarkDead(ctx, Outcome{Owner: d.owner, ID: e.ID(), At: now, Error: err.Error()})
@@ -58,14 +63,14 @@ func (d *Dispatcher) deliver(ctx context.Context, q queued) {
 			return d.cfg.Store.MarkRetry(ctx, Outcome{Owner: d.owner, ID: e.ID(), At: now.Add(ra.Delay), Error: TruncateError(err.Error())})
 		})
 	case attempt >= d.cfg.MaxAttempts:
-		d.metrics.DispatchDead()
+		d.metrics.Dead(e.Type())
 		d.log.Error("outbox: event failed its last attempt, moved to DEAD", "event_id", e.ID(), "event_type", e.Type(), "attempts", attempt, "error", err)
 		d.record(ctx, e, "dead", func(ctx context.Context) (bool, error) {
 			return d.cfg.Store.MarkDead(ctx, Outcome{Owner: d.owner, ID: e.ID(), At: now, Error: TruncateError(err.Error()), CountAttempt: count})
 		})
 		d.deadEnds(e)
 	default:
-		d.metrics.DispatchFailure()
+		d.metrics.Failed(e.Type())
 		delay := d.cfg.RetryPolicy.Delay(attempt)
 		d.log.Warn("outbox: delivery failed, will retry", "event_id", e.ID(), "event_type", e.Type(), "attempts", attempt, "retry_in", delay, "error", err)
 		d.record(ctx, e, "retry", func(ctx context.Context) (bool, error) {
@@ -160,7 +165,14 @@ func (d *Dispatcher) dispatch(ctx context.Context, e Envelope) (err error) {
 	if l == nil {
 		return fmt.Errorf("%w: (%s, %s)", ErrUnroutable, e.AggregateType(), e.Type())
 	}
-	return guard(func() error { return l.Handle(ctx, e) })
+	call := func(ctx context.Context) error { return l.Handle(ctx, e) }
+	for i := len(ics) - 1; i >= 0; i-- {
+		if around := ics[i].Around; around != nil {
+			next := call
+			call = func(ctx context.Context) error { return around(ctx, e, next) }
+		}
+	}
+	return guard(func() error { return call(ctx) })
 }
 
 // guard calls fn, returning a *PanicError if it panics.

@@ -135,6 +135,8 @@ type queued struct {
 	env      Envelope
 	attempts int
 	hold     *hold
+	// created is when the event was inserted (CommitToDelivery).
+	created time.Time
 	// suspect: the claim was taken over from an owner that stored no
 	// outcome (ErrClaimExpired); this delivery may end the same way, so its
 	// attempt is counted before it starts (charged).
@@ -241,10 +243,10 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 // false, without blocking, if the hot queue is full, the dispatcher is
 // closed, or the event is already held in this process; the event then
 // stays in the table for the poller.
-func (d *Dispatcher) enqueueHot(e Envelope) bool {
-	ok, _ := d.enqueue(d.hot, queued{env: e}, utcNow(d.clock))
+func (d *Dispatcher) enqueueHot(e Envelope, created time.Time) bool {
+	ok, _ := d.enqueue(d.hot, queued{env: e, created: created}, utcNow(d.clock))
 	if ok {
-		d.metrics.HotEnqueued()
+		d.metrics.EventEnqueued(e.Type(), PathHot)
 	}
 	return ok
 }
@@ -257,7 +259,7 @@ func (d *Dispatcher) enqueueCold(r Record) bool {
 	if claimed.IsZero() {
 		claimed = utcNow(d.clock)
 	}
-	item := queued{env: r.Envelope, attempts: r.Attempts, suspect: takenOver(r)}
+	item := queued{env: r.Envelope, attempts: r.Attempts, suspect: takenOver(r), created: r.CreatedAt}
 	q := d.cold
 	if item.suspect && item.attempts >= suspectLaneAttempts {
 		// Taken over again after attempts that ended no better: it may be
@@ -270,7 +272,7 @@ func (d *Dispatcher) enqueueCold(r Record) bool {
 		return true // being delivered here already: its renewals failed for a lease, and this claim took it back
 	}
 	if ok {
-		d.metrics.ColdEnqueued()
+		d.metrics.EventEnqueued(r.Envelope.Type(), PathCold)
 	}
 	return ok
 }
@@ -444,6 +446,7 @@ func (d *Dispatcher) renew(timeout time.Duration) {
 		return
 	}
 	d.holds.renewedAt(hs, now)
+	d.metrics.Renewed(len(ids), n)
 	d.log.Debug("outbox: claims renewed", "held", len(ids), "renewed", n)
 }
 

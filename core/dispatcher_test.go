@@ -240,7 +240,7 @@ func TestDispatcherHotQueueFull(t *testing.T) {
 	})
 
 	// Not started: nothing is queued and the writer does not claim.
-	if h.d.enqueueHot(evt("E")) {
+	if h.d.enqueueHot(evt("E"), time.Time{}) {
 		t.Error("enqueueHot accepted before Start")
 	}
 	if h.d.coldCapacity() != 0 {
@@ -289,7 +289,7 @@ func TestDispatcherHotQueueFull(t *testing.T) {
 		t.Error("a delayed event was offered to the hot queue")
 	}
 	// The same event cannot be queued twice.
-	if h.d.enqueueHot(h.st.get(a[0]).Envelope) {
+	if h.d.enqueueHot(h.st.get(a[0]).Envelope, time.Time{}) {
 		t.Error("an event held in flight was queued again")
 	}
 	close(unblock)
@@ -327,7 +327,7 @@ func TestDispatcherCloseReleasesQueued(t *testing.T) {
 	if err := h.d.Start(context.Background()); !errors.Is(err, ErrClosed) {
 		t.Errorf("Start after Close: err = %v, want ErrClosed", err)
 	}
-	if h.d.enqueueHot(evt("E")) || h.d.enqueueCold(Record{Envelope: evt("E")}) {
+	if h.d.enqueueHot(evt("E"), time.Time{}) || h.d.enqueueCold(Record{Envelope: evt("E")}) {
 		t.Error("closed dispatcher accepted an event")
 	}
 	if owner := h.d.claimOwner(nil); owner != "" {

@@ -512,14 +512,21 @@ func (m *countingMetrics) get(name string) int {
 	return m.counts[name]
 }
 
-func (m *countingMetrics) HotEnqueued()       { m.inc("HotEnqueued", 1) }
-func (m *countingMetrics) HotDropped()        { m.inc("HotDropped", 1) }
-func (m *countingMetrics) ColdEnqueued()      { m.inc("ColdEnqueued", 1) }
-func (m *countingMetrics) DispatchSuccess()   { m.inc("DispatchSuccess", 1) }
-func (m *countingMetrics) DispatchFailure()   { m.inc("DispatchFailure", 1) }
-func (m *countingMetrics) DispatchDead()      { m.inc("DispatchDead", 1) }
-func (m *countingMetrics) StaleUpdates(n int) { m.inc("StaleUpdates", n) }
-func (m *countingMetrics) KeyBlocked()        { m.inc("KeyBlocked", 1) }
+// The counters keep the names the tests were written with.
+func (m *countingMetrics) EventEnqueued(_ string, p Path) {
+	if p == PathHot {
+		m.inc("HotEnqueued", 1)
+	} else {
+		m.inc("ColdEnqueued", 1)
+	}
+}
+func (m *countingMetrics) EventDropped(string)           { m.inc("HotDropped", 1) }
+func (m *countingMetrics) Delivered(string)              { m.inc("DispatchSuccess", 1) }
+func (m *countingMetrics) Failed(string)                 { m.inc("DispatchFailure", 1) }
+func (m *countingMetrics) Dead(string)                   { m.inc("DispatchDead", 1) }
+func (m *countingMetrics) EventsWritten(_ string, n int) { m.inc("EventsWritten", n) }
+func (m *countingMetrics) StaleUpdates(n int)            { m.inc("StaleUpdates", n) }
+func (m *countingMetrics) KeyBlocked()                   { m.inc("KeyBlocked", 1) }
 
 func (s *memStore) CountAttempt(_ context.Context, owner, id string) (bool, error) {
 	err := s.enter("CountAttempt")

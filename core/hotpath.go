@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"context"
+	"time"
 )
 
 // claimOwner returns the owner id the Writer inserts events claimed by,
@@ -17,7 +18,7 @@ func (d *Dispatcher) claimOwner(events []Envelope) string {
 	if len(d.hot) == cap(d.hot) {
 		for _, e := range events {
 			if !e.Delayed() {
-				d.metrics.HotDropped()
+				d.metrics.EventDropped(e.Type())
 			}
 		}
 		d.wakePoller()
@@ -33,15 +34,15 @@ func (d *Dispatcher) claimOwner(events []Envelope) string {
 // once, so that any poller can claim it, and so are the ordered events the
 // Writer inserted claimed although they wait for an earlier event of
 // their key (release).
-func (d *Dispatcher) afterCommit(hot []Envelope, release []string) {
+func (d *Dispatcher) afterCommit(hot []Envelope, release []string, created time.Time) {
 	for _, e := range hot {
 		if e.Delayed() {
 			continue
 		}
-		if d.enqueueHot(e) {
+		if d.enqueueHot(e, created) {
 			continue
 		}
-		d.metrics.HotDropped()
+		d.metrics.EventDropped(e.Type())
 		release = append(release, e.ID())
 	}
 	if len(release) == 0 {

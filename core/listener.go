@@ -115,7 +115,16 @@ func (r *Registry) listenerFor(aggregateType, eventType string) Listener {
 // tracing, metrics). Before hooks run in registration order and an error (or
 // panic) short-circuits the dispatch as a failure; After hooks run in reverse
 // order with the dispatch's error (nil on success) and cannot fail it.
+//
+// Around wraps the listener call itself, once every Before has passed: it
+// must call next once, with the context the listener (and the Around hooks
+// registered after it) should see, and return next's error or its own. The
+// first interceptor's Around is the outermost. It is how a tracer runs the
+// listener in a span: next gets the span's context. Before and After see
+// the dispatch's own context, not the one an Around passed on. An
+// unroutable event (no listener) does not reach Around.
 type Interceptor struct {
 	Before func(ctx context.Context, e Envelope) error
 	After  func(ctx context.Context, e Envelope, err error)
+	Around func(ctx context.Context, e Envelope, next func(context.Context) error) error
 }

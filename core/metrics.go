@@ -2,54 +2,140 @@ package outbox
 
 import "time"
 
-// Metrics receives the framework's counters and gauges. Embed NopMetrics to
-// implement only some of them (and stay compatible when methods are added).
+// Metrics receives the framework's counters, observations and gauges. The
+// framework calls it from many goroutines at once: implementations must be
+// safe for concurrent use, and fast (they run on the write and delivery
+// paths). Embed NopMetrics to implement only some of the methods (and stay
+// compatible when methods are added).
+//
+// Counters and observations carry the event type (Envelope.Type) where
+// there is one. A Client has no name of its own: a Metrics shared by
+// several Clients (one per data source) tells them apart by being one
+// instance per Client, each with its own constant label (see the
+// metrics/prometheus and otel modules).
 type Metrics interface {
-	// HotEnqueued counts events queued by the hot path.
-	HotEnqueued()
-	// HotDropped counts events the hot path could not queue (left to the poller).
-	HotDropped()
-	// ColdEnqueued counts events queued by the poller.
-	ColdEnqueued()
-	// DispatchSuccess counts successful deliveries.
-	DispatchSuccess()
-	// DispatchFailure counts failed deliveries that will be retried.
-	DispatchFailure()
-	// DispatchDead counts events moved to DEAD.
-	DispatchDead()
+	// EventsWritten counts n events of eventType inserted by a transaction
+	// that committed.
+	EventsWritten(eventType string, n int)
+	// EventEnqueued counts an event queued for delivery in this process,
+	// by the hot path right after commit (PathHot) or by the poller
+	// (PathCold).
+	EventEnqueued(eventType string, path Path)
+	// EventDropped counts a committed event the hot path could not queue
+	// (its queue was full, or the dispatcher was closing): it is left to a
+	// poller.
+	EventDropped(eventType string)
+	// Delivered counts a delivery whose listener succeeded.
+	Delivered(eventType string)
+	// Failed counts a delivery that failed and will be retried. A
+	// listener's RetryAfter is not a failure and is not counted.
+	Failed(eventType string)
+	// Dead counts an event moved to DEAD: its last attempt failed, it has
+	// no listener, it cannot be decoded, or its deliveries kept ending
+	// without an outcome.
+	Dead(eventType string)
+	// ListenerDuration observes how long one delivery ran: interceptors
+	// and listener, whatever its outcome.
+	ListenerDuration(eventType string, d time.Duration)
+	// CommitToDelivery observes, when a delivery starts, how long ago its
+	// event was inserted (now minus its created_at): the time from commit
+	// to delivery, plus the length of the writing transaction after the
+	// insert. Retries and delayed events report their whole age.
+	CommitToDelivery(eventType string, d time.Duration)
+	// Claimed observes one claim of the poller: how long the query took
+	// and how many events it claimed (also 0).
+	Claimed(d time.Duration, n int)
+	// AckBatch observes the size of one batched DONE update.
+	AckBatch(n int)
+	// Renewed counts one heartbeat: the claims it renewed (held) and the
+	// rows the update changed.
+	Renewed(held int, rows int64)
 	// StaleUpdates counts status updates that changed nothing because the
 	// claim had been taken over (fencing).
 	StaleUpdates(n int)
-	// QueueDepths reports the current hot and cold queue lengths.
+	// QueueDepths reports the current hot and cold queue lengths, at each
+	// poll.
 	QueueDepths(hot, cold int)
-	// OldestLag reports the age of the oldest event in the last claimed batch.
-	OldestLag(d time.Duration)
 	// KeyBlocked counts ordered events that went DEAD while a DEAD event
 	// holds back the later events of its key (Config.Ordered with
-	// DeadBlocksKey); Stats.BlockedKeys counts the keys blocked now.
+	// DeadBlocksKey); Backlog.BlockedKeys counts the keys blocked now.
 	KeyBlocked()
+	// Backlog reports the state of the table, sampled by the Client every
+	// Config.MetricsInterval.
+	Backlog(b Backlog)
 }
 
-// NopMetrics implements Metrics doing nothing.
+// Path says how an event reached the dispatcher.
+type Path uint8
+
+const (
+	// PathHot is the hot path: queued in the writing process right after
+	// commit.
+	PathHot Path = iota
+	// PathCold is the poller: claimed from the table.
+	PathCold
+)
+
+// String returns "hot" or "cold".
+func (p Path) String() string {
+	if p == PathHot {
+		return "hot"
+	}
+	return "cold"
+}
+
+// Backlog is a sample of the outbox table's state, taken with Store.Stats.
+// Every Client on a table sees the same table: aggregate these gauges with
+// max, not sum, across instances.
+type Backlog struct {
+	// Pending counts NEW and RETRY events, due or not yet due (delayed
+	// events and retries waiting for their backoff included).
+	Pending int64
+	// Dead counts DEAD events.
+	Dead int64
+	// OldestPending is the age of the oldest pending event (0 if none).
+	OldestPending time.Duration
+	// BlockedKeys counts the ordering keys held back by a DEAD event (see
+	// Stats.BlockedKeys); 0 unless the table has ordered events.
+	BlockedKeys int64
+}
+
+// NopMetrics implements Metrics doing nothing. Embed it in partial
+// implementations.
 type NopMetrics struct{}
 
-// HotEnqueued does nothing.
-func (NopMetrics) HotEnqueued() {}
+// EventsWritten does nothing.
+func (NopMetrics) EventsWritten(string, int) {}
 
-// HotDropped does nothing.
-func (NopMetrics) HotDropped() {}
+// EventEnqueued does nothing.
+func (NopMetrics) EventEnqueued(string, Path) {}
 
-// ColdEnqueued does nothing.
-func (NopMetrics) ColdEnqueued() {}
+// EventDropped does nothing.
+func (NopMetrics) EventDropped(string) {}
 
-// DispatchSuccess does nothing.
-func (NopMetrics) DispatchSuccess() {}
+// Delivered does nothing.
+func (NopMetrics) Delivered(string) {}
 
-// DispatchFailure does nothing.
-func (NopMetrics) DispatchFailure() {}
+// Failed does nothing.
+func (NopMetrics) Failed(string) {}
 
-// DispatchDead does nothing.
-func (NopMetrics) DispatchDead() {}
+// Dead does nothing.
+func (NopMetrics) Dead(string) {}
+
+// ListenerDuration does nothing.
+func (NopMetrics) ListenerDuration(string, time.Duration) {}
+
+// CommitToDelivery does nothing.
+func (NopMetrics) CommitToDelivery(string, time.Duration) {}
+
+// Claimed does nothing.
+func (NopMetrics) Claimed(time.Duration, int) {}
+
+// AckBatch does nothing.
+func (NopMetrics) AckBatch(int) {}
+
+// Renewed does nothing.
+func (NopMetrics) Renewed(int, int64) {}
 
 // StaleUpdates does nothing.
 func (NopMetrics) StaleUpdates(int) {}
@@ -57,15 +143,28 @@ func (NopMetrics) StaleUpdates(int) {}
 // QueueDepths does nothing.
 func (NopMetrics) QueueDepths(int, int) {}
 
-// OldestLag does nothing.
-func (NopMetrics) OldestLag(time.Duration) {}
-
 // KeyBlocked does nothing.
 func (NopMetrics) KeyBlocked() {}
 
+// Backlog does nothing.
+func (NopMetrics) Backlog(Backlog) {}
+
+// metricsOr returns m, NopMetrics if nil, wrapped so that the counters of
+// earlier versions still reach an implementation that has them (see
+// legacyMetrics).
 func metricsOr(m Metrics) Metrics {
 	if m == nil {
 		return NopMetrics{}
 	}
-	return m
+	return withLegacy(m)
+}
+
+// isNop reports whether m records nothing, so the Client need not sample
+// the table for it.
+func isNop(m Metrics) bool {
+	switch m.(type) {
+	case NopMetrics, *NopMetrics:
+		return true
+	}
+	return false
 }

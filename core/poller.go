@@ -182,10 +182,14 @@ func (p *poller) poll(ctx context.Context) (queued int, more, busy bool, err err
 	defer p.unreserve(limit)
 	now := utcNow(d.clock)
 	recover := p.recoveryDue(now)
+	began := time.Now() // the claim's real duration: the monotonic clock
 	recs, err := d.cfg.Store.Claim(ctx, ClaimRequest{
 		Owner: d.owner, Now: now, Lease: d.cfg.Lease, SkipRecent: p.cfg.SkipRecent, Limit: limit,
 		NoRecovery: !recover, Ordered: d.cfg.Ordered, DeadSkips: d.cfg.DeadPolicy == DeadSkipsKey,
 	})
+	if err == nil {
+		d.metrics.Claimed(time.Since(began), len(recs))
+	}
 	if recover && err == nil {
 		p.recovered(now, recs, limit)
 	}
@@ -207,14 +211,10 @@ func (p *poller) poll(ctx context.Context) (queued int, more, busy bool, err err
 		}
 		return -1
 	})
-	oldest := recs[0].CreatedAt
 	for i, r := range recs {
-		if r.CreatedAt.Before(oldest) {
-			oldest = r.CreatedAt
-		}
 		if r.Err != nil {
 			d.log.Error("outbox: stored event cannot be decoded, moved to DEAD", "event_id", r.ID, "error", r.Err)
-			d.metrics.DispatchDead()
+			d.metrics.Dead("") // its type cannot be read
 			if _, err := d.cfg.Store.MarkDead(ctx, Outcome{Owner: d.owner, ID: r.ID, At: now, Error: TruncateError("decode: " + r.Err.Error())}); err != nil {
 				d.log.Error("outbox: could not move undecodable event to DEAD", "event_id", r.ID, "error", err)
 			}
@@ -225,7 +225,7 @@ func (p *poller) poll(ctx context.Context) (queued int, more, busy bool, err err
 			// DEAD when it stores its last failure): attempts of taken-over
 			// deliveries that stored no outcome either. The listener kills
 			// or hangs its process; do not start it again.
-			d.metrics.DispatchDead()
+			d.metrics.Dead(r.Envelope.Type())
 			d.log.Error("outbox: deliveries ended without an outcome too often, moved to DEAD", "event_id", r.ID, "event_type", r.Envelope.Type(), "attempts", r.Attempts)
 			msg := fmt.Sprintf("%s (%d attempts used, the last ones without an outcome: does the listener kill or hang its process?)", ErrClaimExpired, r.Attempts)
 			if _, err := d.cfg.Store.MarkDead(ctx, Outcome{Owner: d.owner, ID: r.ID, At: now, Error: msg}); err != nil {
@@ -242,7 +242,6 @@ func (p *poller) poll(ctx context.Context) (queued int, more, busy bool, err err
 		}
 		queued++
 	}
-	d.metrics.OldestLag(now.Sub(oldest))
 	// A claim that came back full suggests more. So does one that ran
 	// beside another claim: rows that one locked were skipped here.
 	return queued, (len(recs) == limit || concurrent) && queued > 0, false, nil

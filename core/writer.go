@@ -65,6 +65,8 @@ type WriterConfig struct {
 	Clock Clock
 	// Logger receives hook failures (default slog.Default()).
 	Logger *slog.Logger
+	// Metrics counts the events of committed writes (default no-op).
+	Metrics Metrics
 }
 
 // Writer writes events into the outbox inside the caller's transaction.
@@ -77,6 +79,7 @@ type Writer struct {
 	ordered bool
 	clock   Clock
 	logger  *slog.Logger
+	metrics Metrics
 }
 
 // NewWriter returns a Writer. It fails if TxContext or Store is missing.
@@ -90,7 +93,7 @@ func NewWriter(cfg WriterConfig) (*Writer, error) {
 		}
 	}
 	return &Writer{tx: cfg.TxContext, store: cfg.Store, hot: cfg.Dispatcher, hooks: append([]WriterHook(nil), cfg.Hooks...),
-		ordered: cfg.Ordered, clock: clockOr(cfg.Clock), logger: loggerOr(cfg.Logger)}, nil
+		ordered: cfg.Ordered, clock: clockOr(cfg.Clock), logger: loggerOr(cfg.Logger), metrics: metricsOr(cfg.Metrics)}, nil
 }
 
 // Write inserts events into the outbox in the transaction carried by ctx and
@@ -145,7 +148,8 @@ func (w *Writer) Write(ctx context.Context, events ...Envelope) ([]string, error
 			hot = events
 		}
 	}
-	if err := w.store.Insert(ctx, tx, utcNow(w.clock), owner, events); err != nil {
+	now := utcNow(w.clock)
+	if err := w.store.Insert(ctx, tx, now, owner, events); err != nil {
 		return nil, fmt.Errorf("outbox: write %d event(s): %w", len(events), err)
 	}
 	ids := make([]string, len(events))
@@ -154,7 +158,10 @@ func (w *Writer) Write(ctx context.Context, events ...Envelope) ([]string, error
 	}
 	if owner != "" {
 		d := w.hot
-		tx.AfterCommit(func() { d.afterCommit(hot, released) })
+		tx.AfterCommit(func() { d.afterCommit(hot, released, now) })
+	}
+	if !isNop(w.metrics) {
+		tx.AfterCommit(func() { countWritten(w.metrics, events) })
 	}
 	for _, h := range w.hooks {
 		safeCall(w.logger, "after-write hook", func() { h.AfterWrite(ctx, events) })

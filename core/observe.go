@@ -1,0 +1,90 @@
+package outbox
+
+import (
+	"context"
+	"log/slog"
+	"time"
+)
+
+// DefaultMetricsInterval spaces the backlog samples unless
+// Config.MetricsInterval sets another interval.
+const DefaultMetricsInterval = 15 * time.Second
+
+// backlogSampler reports the table's backlog to Metrics.Backlog every
+// interval, from Start to Close.
+type backlogSampler struct {
+	store    Store
+	metrics  Metrics
+	clock    Clock
+	log      *slog.Logger
+	interval time.Duration
+	bg       background
+}
+
+// newBacklogSampler returns the sampler cfg asks for, or nil: no Metrics,
+// or a negative MetricsInterval.
+func newBacklogSampler(cfg Config) *backlogSampler {
+	if cfg.MetricsInterval < 0 || isNop(cfg.Metrics) {
+		return nil
+	}
+	s := &backlogSampler{store: cfg.Store, metrics: cfg.Metrics, clock: cfg.Clock, log: cfg.Logger, interval: cfg.MetricsInterval}
+	setDefault(&s.interval, DefaultMetricsInterval)
+	return s
+}
+
+func (s *backlogSampler) start(ctx context.Context) error {
+	return s.bg.start(ctx, "backlog sampler", func(ctx context.Context) {
+		t := time.NewTicker(s.interval)
+		defer t.Stop()
+		for {
+			s.sample(ctx)
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	})
+}
+
+func (s *backlogSampler) close(ctx context.Context) error { return s.bg.close(ctx, "backlog sampler") }
+
+// sample reads Store.Stats, bounded by the interval, and reports it.
+func (s *backlogSampler) sample(ctx context.Context) {
+	sctx, cancel := context.WithTimeout(ctx, s.interval)
+	defer cancel()
+	st, err := s.store.Stats(sctx)
+	if err != nil {
+		if ctx.Err() == nil { // not cut off by Close
+			s.log.Warn("outbox: could not sample the backlog for metrics", "error", err)
+		}
+		return
+	}
+	s.metrics.Backlog(backlogOf(st, utcNow(s.clock)))
+}
+
+// backlogOf turns Stats into a Backlog at now.
+func backlogOf(st Stats, now time.Time) Backlog {
+	b := Backlog{
+		Pending:     st.ByStatus[StatusNew] + st.ByStatus[StatusRetry],
+		Dead:        st.ByStatus[StatusDead],
+		BlockedKeys: st.BlockedKeys,
+	}
+	if !st.OldestPending.IsZero() {
+		b.OldestPending = max(now.Sub(st.OldestPending), 0)
+	}
+	return b
+}
+
+// countWritten reports the events of a committed write, one call per run
+// of events of one type.
+func countWritten(m Metrics, events []Envelope) {
+	for i := 0; i < len(events); {
+		j := i + 1
+		for j < len(events) && events[j].Type() == events[i].Type() {
+			j++
+		}
+		m.EventsWritten(events[i].Type(), j-i)
+		i = j
+	}
+}
