@@ -1,0 +1,18 @@
+// Package prometheus exports the outbox's metrics to Prometheus: New
+// returns an outbox.Metrics for one Client's Config.Metrics, registered as
+// a prometheus.Collector on the Registerer the application serves (with
+// promhttp). Several Clients (one per data source) share a registry, each
+// with its own Options.DataSource, which every series carries as the
+// "datasource" label.
+//
+//	reg := prometheus.NewRegistry()
+//	m, _ := outboxprom.New(outboxprom.Options{Registerer: reg, DataSource: "orders"})
+//	client, _ := outbox.New(outbox.Config{Store: store, TxContext: txm, Metrics: m})
+//	http.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+//
+// Counters and histograms carry the event type ("event_type"); the backlog
+// gauges (outbox_pending, outbox_oldest_pending_seconds, outbox_dead,
+// outbox_blocked_keys) are sampled by the Client every
+// Config.MetricsInterval. docs/observability.md lists every series with a
+// query per dashboard panel.
+package prometheus

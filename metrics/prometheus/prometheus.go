@@ -1,0 +1,267 @@
+package prometheus
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	outbox "github.com/go-outbox/outbox/core"
+	prom "github.com/prometheus/client_golang/prometheus"
+)
+
+// DataSourceLabel is the constant label that tells the Clients sharing a
+// registry apart.
+const DataSourceLabel = "datasource"
+
+// DefaultDataSource is the DataSourceLabel value of a Metrics whose
+// Options name no data source.
+const DefaultDataSource = "default"
+
+// Default buckets, in seconds and in events.
+var (
+	// DefaultDeliveryBuckets spans fast listeners (1ms) to the default
+	// ListenerTimeout (30s).
+	DefaultDeliveryBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
+	// DefaultLatencyBuckets spans the hot path (a few ms) to retries and
+	// delayed events (an hour).
+	DefaultLatencyBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600}
+	// DefaultClaimBuckets spans claim queries from 1ms to 10s.
+	DefaultClaimBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 10}
+	// DefaultSizeBuckets spans claim and ack batch sizes from 0 to the
+	// largest claim (8 × PollBatchSize) and ack (8 × AckBatchSize) with
+	// the defaults.
+	DefaultSizeBuckets = []float64{0, 1, 2, 5, 10, 25, 50, 100, 200, 400, 800, 2048}
+)
+
+// Options configures New.
+type Options struct {
+	// Registerer receives the collector (default
+	// prometheus.DefaultRegisterer).
+	Registerer prom.Registerer
+	// DataSource names the Client in the DataSourceLabel label (default
+	// DefaultDataSource). Every Client registered on one Registerer needs
+	// its own.
+	DataSource string
+	// ConstLabels are added to every series (for example the service's
+	// name); they must not include DataSourceLabel.
+	ConstLabels prom.Labels
+	// Namespace prefixes every name (default "outbox").
+	Namespace string
+	// DeliveryBuckets, LatencyBuckets, ClaimBuckets and SizeBuckets
+	// override the histograms' buckets (defaults DefaultDeliveryBuckets,
+	// DefaultLatencyBuckets, DefaultClaimBuckets and DefaultSizeBuckets).
+	DeliveryBuckets, LatencyBuckets, ClaimBuckets, SizeBuckets []float64
+}
+
+// Metrics implements outbox.Metrics with Prometheus collectors; it is
+// itself a prometheus.Collector, registered by New. Give it to one
+// Client's Config.Metrics. It is safe for concurrent use.
+type Metrics struct {
+	reg prom.Registerer
+
+	written, enqueued, dropped, delivered, failed, dead *prom.CounterVec
+	delivery, latency                                   *prom.HistogramVec
+	claim, claimSize, ackBatch                          prom.Histogram
+	stale, heartbeats, renewed, keyBlocked              prom.Counter
+	queue                                               *prom.GaugeVec
+	pending, oldest, deadNow, blocked, sampled          prom.Gauge
+
+	byType sync.Map // event type -> *typeSeries
+}
+
+// typeSeries are the series of one event type, looked up once.
+type typeSeries struct {
+	written, hot, cold, dropped, delivered, failed, dead prom.Counter
+	delivery, latency                                    prom.Observer
+}
+
+// New creates the collectors of one Client and registers them on
+// opts.Registerer. Registering a second Metrics with the same DataSource
+// (and ConstLabels) on one Registerer fails.
+func New(opts Options) (*Metrics, error) {
+	if opts.Registerer == nil {
+		opts.Registerer = prom.DefaultRegisterer
+	}
+	if opts.Namespace == "" {
+		opts.Namespace = "outbox"
+	}
+	if opts.DataSource == "" {
+		opts.DataSource = DefaultDataSource
+	}
+	if _, ok := opts.ConstLabels[DataSourceLabel]; ok {
+		return nil, fmt.Errorf("outbox prometheus: ConstLabels must not set %q: use Options.DataSource", DataSourceLabel)
+	}
+	labels := prom.Labels{DataSourceLabel: opts.DataSource}
+	for k, v := range opts.ConstLabels {
+		labels[k] = v
+	}
+	ns := opts.Namespace
+	counter := func(name, help string, vars ...string) *prom.CounterVec {
+		return prom.NewCounterVec(prom.CounterOpts{Namespace: ns, Name: name, Help: help, ConstLabels: labels}, vars)
+	}
+	hist := func(name, help string, buckets, def []float64, vars ...string) *prom.HistogramVec {
+		if buckets == nil {
+			buckets = def
+		}
+		return prom.NewHistogramVec(prom.HistogramOpts{Namespace: ns, Name: name, Help: help, ConstLabels: labels, Buckets: buckets}, vars)
+	}
+	gauge := func(name, help string) prom.Gauge {
+		return prom.NewGauge(prom.GaugeOpts{Namespace: ns, Name: name, Help: help, ConstLabels: labels})
+	}
+	single := func(name, help string, buckets, def []float64) prom.Histogram {
+		if buckets == nil {
+			buckets = def
+		}
+		return prom.NewHistogram(prom.HistogramOpts{Namespace: ns, Name: name, Help: help, ConstLabels: labels, Buckets: buckets})
+	}
+	one := func(name, help string) prom.Counter {
+		return prom.NewCounter(prom.CounterOpts{Namespace: ns, Name: name, Help: help, ConstLabels: labels})
+	}
+	m := &Metrics{
+		reg:        opts.Registerer,
+		written:    counter("events_written_total", "Events inserted by transactions that committed.", "event_type"),
+		enqueued:   counter("enqueued_total", "Events queued for delivery in this process, by path (hot: right after commit, cold: claimed by the poller).", "event_type", "path"),
+		dropped:    counter("hot_dropped_total", "Committed events the hot path could not queue, left to a poller.", "event_type"),
+		delivered:  counter("delivered_total", "Deliveries whose listener succeeded.", "event_type"),
+		failed:     counter("failed_total", "Deliveries that failed and will be retried.", "event_type"),
+		dead:       counter("dead_total", "Events moved to DEAD.", "event_type"),
+		delivery:   hist("delivery_seconds", "Duration of one delivery: interceptors and listener.", opts.DeliveryBuckets, DefaultDeliveryBuckets, "event_type"),
+		latency:    hist("commit_to_delivery_seconds", "Age of the event when its delivery starts: from insert (commit) to delivery.", opts.LatencyBuckets, DefaultLatencyBuckets, "event_type"),
+		claim:      single("claim_seconds", "Duration of one claim query of the poller.", opts.ClaimBuckets, DefaultClaimBuckets),
+		claimSize:  single("claim_size", "Events claimed by one claim of the poller.", opts.SizeBuckets, DefaultSizeBuckets),
+		ackBatch:   single("ack_batch_size", "Events marked DONE by one batched update.", opts.SizeBuckets, DefaultSizeBuckets),
+		stale:      one("stale_updates_total", "Status updates that changed nothing because the claim had been taken over."),
+		heartbeats: one("heartbeats_total", "Heartbeats that renewed claims."),
+		renewed:    one("renewed_claims_total", "Claims renewed by heartbeats."),
+		keyBlocked: one("key_blocked_total", "Ordered events that went DEAD and now hold back their ordering key."),
+		queue: prom.NewGaugeVec(prom.GaugeOpts{Namespace: ns, Name: "queue_depth", Help: "Events waiting in the dispatcher's queues, at the last poll.", ConstLabels: labels},
+			[]string{"queue"}),
+		pending: gauge("pending", "NEW and RETRY events in the table (due or not), at the last sample."),
+		oldest:  gauge("oldest_pending_seconds", "Age of the oldest pending event, at the last sample (0 if none)."),
+		deadNow: gauge("dead", "DEAD events in the table, at the last sample."),
+		blocked: gauge("blocked_keys", "Ordering keys held back by a DEAD event, at the last sample."),
+		sampled: gauge("backlog_sampled_timestamp_seconds", "When the backlog gauges were last sampled (Unix time)."),
+	}
+	if err := opts.Registerer.Register(m); err != nil {
+		var are prom.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			return nil, fmt.Errorf("outbox prometheus: data source %q is registered already: give each Client its own Options.DataSource: %w", opts.DataSource, err)
+		}
+		return nil, fmt.Errorf("outbox prometheus: register: %w", err)
+	}
+	return m, nil
+}
+
+// Unregister removes the collector from the Registerer New used.
+func (m *Metrics) Unregister() bool { return m.reg.Unregister(m) }
+
+func (m *Metrics) collectors() []prom.Collector {
+	return []prom.Collector{m.written, m.enqueued, m.dropped, m.delivered, m.failed, m.dead, m.delivery, m.latency,
+		m.claim, m.claimSize, m.ackBatch, m.stale, m.heartbeats, m.renewed, m.keyBlocked, m.queue,
+		m.pending, m.oldest, m.deadNow, m.blocked, m.sampled}
+}
+
+// Describe sends the descriptors of every series.
+func (m *Metrics) Describe(ch chan<- *prom.Desc) {
+	for _, c := range m.collectors() {
+		c.Describe(ch)
+	}
+}
+
+// Collect sends the current values of every series.
+func (m *Metrics) Collect(ch chan<- prom.Metric) {
+	for _, c := range m.collectors() {
+		c.Collect(ch)
+	}
+}
+
+// series returns the series of event type et, creating them once.
+func (m *Metrics) series(et string) *typeSeries {
+	if s, ok := m.byType.Load(et); ok {
+		return s.(*typeSeries)
+	}
+	s := &typeSeries{
+		written: m.written.WithLabelValues(et), hot: m.enqueued.WithLabelValues(et, outbox.PathHot.String()),
+		cold: m.enqueued.WithLabelValues(et, outbox.PathCold.String()), dropped: m.dropped.WithLabelValues(et),
+		delivered: m.delivered.WithLabelValues(et), failed: m.failed.WithLabelValues(et), dead: m.dead.WithLabelValues(et),
+		delivery: m.delivery.WithLabelValues(et), latency: m.latency.WithLabelValues(et),
+	}
+	actual, _ := m.byType.LoadOrStore(et, s)
+	return actual.(*typeSeries)
+}
+
+// EventsWritten adds n to outbox_events_written_total.
+func (m *Metrics) EventsWritten(eventType string, n int) { m.series(eventType).written.Add(float64(n)) }
+
+// EventEnqueued increments outbox_enqueued_total.
+func (m *Metrics) EventEnqueued(eventType string, p outbox.Path) {
+	s := m.series(eventType)
+	if p == outbox.PathHot {
+		s.hot.Inc()
+	} else {
+		s.cold.Inc()
+	}
+}
+
+// EventDropped increments outbox_hot_dropped_total.
+func (m *Metrics) EventDropped(eventType string) { m.series(eventType).dropped.Inc() }
+
+// Delivered increments outbox_delivered_total.
+func (m *Metrics) Delivered(eventType string) { m.series(eventType).delivered.Inc() }
+
+// Failed increments outbox_failed_total.
+func (m *Metrics) Failed(eventType string) { m.series(eventType).failed.Inc() }
+
+// Dead increments outbox_dead_total.
+func (m *Metrics) Dead(eventType string) { m.series(eventType).dead.Inc() }
+
+// ListenerDuration observes outbox_delivery_seconds.
+func (m *Metrics) ListenerDuration(eventType string, d time.Duration) {
+	m.series(eventType).delivery.Observe(d.Seconds())
+}
+
+// CommitToDelivery observes outbox_commit_to_delivery_seconds.
+func (m *Metrics) CommitToDelivery(eventType string, d time.Duration) {
+	m.series(eventType).latency.Observe(d.Seconds())
+}
+
+// Claimed observes outbox_claim_seconds and outbox_claim_size.
+func (m *Metrics) Claimed(d time.Duration, n int) {
+	m.claim.Observe(d.Seconds())
+	m.claimSize.Observe(float64(n))
+}
+
+// AckBatch observes outbox_ack_batch_size.
+func (m *Metrics) AckBatch(n int) { m.ackBatch.Observe(float64(n)) }
+
+// Renewed increments outbox_heartbeats_total and adds the changed rows to
+// outbox_renewed_claims_total.
+func (m *Metrics) Renewed(_ int, rows int64) {
+	m.heartbeats.Inc()
+	m.renewed.Add(float64(rows))
+}
+
+// StaleUpdates adds n to outbox_stale_updates_total.
+func (m *Metrics) StaleUpdates(n int) { m.stale.Add(float64(n)) }
+
+// QueueDepths sets outbox_queue_depth.
+func (m *Metrics) QueueDepths(hot, cold int) {
+	m.queue.WithLabelValues("hot").Set(float64(hot))
+	m.queue.WithLabelValues("cold").Set(float64(cold))
+}
+
+// KeyBlocked increments outbox_key_blocked_total.
+func (m *Metrics) KeyBlocked() { m.keyBlocked.Inc() }
+
+// Backlog sets outbox_pending, outbox_oldest_pending_seconds, outbox_dead
+// and outbox_blocked_keys.
+func (m *Metrics) Backlog(b outbox.Backlog) {
+	m.pending.Set(float64(b.Pending))
+	m.oldest.Set(b.OldestPending.Seconds())
+	m.deadNow.Set(float64(b.Dead))
+	m.blocked.Set(float64(b.BlockedKeys))
+	m.sampled.SetToCurrentTime()
+}
+
+var _ outbox.Metrics = (*Metrics)(nil)

@@ -1,0 +1,270 @@
+package prometheus_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	outbox "github.com/go-outbox/outbox/core"
+	"github.com/go-outbox/outbox/core/outboxsql"
+	outboxprom "github.com/go-outbox/outbox/metrics/prometheus"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+	"go.uber.org/goleak"
+	_ "modernc.org/sqlite"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// sqliteClient opens a fresh SQLite outbox and a Client on it with m; both
+// are closed at cleanup.
+func sqliteClient(t *testing.T, m outbox.Metrics, cfg outbox.Config) (*outbox.Client, *outboxsql.TxManager) {
+	t.Helper()
+	db, err := sql.Open("sqlite", outboxsql.SQLiteDSN(filepath.Join(t.TempDir(), "outbox.db")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	store, err := outboxsql.Open(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	txm := outboxsql.NewTxManager(db)
+	cfg.Store, cfg.TxContext, cfg.Metrics = store, txm, m
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	c, err := outbox.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Close(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+	return c, txm
+}
+
+func write(t *testing.T, c *outbox.Client, txm *outboxsql.TxManager, events ...outbox.Envelope) {
+	t.Helper()
+	if err := txm.InTx(context.Background(), func(ctx context.Context) error {
+		_, err := c.Write(ctx, events...)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func event(et string) outbox.Envelope {
+	return outbox.MustEnvelope(outbox.EventName(et), outbox.WithJSON([]byte(`{}`)))
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// sampleCount returns the sample count of the histogram name with labels
+// (a subset of its labels), summed over the series that match.
+func sampleCount(t *testing.T, reg prometheus.Gatherer, name string, labels map[string]string) uint64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n uint64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if matches(m, labels) {
+				n += m.GetHistogram().GetSampleCount()
+			}
+		}
+	}
+	return n
+}
+
+// value returns the value of counter or gauge name with labels, summed
+// over the series that match.
+func value(t *testing.T, reg prometheus.Gatherer, name string, labels map[string]string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if matches(m, labels) {
+				v += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+			}
+		}
+	}
+	return v
+}
+
+func matches(m *dto.Metric, labels map[string]string) bool {
+	found := 0
+	for _, lp := range m.GetLabel() {
+		if v, ok := labels[lp.GetName()]; ok {
+			if v != lp.GetValue() {
+				return false
+			}
+			found++
+		}
+	}
+	return found == len(labels)
+}
+
+func TestMetricsOfARealClient(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	m, err := outboxprom.New(outboxprom.Options{Registerer: reg, DataSource: "orders"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, txm := sqliteClient(t, m, outbox.Config{MaxAttempts: 2, PollInterval: 20 * time.Millisecond,
+		RetryPolicy:     outbox.RetryPolicyFunc(func(int) time.Duration { return time.Millisecond }),
+		MetricsInterval: 20 * time.Millisecond})
+	if err := c.Handle(outbox.EventName("OrderPlaced"), func(context.Context, outbox.Envelope) error {
+		time.Sleep(2 * time.Millisecond)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Handle(outbox.EventName("PaymentFailed"), func(context.Context, outbox.Envelope) error {
+		return errors.New("gateway down")
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	write(t, c, txm, event("OrderPlaced"), event("OrderPlaced"), event("PaymentFailed"))
+	write(t, c, txm, event("OrderPlaced"))
+
+	eventually(t, "3 delivered and 1 dead", func() bool {
+		return value(t, reg, "outbox_delivered_total", map[string]string{"event_type": "OrderPlaced"}) == 3 &&
+			value(t, reg, "outbox_dead_total", map[string]string{"event_type": "PaymentFailed"}) == 1
+	})
+	eventually(t, "the backlog sample with the DEAD event", func() bool {
+		return value(t, reg, "outbox_dead", nil) == 1 && value(t, reg, "outbox_pending", nil) == 0
+	})
+
+	// The text exposition, as a scrape sees it: every series of an event
+	// type exists from its first event on, at 0 until counted, so ratios
+	// and rates need no absent() guards.
+	want := `
+# HELP outbox_events_written_total Events inserted by transactions that committed.
+# TYPE outbox_events_written_total counter
+outbox_events_written_total{datasource="orders",event_type="OrderPlaced"} 3
+outbox_events_written_total{datasource="orders",event_type="PaymentFailed"} 1
+# HELP outbox_delivered_total Deliveries whose listener succeeded.
+# TYPE outbox_delivered_total counter
+outbox_delivered_total{datasource="orders",event_type="OrderPlaced"} 3
+outbox_delivered_total{datasource="orders",event_type="PaymentFailed"} 0
+# HELP outbox_failed_total Deliveries that failed and will be retried.
+# TYPE outbox_failed_total counter
+outbox_failed_total{datasource="orders",event_type="OrderPlaced"} 0
+outbox_failed_total{datasource="orders",event_type="PaymentFailed"} 1
+# HELP outbox_dead_total Events moved to DEAD.
+# TYPE outbox_dead_total counter
+outbox_dead_total{datasource="orders",event_type="OrderPlaced"} 0
+outbox_dead_total{datasource="orders",event_type="PaymentFailed"} 1
+# HELP outbox_dead DEAD events in the table, at the last sample.
+# TYPE outbox_dead gauge
+outbox_dead{datasource="orders"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "outbox_events_written_total", "outbox_delivered_total",
+		"outbox_failed_total", "outbox_dead_total", "outbox_dead"); err != nil {
+		t.Error(err)
+	}
+	if n := value(t, reg, "outbox_enqueued_total", map[string]string{"event_type": "OrderPlaced", "path": "hot"}); n != 3 {
+		t.Errorf("hot enqueues of OrderPlaced = %v, want 3", n)
+	}
+	// Histograms: one listener run per delivery, one latency per delivery start.
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+		want   uint64
+	}{
+		{"outbox_delivery_seconds", map[string]string{"event_type": "OrderPlaced", "datasource": "orders"}, 3},
+		{"outbox_delivery_seconds", map[string]string{"event_type": "PaymentFailed"}, 2},
+		{"outbox_commit_to_delivery_seconds", map[string]string{"event_type": "OrderPlaced"}, 3},
+		{"outbox_commit_to_delivery_seconds", map[string]string{"event_type": "PaymentFailed"}, 2},
+	} {
+		if got := sampleCount(t, reg, c.name, c.labels); got != c.want {
+			t.Errorf("%s%v: %d samples, want %d", c.name, c.labels, got, c.want)
+		}
+	}
+	if n := sampleCount(t, reg, "outbox_claim_seconds", nil); n == 0 {
+		t.Error("no claim observed")
+	}
+	if n := sampleCount(t, reg, "outbox_claim_size", nil); n != sampleCount(t, reg, "outbox_claim_seconds", nil) {
+		t.Errorf("claim sizes %d, claim durations %d: want one of each per claim", n, sampleCount(t, reg, "outbox_claim_seconds", nil))
+	}
+	if n := sampleCount(t, reg, "outbox_ack_batch_size", nil); n == 0 || n > 3 {
+		t.Errorf("%d ack batches for 3 deliveries", n)
+	}
+	if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) > 0 {
+		t.Errorf("lint: %v %v", problems, err)
+	}
+}
+
+func TestSeveralClientsShareARegistry(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	orders, err := outboxprom.New(outboxprom.Options{Registerer: reg, DataSource: "orders"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	billing, err := outboxprom.New(outboxprom.Options{Registerer: reg, DataSource: "billing"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := outboxprom.New(outboxprom.Options{Registerer: reg, DataSource: "orders"}); err == nil || !strings.Contains(err.Error(), "registered already") {
+		t.Errorf("a second Metrics for orders: %v", err)
+	}
+	if _, err := outboxprom.New(outboxprom.Options{Registerer: reg, ConstLabels: prometheus.Labels{"datasource": "x"}}); err == nil {
+		t.Error("ConstLabels with datasource accepted")
+	}
+	co, txo := sqliteClient(t, orders, outbox.Config{})
+	cb, txb := sqliteClient(t, billing, outbox.Config{})
+	for _, c := range []*outbox.Client{co, cb} {
+		if err := c.Handle(outbox.EventName("E"), func(context.Context, outbox.Envelope) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(t, co, txo, event("E"), event("E"))
+	write(t, cb, txb, event("E"))
+	eventually(t, "2 + 1 delivered", func() bool {
+		return sampleCount(t, reg, "outbox_delivery_seconds", map[string]string{"datasource": "orders"}) == 2 &&
+			sampleCount(t, reg, "outbox_delivery_seconds", map[string]string{"datasource": "billing"}) == 1
+	})
+	if n := testutil.CollectAndCount(orders, "outbox_delivered_total"); n != 1 {
+		t.Errorf("orders has %d delivered series, want 1", n)
+	}
+	if !billing.Unregister() {
+		t.Error("Unregister")
+	}
+}
