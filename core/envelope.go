@@ -21,6 +21,9 @@ const (
 	MaxTenantIDLen      = 64
 	// MaxOrderingKeyLen is the longest ordering key (see WithOrderingKey).
 	MaxOrderingKeyLen = 255
+	// MaxSchemaVersion is the highest schema version (the column is a
+	// 32-bit integer on every database).
+	MaxSchemaVersion = 1<<31 - 1
 )
 
 // GlobalAggregate is the aggregate type of events that do not name one.
@@ -78,6 +81,7 @@ type Envelope struct {
 	aggregateType string
 	aggregateID   string
 	tenantID      string
+	schemaVersion int // 0: unset, read as 1
 	occurredAt    time.Time
 	availableAt   time.Time
 	headers       map[string]string
@@ -106,6 +110,12 @@ func (e Envelope) AggregateID() string { return e.aggregateID }
 // TenantID is the tenant the event belongs to, or "". The framework carries
 // it through and never filters on it.
 func (e Envelope) TenantID() string { return e.tenantID }
+
+// SchemaVersion is the version of the payload's schema for its event type:
+// the one WithSchemaVersion set, else 1. The outbox stores it and hands it
+// to listeners and relays unchanged; what a version means is the event
+// type's business.
+func (e Envelope) SchemaVersion() int { return max(e.schemaVersion, 1) }
 
 // OccurredAt is when the event happened (UTC).
 func (e Envelope) OccurredAt() time.Time { return e.occurredAt }
@@ -249,6 +259,19 @@ func WithOrderingKey(key string) EnvelopeOption {
 // WithTenant sets the tenant id.
 func WithTenant(tenantID string) EnvelopeOption {
 	return func(b *envelopeBuilder) { b.env.tenantID = tenantID }
+}
+
+// WithSchemaVersion sets the version of the payload's schema (at least 1;
+// default 1), so that consumers can tell old payloads of an event type from
+// new ones while both are in flight. Raise it when the payload changes in a
+// way its readers must know about.
+func WithSchemaVersion(v int) EnvelopeOption {
+	return func(b *envelopeBuilder) {
+		if v < 1 || v > MaxSchemaVersion {
+			b.fail("schema version must be 1..%d, got %d", MaxSchemaVersion, v)
+		}
+		b.env.schemaVersion = v
+	}
 }
 
 // WithOccurredAt sets when the event happened (default: now).
@@ -399,6 +422,8 @@ type EnvelopeFields struct {
 	AggregateType string
 	AggregateID   string
 	TenantID      string
+	// SchemaVersion is the stored schema version (0 reads as 1).
+	SchemaVersion int
 	OccurredAt    time.Time
 	AvailableAt   time.Time
 	Headers       map[string]string // taken over, not copied: do not modify it afterwards
@@ -430,7 +455,7 @@ func RestoreEnvelope(f EnvelopeFields) (Envelope, error) {
 	ordered := f.OrderingKey != ""
 	return Envelope{
 		id: f.ID, eventType: f.Type, aggregateType: f.AggregateType, aggregateID: f.AggregateID,
-		tenantID: f.TenantID, occurredAt: f.OccurredAt.UTC(), availableAt: f.AvailableAt.UTC(),
+		tenantID: f.TenantID, schemaVersion: max(f.SchemaVersion, 0), occurredAt: f.OccurredAt.UTC(), availableAt: f.AvailableAt.UTC(),
 		headers: f.Headers, payload: f.Payload, kind: f.Kind,
 		orderKey: f.OrderingKey, orderKeySet: ordered, ordered: ordered,
 	}, nil

@@ -41,6 +41,9 @@ func TestNewEnvelopeDefaults(t *testing.T) {
 	if e.AggregateID() != "" || e.TenantID() != "" {
 		t.Errorf("AggregateID/TenantID = %q/%q, want empty", e.AggregateID(), e.TenantID())
 	}
+	if e.SchemaVersion() != 1 {
+		t.Errorf("SchemaVersion = %d, want 1", e.SchemaVersion())
+	}
 	if e.OccurredAt().Location() != time.UTC {
 		t.Errorf("OccurredAt location = %v, want UTC", e.OccurredAt().Location())
 	}
@@ -79,6 +82,7 @@ func TestNewEnvelopeAllOptions(t *testing.T) {
 		WithID("custom-id"),
 		WithAggregate(orderAggregate, "order-42"),
 		WithTenant("acme"),
+		WithSchemaVersion(4),
 		WithOccurredAt(occ),
 		WithAvailableAt(avail),
 		WithHeader("trace", "abc"),
@@ -89,8 +93,8 @@ func TestNewEnvelopeAllOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	if e.ID() != "custom-id" || e.Type() != "OrderPlaced" || e.AggregateType() != "Order" ||
-		e.AggregateID() != "order-42" || e.TenantID() != "acme" {
-		t.Errorf("fields = %q %q %q %q %q", e.ID(), e.Type(), e.AggregateType(), e.AggregateID(), e.TenantID())
+		e.AggregateID() != "order-42" || e.TenantID() != "acme" || e.SchemaVersion() != 4 {
+		t.Errorf("fields = %q %q %q %q %q v%d", e.ID(), e.Type(), e.AggregateType(), e.AggregateID(), e.TenantID(), e.SchemaVersion())
 	}
 	if !e.OccurredAt().Equal(occ) || e.OccurredAt().Location() != time.UTC {
 		t.Errorf("OccurredAt = %v, want %v in UTC", e.OccurredAt(), occ)
@@ -145,6 +149,8 @@ func TestNewEnvelopeValidation(t *testing.T) {
 		{"aggregate type too long", EventName("E"), []EnvelopeOption{js, WithAggregate(AggregateName(strings.Repeat("a", MaxAggregateTypeLen+1)), "1")}},
 		{"aggregate id too long", EventName("E"), []EnvelopeOption{js, WithAggregate(orderAggregate, strings.Repeat("a", MaxAggregateIDLen+1))}},
 		{"tenant id too long", EventName("E"), []EnvelopeOption{js, WithTenant(strings.Repeat("t", MaxTenantIDLen+1))}},
+		{"schema version 0", EventName("E"), []EnvelopeOption{js, WithSchemaVersion(0)}},
+		{"negative schema version", EventName("E"), []EnvelopeOption{js, WithSchemaVersion(-1)}},
 		{"invalid JSON", EventName("E"), []EnvelopeOption{WithJSON([]byte(`{"a":`))}},
 		{"empty JSON", EventName("E"), []EnvelopeOption{WithJSON(nil)}},
 		{"unmarshalable JSON value", EventName("E"), []EnvelopeOption{WithJSONValue(make(chan int))}},
@@ -352,7 +358,7 @@ func TestRestoreEnvelope(t *testing.T) {
 	}
 
 	full := valid
-	full.AggregateType, full.AggregateID, full.TenantID = "Order", "1", "acme"
+	full.AggregateType, full.AggregateID, full.TenantID, full.SchemaVersion = "Order", "1", "acme", 5
 	full.AvailableAt = occ.Add(time.Minute)
 	full.Headers = map[string]string{"h": "v"}
 	full.Kind, full.Payload = PayloadBytes, "\x00\x01"
@@ -360,7 +366,7 @@ func TestRestoreEnvelope(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e.AggregateType() != "Order" || e.AggregateID() != "1" || e.TenantID() != "acme" || !e.Delayed() ||
+	if e.AggregateType() != "Order" || e.AggregateID() != "1" || e.TenantID() != "acme" || e.SchemaVersion() != 5 || !e.Delayed() ||
 		e.PayloadKind() != PayloadBytes || !bytes.Equal(e.Payload(), []byte{0, 1}) {
 		t.Errorf("restored %+v", e)
 	}

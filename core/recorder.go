@@ -56,12 +56,14 @@ type Aggregate interface {
 }
 
 // A domain event names its type with an EventType method, or through
-// Client.RegisterEventType; it may carry its own id (EventID) and
-// occurrence time (OccurredAt). Its payload is its JSON encoding.
+// Client.RegisterEventType; it may carry its own id (EventID), occurrence
+// time (OccurredAt) and payload schema version (SchemaVersion). Its payload
+// is its JSON encoding.
 type (
 	namedEvent    interface{ EventType() string }
 	identified    interface{ EventID() string }
 	timeStamped   interface{ OccurredAt() time.Time }
+	versioned     interface{ SchemaVersion() int }
 	eventTypeName struct{ name EventName }
 )
 
@@ -85,7 +87,8 @@ func (c *Client) RegisterEventType(sample any, name EventType) error {
 // transaction carried by ctx, in one Write: each becomes an Envelope with
 // its type (its EventType method, or its registered name), its id and
 // occurrence time (its EventID and OccurredAt methods if it has them; else
-// a new ULID and now), the aggregate's type and id, its JSON encoding as
+// a new ULID and now), its SchemaVersion method's version if it has one,
+// the aggregate's type and id, its JSON encoding as
 // payload, and the options Config.EnvelopeOptions draws from ctx (trace
 // headers, tenant). The pulled events are gone from the aggregates even
 // when the write fails: the transaction then fails too, and a retried
@@ -140,6 +143,9 @@ func (c *Client) envelopeOf(ev any, at AggregateType, id string, extra []Envelop
 		occurred = e.OccurredAt()
 	}
 	opts = append(opts, WithOccurredAt(occurred))
+	if e, ok := ev.(versioned); ok {
+		opts = append(opts, WithSchemaVersion(e.SchemaVersion()))
+	}
 	opts = append(opts, extra...)
 	e, err := NewEnvelope(name, opts...)
 	if err != nil {

@@ -32,7 +32,8 @@ func (e invoiceSent) OccurredAt() time.Time { return e.At }
 
 type invoicePaid struct{ Amount int }
 
-func (invoicePaid) EventType() string { return "InvoicePaid" }
+func (invoicePaid) EventType() string  { return "InvoicePaid" }
+func (invoicePaid) SchemaVersion() int { return 2 }
 
 func TestRecorderPullDrains(t *testing.T) {
 	var r outbox.Recorder
@@ -83,7 +84,8 @@ func TestWriteFrom(t *testing.T) {
 	}
 	want := []struct {
 		typ, agg, payload string
-	}{{"InvoiceSent", "i-1", `{"to":"x@example.com"}`}, {"InvoicePaid", "i-1", `{"Amount":5}`}, {"InvoicePaid", "i-2", `{"Amount":7}`}}
+		version           int
+	}{{"InvoiceSent", "i-1", `{"to":"x@example.com"}`, 1}, {"InvoicePaid", "i-1", `{"Amount":5}`, 2}, {"InvoicePaid", "i-2", `{"Amount":7}`, 2}}
 	for i, w := range want {
 		r, err := c.Get(ctx, ids[i])
 		if err != nil {
@@ -91,8 +93,9 @@ func TestWriteFrom(t *testing.T) {
 		}
 		e := r.Envelope
 		trace, _ := e.Header("trace")
-		if e.Type() != w.typ || e.AggregateType() != "Invoice" || e.AggregateID() != w.agg || e.PayloadString() != w.payload || e.TenantID() != "acme" || trace != "t-1" {
-			t.Errorf("event %d = %s %s/%s %s tenant %q trace %q", i, e.Type(), e.AggregateType(), e.AggregateID(), e.PayloadString(), e.TenantID(), trace)
+		if e.Type() != w.typ || e.AggregateType() != "Invoice" || e.AggregateID() != w.agg || e.PayloadString() != w.payload || e.TenantID() != "acme" || trace != "t-1" ||
+			e.SchemaVersion() != w.version {
+			t.Errorf("event %d = %s %s/%s %s tenant %q trace %q v%d", i, e.Type(), e.AggregateType(), e.AggregateID(), e.PayloadString(), e.TenantID(), trace, e.SchemaVersion())
 		}
 	}
 	if r, _ := c.Get(ctx, sentID); !r.Envelope.OccurredAt().Equal(at) {

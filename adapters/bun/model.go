@@ -21,6 +21,7 @@ type SQLiteEvent struct {
 	AggregateType string  `bun:"aggregate_type,notnull,type:VARCHAR(64)"`
 	AggregateID   string  `bun:"aggregate_id,notnull,type:VARCHAR(128),default:''"`
 	TenantID      string  `bun:"tenant_id,notnull,type:VARCHAR(64),default:''"`
+	SchemaVersion int     `bun:"schema_version,notnull,type:INTEGER,default:1"`
 	Payload       *string `bun:"payload,type:TEXT"`
 	PayloadBytes  []byte  `bun:"payload_bytes,type:BLOB"`
 	Headers       *string `bun:"headers,type:TEXT"`
@@ -44,6 +45,7 @@ type PostgresEvent struct {
 	AggregateType string     `bun:"aggregate_type,notnull,type:VARCHAR(64)"`
 	AggregateID   string     `bun:"aggregate_id,notnull,type:VARCHAR(128),default:''"`
 	TenantID      string     `bun:"tenant_id,notnull,type:VARCHAR(64),default:''"`
+	SchemaVersion int        `bun:"schema_version,notnull,type:INTEGER,default:1"`
 	Payload       *string    `bun:"payload,type:JSON"`
 	PayloadBytes  []byte     `bun:"payload_bytes,type:BYTEA"`
 	Headers       *string    `bun:"headers,type:TEXT"`
@@ -73,6 +75,7 @@ type MySQLEvent struct {
 	AggregateType string     `bun:"aggregate_type,notnull,type:VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"`
 	AggregateID   string     `bun:"aggregate_id,notnull,type:VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,default:''"`
 	TenantID      string     `bun:"tenant_id,notnull,type:VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,default:''"`
+	SchemaVersion int        `bun:"schema_version,notnull,type:INTEGER,default:1"`
 	Payload       *string    `bun:"payload,type:LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"`
 	PayloadBytes  []byte     `bun:"payload_bytes,type:LONGBLOB"`
 	Headers       *string    `bun:"headers,type:LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"`

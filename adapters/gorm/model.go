@@ -16,6 +16,7 @@ type SQLiteEvent struct {
 	AggregateType string  `gorm:"column:aggregate_type;type:VARCHAR(64);not null"`
 	AggregateID   string  `gorm:"column:aggregate_id;type:VARCHAR(128);not null;default:''"`
 	TenantID      string  `gorm:"column:tenant_id;type:VARCHAR(64);not null;default:''"`
+	SchemaVersion int     `gorm:"column:schema_version;type:INTEGER;not null;default:1"`
 	Payload       *string `gorm:"column:payload;type:TEXT;check:(payload IS NULL) <> (payload_bytes IS NULL)"`
 	PayloadBytes  []byte  `gorm:"column:payload_bytes;type:BLOB"`
 	Headers       *string `gorm:"column:headers;type:TEXT"`
@@ -38,6 +39,7 @@ type PostgresEvent struct {
 	AggregateType string     `gorm:"column:aggregate_type;type:VARCHAR(64);not null"`
 	AggregateID   string     `gorm:"column:aggregate_id;type:VARCHAR(128);not null;default:''"`
 	TenantID      string     `gorm:"column:tenant_id;type:VARCHAR(64);not null;default:''"`
+	SchemaVersion int        `gorm:"column:schema_version;type:INTEGER;not null;default:1"`
 	Payload       *string    `gorm:"column:payload;type:JSON;check:(payload IS NULL) <> (payload_bytes IS NULL)"`
 	PayloadBytes  []byte     `gorm:"column:payload_bytes;type:BYTEA"`
 	Headers       *string    `gorm:"column:headers;type:TEXT"`
@@ -66,6 +68,7 @@ type MySQLEvent struct {
 	AggregateType string     `gorm:"column:aggregate_type;type:VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;not null"`
 	AggregateID   string     `gorm:"column:aggregate_id;type:VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;not null;default:''"`
 	TenantID      string     `gorm:"column:tenant_id;type:VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;not null;default:''"`
+	SchemaVersion int        `gorm:"column:schema_version;type:INTEGER;not null;default:1"`
 	Payload       *string    `gorm:"column:payload;type:LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;check:(payload IS NULL) <> (payload_bytes IS NULL)"`
 	PayloadBytes  []byte     `gorm:"column:payload_bytes;type:LONGBLOB"`
 	Headers       *string    `gorm:"column:headers;type:LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"`

@@ -174,6 +174,7 @@ func (c *cli) printEvent(r outbox.Record) error {
 		row("TYPE", cell(env.Type(), 0))
 		row("AGGREGATE", cell(env.AggregateType(), 0)+" "+cell(env.AggregateID(), 0))
 		row("TENANT", cell(env.TenantID(), 0))
+		row("SCHEMA VERSION", strconv.Itoa(env.SchemaVersion()))
 	}
 	row("STATUS", r.Status.String())
 	row("ATTEMPTS", strconv.Itoa(r.Attempts))

@@ -18,6 +18,7 @@ type Event struct {
 	AggregateType string     `json:"aggregate_type,omitempty"`
 	AggregateID   string     `json:"aggregate_id,omitempty"`
 	TenantID      string     `json:"tenant_id,omitempty"`
+	SchemaVersion int        `json:"schema_version,omitempty"`
 	Status        string     `json:"status"`
 	Attempts      int        `json:"attempts"`
 	OccurredAt    *time.Time `json:"occurred_at,omitempty"`
@@ -74,6 +75,7 @@ func NewEvent(r outbox.Record, opts EventOptions) Event {
 	}
 	env := r.Envelope
 	e.Type, e.AggregateType, e.AggregateID, e.TenantID = env.Type(), env.AggregateType(), env.AggregateID(), env.TenantID()
+	e.SchemaVersion = env.SchemaVersion()
 	e.OccurredAt = timePtr(env.OccurredAt())
 	kind, text := PayloadText(env)
 	e.PayloadKind = kind

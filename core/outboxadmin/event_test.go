@@ -60,6 +60,7 @@ func TestEventJSON(t *testing.T) {
   "aggregate_type": "Invoice",
   "aggregate_id": "inv-1",
   "tenant_id": "acme",
+  "schema_version": 1,
   "status": "DEAD",
   "attempts": 3,
   "occurred_at": "2026-03-01T09:59:00Z",

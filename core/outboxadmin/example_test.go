@@ -36,6 +36,7 @@ func ExampleNewEvent() {
 	//   "type": "InvoiceSent",
 	//   "aggregate_type": "Invoice",
 	//   "aggregate_id": "inv-7",
+	//   "schema_version": 1,
 	//   "status": "DEAD",
 	//   "attempts": 10,
 	//   "occurred_at": "2026-03-01T09:00:00Z",

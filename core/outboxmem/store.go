@@ -83,7 +83,7 @@ func newRow(e outbox.Envelope, now time.Time, owner string) *row {
 	r := &row{
 		f: outbox.EnvelopeFields{
 			ID: e.ID(), Type: e.Type(), AggregateType: e.AggregateType(), AggregateID: e.AggregateID(),
-			TenantID: e.TenantID(), OccurredAt: ts(e.OccurredAt()), Payload: e.PayloadString(), Kind: e.PayloadKind(),
+			TenantID: e.TenantID(), SchemaVersion: e.SchemaVersion(), OccurredAt: ts(e.OccurredAt()), Payload: e.PayloadString(), Kind: e.PayloadKind(),
 		},
 		status: outbox.StatusNew, createdAt: now, availableAt: now,
 	}

@@ -224,10 +224,10 @@ func wantState(t testing.TB, r outbox.Record, status outbox.Status, attempts int
 func sameEnvelope(t testing.TB, got, want outbox.Envelope) {
 	t.Helper()
 	if got.ID() != want.ID() || got.Type() != want.Type() || got.AggregateType() != want.AggregateType() ||
-		got.AggregateID() != want.AggregateID() || got.TenantID() != want.TenantID() {
-		t.Errorf("event %s: got (%q %q %q %q), want (%q %q %q %q)", want.ID(),
-			got.Type(), got.AggregateType(), got.AggregateID(), got.TenantID(),
-			want.Type(), want.AggregateType(), want.AggregateID(), want.TenantID())
+		got.AggregateID() != want.AggregateID() || got.TenantID() != want.TenantID() || got.SchemaVersion() != want.SchemaVersion() {
+		t.Errorf("event %s: got (%q %q %q %q v%d), want (%q %q %q %q v%d)", want.ID(),
+			got.Type(), got.AggregateType(), got.AggregateID(), got.TenantID(), got.SchemaVersion(),
+			want.Type(), want.AggregateType(), want.AggregateID(), want.TenantID(), want.SchemaVersion())
 	}
 	if got.PayloadKind() != want.PayloadKind() || got.PayloadString() != want.PayloadString() {
 		t.Errorf("event %s: payload %v %q, want %v %q (byte-exact)", want.ID(), got.PayloadKind(), got.PayloadString(), want.PayloadKind(), want.PayloadString())
@@ -247,8 +247,8 @@ func storeRoundTrip(t *testing.T, f Fixture) {
 	later := t0.Add(time.Hour).In(zoneWest)
 	evs := []outbox.Envelope{
 		rawEvent(t, outbox.WithJSON([]byte(rawJSON)), outbox.WithAggregate(outbox.AggregateName("Order"), "order-42"),
-			outbox.WithTenant("tenant-7"), outbox.WithHeaders(map[string]string{"trace-id": "abc", "ünïcödé": "värde 日本", "empty": ""})),
-		rawEvent(t, outbox.WithBytes(all256), outbox.WithOccurredAt(t0.Add(-time.Second).In(zoneWest))),
+			outbox.WithTenant("tenant-7"), outbox.WithSchemaVersion(outbox.MaxSchemaVersion), outbox.WithHeaders(map[string]string{"trace-id": "abc", "ünïcödé": "värde 日本", "empty": ""})),
+		rawEvent(t, outbox.WithBytes(all256), outbox.WithOccurredAt(t0.Add(-time.Second).In(zoneWest)), outbox.WithSchemaVersion(7)),
 		rawEvent(t, outbox.WithBytes(nil)),
 		rawEvent(t, outbox.WithJSON([]byte(`"Grüße, 世界 🙂"`)), outbox.WithAvailableAt(later)),
 		outbox.MustEnvelope(outbox.EventName("Bestellung.Geändert/注文"), outbox.WithJSONValue(map[string]any{"n": 1}),

@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"strconv"
 	"time"
 
 	outbox "github.com/go-outbox/outbox/core"
@@ -14,8 +15,9 @@ const (
 	HeaderAggregateType = "Outbox-Aggregate-Type"
 	HeaderAggregateID   = "Outbox-Aggregate-Id"
 	HeaderTenantID      = "Outbox-Tenant-Id"
-	HeaderOccurredAt    = "Outbox-Occurred-At" // RFC 3339 in UTC, to the microsecond
-	HeaderContentType   = "Content-Type"       // application/json for JSON payloads
+	HeaderSchemaVersion = "Outbox-Schema-Version" // decimal, 1 unless the event set another
+	HeaderOccurredAt    = "Outbox-Occurred-At"    // RFC 3339 in UTC, to the microsecond
+	HeaderContentType   = "Content-Type"          // application/json for JSON payloads
 )
 
 // Topic maps an event to the topic (NATS subject, Kafka topic, AMQP routing
@@ -51,7 +53,7 @@ func NewMessage(e outbox.Envelope, topic Topic) Message {
 	if topic == nil {
 		topic = ByEventType
 	}
-	h := make(map[string]string, e.NumHeaders()+7)
+	h := make(map[string]string, e.NumHeaders()+8)
 	e.RangeHeaders(func(k, v string) { h[k] = v })
 	h[HeaderEventID] = e.ID()
 	h[HeaderEventType] = e.Type()
@@ -62,6 +64,7 @@ func NewMessage(e outbox.Envelope, topic Topic) Message {
 	if t := e.TenantID(); t != "" {
 		h[HeaderTenantID] = t
 	}
+	h[HeaderSchemaVersion] = strconv.Itoa(e.SchemaVersion())
 	if at := e.OccurredAt(); !at.IsZero() {
 		// To the microsecond, the precision every Store keeps: the hot path
 		// hands over the envelope as written, a redelivery the one read back,

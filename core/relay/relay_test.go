@@ -17,7 +17,7 @@ func TestNewMessage(t *testing.T) {
 	e, err := outbox.NewEnvelope(outbox.EventName("OrderPlaced"),
 		outbox.WithID("01J0000000000000000000000A"),
 		outbox.WithAggregate(outbox.AggregateName("Order"), "o-1"),
-		outbox.WithTenant("acme"), outbox.WithOccurredAt(at),
+		outbox.WithTenant("acme"), outbox.WithOccurredAt(at), outbox.WithSchemaVersion(3),
 		outbox.WithHeader("traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"),
 		outbox.WithJSON([]byte(`{"total":12}`)))
 	if err != nil {
@@ -30,6 +30,7 @@ func TestNewMessage(t *testing.T) {
 		relay.HeaderAggregateType: "Order",
 		relay.HeaderAggregateID:   "o-1",
 		relay.HeaderTenantID:      "acme",
+		relay.HeaderSchemaVersion: "3",
 		relay.HeaderOccurredAt:    "2026-01-02T02:04:05.000006Z",
 		relay.HeaderContentType:   "application/json",
 		"traceparent":             "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
@@ -51,7 +52,7 @@ func TestNewMessage(t *testing.T) {
 		t.Fatal(err)
 	}
 	m = relay.NewMessage(bin, nil)
-	if m.Topic != "Blob" || m.Key != "" || string(m.Payload) != "\x00\x01\x02" {
+	if m.Topic != "Blob" || m.Key != "" || string(m.Payload) != "\x00\x01\x02" || m.Headers[relay.HeaderSchemaVersion] != "1" {
 		t.Errorf("binary message = %+v", m)
 	}
 	for _, k := range []string{relay.HeaderAggregateID, relay.HeaderTenantID, relay.HeaderContentType} {

@@ -66,6 +66,9 @@ type dialect struct {
 	// indexQuery returns the query (and its arguments) that lists the names
 	// of the indexes of table name in schema ("" for the current one).
 	indexQuery func(schema, name string) (string, []any)
+	// columnQuery returns the query (and its first arguments) that counts
+	// the columns of table name in schema named by its last argument.
+	columnQuery func(schema, name string) (string, []any)
 	// upgrade, when set, brings a table made by an earlier schema up to
 	// date; Migrate runs it after the DDL. Dialects whose DDL does that
 	// itself (DROP INDEX IF EXISTS, CREATE INDEX IF NOT EXISTS) need none.

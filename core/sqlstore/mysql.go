@@ -39,6 +39,10 @@ var mysqlDialect = &dialect{
 		return "SELECT DISTINCT index_name FROM information_schema.statistics WHERE table_schema = COALESCE(NULLIF(?, ''), DATABASE()) AND table_name = ?",
 			[]any{schema, name}
 	},
+	columnQuery: func(schema, name string) (string, []any) {
+		return "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = COALESCE(NULLIF(?, ''), DATABASE())" +
+			" AND table_name = ? AND column_name = ?", []any{schema, name}
+	},
 	upgrade:  mysqlUpgrade,
 	maxBatch: 500,
 	seq:      "seq",
@@ -64,20 +68,8 @@ func mysqlUpgrade(ctx context.Context, s *Store) error {
 	if err := mysqlOrderingUpgrade(ctx, s); err != nil {
 		return err
 	}
-	schema, name := s.tableParts()
-	rows, err := s.db.Query(ctx, "SELECT COUNT(*) FROM information_schema.columns"+
-		" WHERE table_schema = COALESCE(NULLIF(?, ''), DATABASE()) AND table_name = ? AND column_name = 'claim_at'", schema, name)
-	if err != nil {
-		return err
-	}
-	var old int
-	for rows.Next() {
-		if err := rows.Scan(&old); err != nil {
-			_ = rows.Close()
-			return err
-		}
-	}
-	if err := errors.Join(rows.Err(), rows.Close()); err != nil || old == 0 {
+	old, err := s.hasColumn(ctx, "claim_at")
+	if err != nil || !old {
 		return err
 	}
 	// The new columns and keys, as the CREATE TABLE of schema/mysql.sql

@@ -410,12 +410,11 @@ func (q *keysSQL) bind(keys []string) (string, []any) {
 func pgUpgrade(ctx context.Context, s *Store) error {
 	schema, name := s.tableParts()
 	schema, name = strings.ToLower(schema), strings.ToLower(name) // unquoted identifiers fold to lower case
-	has, err := s.queryInt(ctx, "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = COALESCE(NULLIF($1, ''), current_schema())"+
-		" AND table_name = $2 AND column_name = 'ordering_key'", schema, name)
+	has, err := s.hasColumn(ctx, "ordering_key")
 	if err != nil {
 		return err
 	}
-	if has == 0 {
+	if !has {
 		if _, err := s.db.Exec(ctx, "ALTER TABLE "+s.table+` ADD COLUMN ordering_key VARCHAR(255) COLLATE "C", ADD COLUMN seq BIGSERIAL`); err != nil {
 			return err
 		}
@@ -440,11 +439,11 @@ func sqliteUpgrade(ctx context.Context, s *Store) error {
 	if main == "" {
 		main = "main"
 	}
-	has, err := s.queryInt(ctx, "SELECT COUNT(*) FROM pragma_table_info(?, ?) WHERE name = 'ordering_key'", name, main)
+	has, err := s.hasColumn(ctx, "ordering_key")
 	if err != nil {
 		return err
 	}
-	if has == 0 {
+	if !has {
 		if _, err := s.db.Exec(ctx, "ALTER TABLE "+s.table+" ADD COLUMN ordering_key VARCHAR(255)"); err != nil {
 			return err
 		}
@@ -463,13 +462,13 @@ func sqliteUpgrade(ctx context.Context, s *Store) error {
 func mysqlOrderingUpgrade(ctx context.Context, s *Store) error {
 	schema, name := s.tableParts()
 	const where = " FROM information_schema.columns WHERE table_schema = COALESCE(NULLIF(?, ''), DATABASE()) AND table_name = ?"
-	has, err := s.queryInt(ctx, "SELECT COUNT(*)"+where+" AND column_name = 'ordering_key'", schema, name)
+	has, err := s.hasColumn(ctx, "ordering_key")
 	if err != nil {
 		return err
 	}
 	var alter []string
 	def := func(prefix string) string { return schemaLine(s.schema[0], prefix) }
-	if has == 0 {
+	if !has {
 		alter = append(alter, "ADD COLUMN "+def("ordering_key "), "ADD COLUMN "+def("seq "), "ADD "+def("UNIQUE KEY outbox_seq_idx "),
 			"ADD COLUMN "+def("open_key "), "ADD "+def("KEY outbox_order_idx "))
 	}

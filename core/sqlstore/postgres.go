@@ -41,6 +41,10 @@ var postgresDialect = &dialect{
 		return "SELECT indexname FROM pg_indexes WHERE schemaname = COALESCE(NULLIF($1, ''), current_schema()) AND tablename = $2",
 			[]any{strings.ToLower(schema), strings.ToLower(name)} // unquoted identifiers fold to lower case
 	},
+	columnQuery: func(schema, name string) (string, []any) {
+		return "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = COALESCE(NULLIF($1, ''), current_schema())" +
+			" AND table_name = $2 AND column_name = $3", []any{strings.ToLower(schema), strings.ToLower(name)}
+	},
 	maxBatch: 500,
 	seq:      "seq",
 	openKey:  partialOpenKey,

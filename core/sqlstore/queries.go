@@ -8,7 +8,7 @@ import (
 // columns is the select list every query that returns records uses, in the
 // order scanRecord reads it, followed by the dialect's sequence column
 // (see selectList).
-const columns = "event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, payload_bytes, headers, " +
+const columns = "event_id, event_type, aggregate_type, aggregate_id, tenant_id, schema_version, payload, payload_bytes, headers, " +
 	"status, attempts, occurred_at, available_at, created_at, done_at, last_error, locked_by, locked_at, ordering_key"
 
 // selectList returns the select list of d: columns and the sequence.
@@ -16,10 +16,10 @@ func (d *dialect) selectList() string { return columns + ", " + d.seq }
 
 // insertColumns and insertRow: status and attempts are literals (NEW, 0).
 const (
-	insertColumns = "event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, payload_bytes, headers, " +
+	insertColumns = "event_id, event_type, aggregate_type, aggregate_id, tenant_id, schema_version, payload, payload_bytes, headers, " +
 		"status, attempts, occurred_at, available_at, created_at, locked_by, locked_at, ordering_key"
-	insertRow     = "(?, ?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?, ?, ?, ?, ?)"
-	insertRowArgs = 14
+	insertRow     = "(?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?, ?, ?, ?, ?)"
+	insertRowArgs = 15
 )
 
 // copyColumns are the columns of a bulk copy: insertColumns as a list.

@@ -66,6 +66,34 @@ func renderSchema(d *dialect, table string) ([]string, error) {
 	return stmts, nil
 }
 
+// upgrade brings a table made by an earlier version up to date: the
+// dialect's own steps (dialect.upgrade), then the columns added since,
+// as the CREATE TABLE statement declares them.
+func (s *Store) upgrade(ctx context.Context) error {
+	if s.d.upgrade != nil {
+		if err := s.d.upgrade(ctx, s); err != nil {
+			return err
+		}
+	}
+	for _, col := range []string{"schema_version"} {
+		has, err := s.hasColumn(ctx, col)
+		if err != nil || has {
+			return err
+		}
+		if _, err := s.db.Exec(ctx, "ALTER TABLE "+s.table+" ADD COLUMN "+schemaLine(s.schema[0], col+" ")); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// hasColumn reports whether the store's table has the column col.
+func (s *Store) hasColumn(ctx context.Context, col string) (bool, error) {
+	query, args := s.d.columnQuery(s.tableParts())
+	n, err := s.queryInt(ctx, query, append(args, col)...)
+	return n > 0, err
+}
+
 // Schema returns the DDL statements that create the store's table and
 // indexes (idempotent: CREATE … IF NOT EXISTS), without trailing
 // semicolons, for users who run migrations with their own tools.
@@ -82,8 +110,8 @@ func (s *Store) Migrate(ctx context.Context) error {
 		}
 		// The first statement creates the table: a table made by an
 		// earlier version is brought up to date before its indexes.
-		if i == 0 && s.d.upgrade != nil {
-			if err := s.d.upgrade(ctx, s); err != nil {
+		if i == 0 {
+			if err := s.upgrade(ctx); err != nil {
 				return fmt.Errorf("sqlstore: migrate %s: upgrade: %w", s.table, err)
 			}
 		}

@@ -24,6 +24,12 @@ var sqliteDialect = &dialect{
 	uniqueViolation: func(err error) bool {
 		return strings.Contains(err.Error(), "UNIQUE constraint failed")
 	},
+	columnQuery: func(schema, name string) (string, []any) {
+		if schema == "" {
+			schema = "main"
+		}
+		return "SELECT COUNT(*) FROM pragma_table_info(?, ?) WHERE name = ?", []any{name, schema}
+	},
 	indexQuery: func(schema, name string) (string, []any) {
 		if schema != "" {
 			schema += "." // a validated identifier: safe in SQL text

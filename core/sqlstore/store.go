@@ -314,7 +314,7 @@ func (s *Store) insertArgs(e outbox.Envelope, now time.Time, owner string) ([]an
 	if e.Ordered() {
 		key = e.OrderingKey()
 	}
-	return []any{e.ID(), e.Type(), e.AggregateType(), e.AggregateID(), e.TenantID(),
+	return []any{e.ID(), e.Type(), e.AggregateType(), e.AggregateID(), e.TenantID(), int64(e.SchemaVersion()),
 		payload, payloadBytes, headers, s.t(e.OccurredAt()), s.t(available), s.t(now), lockedBy, lockedAt, key}, nil
 }
 
@@ -720,15 +720,15 @@ func (s *Store) scanRecord(rows Rows) (outbox.Record, error) {
 		payload, headers             nullBytes
 		lastErr, lockedBy            nullBytes
 		payloadBytes, orderingKey    nullBytes
-		status, attempts             int64
+		status, attempts, version    int64
 		occurred, available, created = timeCol{d: s.d}, timeCol{d: s.d}, timeCol{d: s.d}
 		done, lockedAt               = timeCol{d: s.d}, timeCol{d: s.d}
 	)
-	if err := rows.Scan(&f.ID, &f.Type, &f.AggregateType, &f.AggregateID, &f.TenantID, &payload, &payloadBytes, &headers,
+	if err := rows.Scan(&f.ID, &f.Type, &f.AggregateType, &f.AggregateID, &f.TenantID, &version, &payload, &payloadBytes, &headers,
 		&status, &attempts, &occurred, &available, &created, &done, &lastErr, &lockedBy, &lockedAt, &orderingKey, &r.Seq); err != nil {
 		return r, err
 	}
-	f.OrderingKey = orderingKey.s
+	f.OrderingKey, f.SchemaVersion = orderingKey.s, int(version)
 	r.ID = f.ID
 	r.Status = outbox.Status(status)
 	r.Attempts = int(attempts)

@@ -272,6 +272,7 @@
     $("detail-title").textContent = "Event " + e.id;
     const fields = [
       ["Status", e.status], ["Type", e.type], ["Aggregate", aggregateText(e)], ["Tenant", e.tenant_id],
+      ["Schema version", e.schema_version],
       ["Attempts", e.attempts], ["Occurred at", fmtTime(e.occurred_at)], ["Created at", fmtTime(e.created_at)],
       ["Available at", fmtTime(e.available_at)], ["Done at", fmtTime(e.done_at)], ["Locked by", e.locked_by],
       ["Locked at", fmtTime(e.locked_at)], ["Decode error", e.decode_error],

@@ -113,13 +113,13 @@ func (c pgxConn) claim(ctx context.Context, query string, args ...any) ([]any, e
 		eventType, aggType, aggID, tenant            []byte
 		payload, payloadBytes, headers, lastErr, who []byte
 		status                                       int16
-		attempts                                     int32
+		attempts, version                            int32
 		occurred, available, created                 time.Time
 		doneAt, lockedAt                             *time.Time
 		ids                                          []any
 	)
 	for rows.Next() {
-		if err := rows.Scan(&id, &eventType, &aggType, &aggID, &tenant, &payload, &payloadBytes, &headers,
+		if err := rows.Scan(&id, &eventType, &aggType, &aggID, &tenant, &version, &payload, &payloadBytes, &headers,
 			&status, &attempts, &occurred, &available, &created, &doneAt, &lastErr, &who, &lockedAt); err != nil {
 			return nil, err
 		}

@@ -332,7 +332,7 @@ func drainFramework(ctx context.Context, p pool, cfg outbox.Config, n, batch int
 // the same columns, without its recovery of expired claims), then mark
 // them DONE, fenced by owner.
 func drainRaw(ctx context.Context, b backend, p pool, n, conns, batch int) (run, error) {
-	const cols = "event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, payload_bytes, headers, " +
+	const cols = "event_id, event_type, aggregate_type, aggregate_id, tenant_id, schema_version, payload, payload_bytes, headers, " +
 		"status, attempts, occurred_at, available_at, created_at, done_at, last_error, locked_by, locked_at"
 	owner := outbox.NewOwnerID()
 	var claimSQL string

@@ -34,6 +34,7 @@ CREATE TABLE IF NOT EXISTS {{table}} (
     aggregate_type VARCHAR(64)  NOT NULL,
     aggregate_id   VARCHAR(128) NOT NULL DEFAULT '',
     tenant_id      VARCHAR(64)  NOT NULL DEFAULT '',
+    schema_version INT          NOT NULL DEFAULT 1,
     payload        LONGTEXT,
     payload_bytes  LONGBLOB,
     headers        LONGTEXT,

@@ -13,6 +13,7 @@ CREATE TABLE IF NOT EXISTS {{table}} (
     aggregate_type VARCHAR(64)  NOT NULL,
     aggregate_id   VARCHAR(128) NOT NULL DEFAULT '',
     tenant_id      VARCHAR(64)  NOT NULL DEFAULT '',
+    schema_version INTEGER      NOT NULL DEFAULT 1,
     payload        TEXT,
     payload_bytes  BLOB,
     headers        TEXT,
