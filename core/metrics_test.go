@@ -275,3 +275,29 @@ func TestInterceptorAroundFailsAndPanics(t *testing.T) {
 		t.Errorf("Around ran %d times, want 2", calls.Load())
 	}
 }
+
+func TestWithAddedHeaders(t *testing.T) {
+	e := outbox.MustEnvelope(outbox.EventName("Ping"), outbox.WithJSON([]byte(`{}`)), outbox.WithHeader("a", "1"),
+		outbox.WithAggregate(outbox.AggregateName("Order"), "o-1"), outbox.WithOrderingKey(""))
+	got, err := e.WithAddedHeaders(map[string]string{"a": "2", "b": "3"}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := got.Header("a"); v != "1" || got.NumHeaders() != 2 {
+		t.Errorf("headers %v", got.Headers())
+	}
+	if v, _ := e.Header("b"); v != "" || e.NumHeaders() != 1 {
+		t.Errorf("the original changed: %v", e.Headers())
+	}
+	if got.ID() != e.ID() || got.OrderingKey() != "" || got.PayloadString() != "{}" {
+		t.Errorf("copy differs: %v %q", got.ID(), got.OrderingKey())
+	}
+	if got, _ = e.WithAddedHeaders(map[string]string{"a": "2"}, true); got.Headers()["a"] != "2" {
+		t.Errorf("replace: %v", got.Headers())
+	}
+	for _, h := range []map[string]string{{"": "x"}, {"k": "a\x00b"}, {"k": "\xff"}} {
+		if _, err := e.WithAddedHeaders(h, false); !errors.Is(err, outbox.ErrInvalidEnvelope) {
+			t.Errorf("%q: %v", h, err)
+		}
+	}
+}

@@ -2,7 +2,9 @@ package outbox
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"maps"
 	"time"
 )
 
@@ -87,4 +89,28 @@ func countWritten(m Metrics, events []Envelope) {
 		m.EventsWritten(events[i].Type(), j-i)
 		i = j
 	}
+}
+
+// WithAddedHeaders returns a copy of e with the headers of h added, for a
+// WriterHook that stamps the events it writes (a trace context, see the
+// otel module): a key e already has keeps its value unless replace is
+// true. e itself is not changed. Keys must not be empty and values must be
+// valid UTF-8 text without NUL; errors wrap ErrInvalidEnvelope.
+func (e Envelope) WithAddedHeaders(h map[string]string, replace bool) (Envelope, error) {
+	if len(h) == 0 {
+		return e, nil
+	}
+	headers := make(map[string]string, len(e.headers)+len(h))
+	maps.Copy(headers, e.headers)
+	for k, v := range h {
+		if k == "" || !validText(k) || !validText(v) {
+			return Envelope{}, fmt.Errorf("%w: header %q of %q is empty or not valid UTF-8 text (or contains NUL)", ErrInvalidEnvelope, k, e.eventType)
+		}
+		if _, ok := headers[k]; ok && !replace {
+			continue
+		}
+		headers[k] = v
+	}
+	e.headers = headers
+	return e, nil
 }

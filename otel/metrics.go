@@ -1,0 +1,226 @@
+package otel
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	outbox "github.com/go-outbox/outbox/core"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// EventTypeKey, PathKey, QueueKey and DataSourceKey are the attributes of
+// the measurements: the event type, the path (hot, cold) of
+// outbox.enqueued, the queue (hot, cold) of outbox.queue.depth, and the
+// Client's MetricsOptions.DataSource.
+const (
+	EventTypeKey  = attribute.Key("outbox.event_type")
+	PathKey       = attribute.Key("outbox.path")
+	QueueKey      = attribute.Key("outbox.queue")
+	DataSourceKey = attribute.Key("outbox.datasource")
+)
+
+// MetricsOptions configures NewMetrics.
+type MetricsOptions struct {
+	// DataSource, if set, is the outbox.datasource attribute of every
+	// measurement: it tells apart the Clients that share a MeterProvider.
+	DataSource string
+	// Attributes are added to every measurement.
+	Attributes []attribute.KeyValue
+}
+
+// Metrics implements outbox.Metrics with OpenTelemetry instruments: the
+// same measurements as the metrics/prometheus module, named outbox.* with
+// dots (outbox.delivered, outbox.delivery.duration, …; see
+// docs/observability.md). Durations are in seconds. It is safe for
+// concurrent use.
+type Metrics struct {
+	written, enqueued, dropped, delivered, failed, dead metric.Int64Counter
+	stale, heartbeats, renewed, keyBlocked              metric.Int64Counter
+	delivery, latency, claim                            metric.Float64Histogram
+	claimSize, ackBatch                                 metric.Int64Histogram
+	queue, pending, deadNow, blocked                    metric.Int64Gauge
+	oldest                                              metric.Float64Gauge
+
+	base   []attribute.KeyValue
+	common metric.MeasurementOption
+	hot    metric.MeasurementOption
+	cold   metric.MeasurementOption
+	byType sync.Map // event type -> *typeAttrs
+}
+
+type typeAttrs struct{ plain, hot, cold metric.MeasurementOption }
+
+// NewMetrics creates the instruments on mp's meter for one Client; give
+// the result to its Config.Metrics.
+func NewMetrics(mp metric.MeterProvider, opts ...MetricsOptions) (*Metrics, error) {
+	var o MetricsOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	meter := mp.Meter(ScopeName)
+	m := &Metrics{}
+	m.base = append([]attribute.KeyValue(nil), o.Attributes...)
+	if o.DataSource != "" {
+		m.base = append(m.base, DataSourceKey.String(o.DataSource))
+	}
+	m.common = metric.WithAttributeSet(attribute.NewSet(m.base...))
+	m.hot = metric.WithAttributeSet(attribute.NewSet(append(m.base[:len(m.base):len(m.base)], QueueKey.String("hot"))...))
+	m.cold = metric.WithAttributeSet(attribute.NewSet(append(m.base[:len(m.base):len(m.base)], QueueKey.String("cold"))...))
+	var err error
+	counter := func(name, desc string) metric.Int64Counter {
+		if err != nil {
+			return nil
+		}
+		var c metric.Int64Counter
+		c, err = meter.Int64Counter(name, metric.WithDescription(desc), metric.WithUnit("{event}"))
+		return c
+	}
+	seconds := func(name, desc string, buckets []float64) metric.Float64Histogram {
+		if err != nil {
+			return nil
+		}
+		var h metric.Float64Histogram
+		h, err = meter.Float64Histogram(name, metric.WithDescription(desc), metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(buckets...))
+		return h
+	}
+	size := func(name, desc string) metric.Int64Histogram {
+		if err != nil {
+			return nil
+		}
+		var h metric.Int64Histogram
+		h, err = meter.Int64Histogram(name, metric.WithDescription(desc), metric.WithUnit("{event}"),
+			metric.WithExplicitBucketBoundaries(0, 1, 2, 5, 10, 25, 50, 100, 200, 400, 800, 2048))
+		return h
+	}
+	gauge := func(name, desc, unit string) metric.Int64Gauge {
+		if err != nil {
+			return nil
+		}
+		var g metric.Int64Gauge
+		g, err = meter.Int64Gauge(name, metric.WithDescription(desc), metric.WithUnit(unit))
+		return g
+	}
+	latency := []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600}
+	m.written = counter("outbox.events.written", "Events inserted by transactions that committed.")
+	m.enqueued = counter("outbox.enqueued", "Events queued for delivery in this process, by path (hot, cold).")
+	m.dropped = counter("outbox.hot.dropped", "Committed events the hot path could not queue, left to a poller.")
+	m.delivered = counter("outbox.delivered", "Deliveries whose listener succeeded.")
+	m.failed = counter("outbox.failed", "Deliveries that failed and will be retried.")
+	m.dead = counter("outbox.dead", "Events moved to DEAD.")
+	m.stale = counter("outbox.stale_updates", "Status updates that changed nothing because the claim had been taken over.")
+	m.heartbeats = counter("outbox.heartbeats", "Heartbeats that renewed claims.")
+	m.renewed = counter("outbox.renewed_claims", "Claims renewed by heartbeats.")
+	m.keyBlocked = counter("outbox.key_blocked", "Ordered events that went DEAD and now hold back their ordering key.")
+	m.delivery = seconds("outbox.delivery.duration", "Duration of one delivery: interceptors and listener.", latency[:14])
+	m.latency = seconds("outbox.commit_to_delivery.duration", "Age of the event when its delivery starts.", latency)
+	m.claim = seconds("outbox.claim.duration", "Duration of one claim query of the poller.", latency[:13])
+	m.claimSize = size("outbox.claim.size", "Events claimed by one claim of the poller.")
+	m.ackBatch = size("outbox.ack.batch.size", "Events marked DONE by one batched update.")
+	m.queue = gauge("outbox.queue.depth", "Events waiting in the dispatcher's queues, at the last poll.", "{event}")
+	m.pending = gauge("outbox.pending", "NEW and RETRY events in the table (due or not), at the last sample.", "{event}")
+	m.deadNow = gauge("outbox.dead.current", "DEAD events in the table, at the last sample.", "{event}")
+	m.blocked = gauge("outbox.blocked_keys", "Ordering keys held back by a DEAD event, at the last sample.", "{key}")
+	if err == nil {
+		m.oldest, err = meter.Float64Gauge("outbox.oldest_pending.age", metric.WithDescription("Age of the oldest pending event, at the last sample."), metric.WithUnit("s"))
+	}
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// attrs returns the measurement options of event type et, built once.
+func (m *Metrics) attrs(et string) *typeAttrs {
+	if a, ok := m.byType.Load(et); ok {
+		return a.(*typeAttrs)
+	}
+	kv := append(m.base[:len(m.base):len(m.base)], EventTypeKey.String(et))
+	a := &typeAttrs{
+		plain: metric.WithAttributeSet(attribute.NewSet(kv...)),
+		hot:   metric.WithAttributeSet(attribute.NewSet(append(kv[:len(kv):len(kv)], PathKey.String(outbox.PathHot.String()))...)),
+		cold:  metric.WithAttributeSet(attribute.NewSet(append(kv[:len(kv):len(kv)], PathKey.String(outbox.PathCold.String()))...)),
+	}
+	actual, _ := m.byType.LoadOrStore(et, a)
+	return actual.(*typeAttrs)
+}
+
+// The framework gives no context to metrics: measurements use
+// context.Background() (no exemplars).
+var bg = context.Background()
+
+// EventsWritten adds n to outbox.events.written.
+func (m *Metrics) EventsWritten(eventType string, n int) {
+	m.written.Add(bg, int64(n), m.attrs(eventType).plain)
+}
+
+// EventEnqueued adds 1 to outbox.enqueued.
+func (m *Metrics) EventEnqueued(eventType string, p outbox.Path) {
+	a := m.attrs(eventType)
+	if p == outbox.PathHot {
+		m.enqueued.Add(bg, 1, a.hot)
+	} else {
+		m.enqueued.Add(bg, 1, a.cold)
+	}
+}
+
+// EventDropped adds 1 to outbox.hot.dropped.
+func (m *Metrics) EventDropped(eventType string) { m.dropped.Add(bg, 1, m.attrs(eventType).plain) }
+
+// Delivered adds 1 to outbox.delivered.
+func (m *Metrics) Delivered(eventType string) { m.delivered.Add(bg, 1, m.attrs(eventType).plain) }
+
+// Failed adds 1 to outbox.failed.
+func (m *Metrics) Failed(eventType string) { m.failed.Add(bg, 1, m.attrs(eventType).plain) }
+
+// Dead adds 1 to outbox.dead.
+func (m *Metrics) Dead(eventType string) { m.dead.Add(bg, 1, m.attrs(eventType).plain) }
+
+// ListenerDuration records outbox.delivery.duration.
+func (m *Metrics) ListenerDuration(eventType string, d time.Duration) {
+	m.delivery.Record(bg, d.Seconds(), m.attrs(eventType).plain)
+}
+
+// CommitToDelivery records outbox.commit_to_delivery.duration.
+func (m *Metrics) CommitToDelivery(eventType string, d time.Duration) {
+	m.latency.Record(bg, d.Seconds(), m.attrs(eventType).plain)
+}
+
+// Claimed records outbox.claim.duration and outbox.claim.size.
+func (m *Metrics) Claimed(d time.Duration, n int) {
+	m.claim.Record(bg, d.Seconds(), m.common)
+	m.claimSize.Record(bg, int64(n), m.common)
+}
+
+// AckBatch records outbox.ack.batch.size.
+func (m *Metrics) AckBatch(n int) { m.ackBatch.Record(bg, int64(n), m.common) }
+
+// Renewed adds 1 to outbox.heartbeats and rows to outbox.renewed_claims.
+func (m *Metrics) Renewed(_ int, rows int64) {
+	m.heartbeats.Add(bg, 1, m.common)
+	m.renewed.Add(bg, rows, m.common)
+}
+
+// StaleUpdates adds n to outbox.stale_updates.
+func (m *Metrics) StaleUpdates(n int) { m.stale.Add(bg, int64(n), m.common) }
+
+// QueueDepths records outbox.queue.depth.
+func (m *Metrics) QueueDepths(hot, cold int) {
+	m.queue.Record(bg, int64(hot), m.hot)
+	m.queue.Record(bg, int64(cold), m.cold)
+}
+
+// KeyBlocked adds 1 to outbox.key_blocked.
+func (m *Metrics) KeyBlocked() { m.keyBlocked.Add(bg, 1, m.common) }
+
+// Backlog records outbox.pending, outbox.oldest_pending.age,
+// outbox.dead.current and outbox.blocked_keys.
+func (m *Metrics) Backlog(b outbox.Backlog) {
+	m.pending.Record(bg, b.Pending, m.common)
+	m.oldest.Record(bg, b.OldestPending.Seconds(), m.common)
+	m.deadNow.Record(bg, b.Dead, m.common)
+	m.blocked.Record(bg, b.BlockedKeys, m.common)
+}
+
+var _ outbox.Metrics = (*Metrics)(nil)

@@ -1,0 +1,270 @@
+package otel_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	outbox "github.com/go-outbox/outbox/core"
+	"github.com/go-outbox/outbox/core/outboxsql"
+	outboxotel "github.com/go-outbox/outbox/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+	"go.uber.org/goleak"
+	_ "modernc.org/sqlite"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// sqliteClient opens a fresh SQLite outbox and a Client on it; both are
+// closed at cleanup.
+func sqliteClient(t testing.TB, cfg outbox.Config) (*outbox.Client, *outboxsql.TxManager) {
+	t.Helper()
+	db, err := sql.Open("sqlite", outboxsql.SQLiteDSN(filepath.Join(t.TempDir(), "outbox.db")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	store, err := outboxsql.Open(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	txm := outboxsql.NewTxManager(db)
+	cfg.Store, cfg.TxContext = store, txm
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	c, err := outbox.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Close(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+	return c, txm
+}
+
+func event(et string) outbox.Envelope {
+	return outbox.MustEnvelope(outbox.EventName(et), outbox.WithJSON([]byte(`{}`)), outbox.WithAggregate(outbox.AggregateName("Order"), "o-1"))
+}
+
+func eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestDeliverySpanIsAChildOfTheWritersSpan(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	defer func() { _ = tp.Shutdown(context.Background()) }()
+	opts := outboxotel.Options{TracerProvider: tp}
+	c, txm := sqliteClient(t, outbox.Config{MaxAttempts: 1,
+		Hooks: []outbox.WriterHook{outboxotel.WriterHook(opts)}, Interceptors: []outbox.Interceptor{outboxotel.Interceptor(opts)}})
+
+	var mu sync.Mutex
+	seen := map[string]trace.SpanContext{} // event type -> the span context the listener got
+	listener := func(fail bool) func(ctx context.Context, e outbox.Envelope) error {
+		return func(ctx context.Context, e outbox.Envelope) error {
+			mu.Lock()
+			seen[e.Type()] = trace.SpanContextFromContext(ctx)
+			mu.Unlock()
+			if fail {
+				return errors.New("card declined")
+			}
+			return nil
+		}
+	}
+	for et, fail := range map[string]bool{"OrderPlaced": false, "PaymentFailed": true, "Untraced": false} {
+		if err := c.Handle(outbox.EventName(et), listener(fail)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	// The request that writes: a span around the transaction.
+	ctx, writer := tp.Tracer("app").Start(context.Background(), "POST /orders")
+	var ids []string
+	if err := txm.InTx(ctx, func(ctx context.Context) (err error) {
+		ids, err = c.Write(ctx, event("OrderPlaced"), event("PaymentFailed"))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	writer.End()
+	// No span in the writer's context: no headers, a new trace.
+	if err := txm.InTx(context.Background(), func(ctx context.Context) error {
+		_, err := c.Write(ctx, event("Untraced"))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	rec0, err := c.Get(context.Background(), ids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tp, ok := rec0.Envelope.Header("traceparent"); !ok || len(tp) != 55 {
+		t.Errorf("stored traceparent %q", tp)
+	}
+
+	byName := func(name string) sdktrace.ReadOnlySpan {
+		for _, s := range rec.Ended() {
+			if s.Name() == name {
+				return s
+			}
+		}
+		return nil
+	}
+	eventually(t, "three delivery spans", func() bool {
+		return byName("process OrderPlaced") != nil && byName("process PaymentFailed") != nil && byName("process Untraced") != nil
+	})
+	wsc := writer.SpanContext()
+	for _, name := range []string{"process OrderPlaced", "process PaymentFailed"} {
+		s := byName(name)
+		if s.SpanContext().TraceID() != wsc.TraceID() || s.Parent().SpanID() != wsc.SpanID() || !s.Parent().IsRemote() {
+			t.Errorf("%s: trace %s parent %s; want trace %s parent %s (the writer's span)", name,
+				s.SpanContext().TraceID(), s.Parent().SpanID(), wsc.TraceID(), wsc.SpanID())
+		}
+		if s.SpanKind() != trace.SpanKindConsumer {
+			t.Errorf("%s: kind %v", name, s.SpanKind())
+		}
+		mu.Lock()
+		got := seen[name[len("process "):]]
+		mu.Unlock()
+		if got.SpanID() != s.SpanContext().SpanID() {
+			t.Errorf("%s: the listener's context has span %s, want the delivery span %s", name, got.SpanID(), s.SpanContext().SpanID())
+		}
+	}
+	ok := byName("process OrderPlaced")
+	attrs := map[attribute.Key]attribute.Value{}
+	for _, kv := range ok.Attributes() {
+		attrs[kv.Key] = kv.Value
+	}
+	for k, want := range map[attribute.Key]string{"messaging.system": "outbox", "messaging.operation.name": "process",
+		"messaging.operation.type": "process", "messaging.message.id": ids[0], "messaging.destination.name": "OrderPlaced",
+		"outbox.aggregate.type": "Order", "outbox.aggregate.id": "o-1"} {
+		if got := attrs[k].AsString(); got != want {
+			t.Errorf("attribute %s = %q, want %q", k, got, want)
+		}
+	}
+	if attrs["outbox.delivery.attempt"].AsInt64() != 1 {
+		t.Errorf("attempt %v", attrs["outbox.delivery.attempt"])
+	}
+	if ok.Status().Code != codes.Unset {
+		t.Errorf("success status %v", ok.Status())
+	}
+	if failed := byName("process PaymentFailed"); failed.Status().Code != codes.Error || failed.Status().Description != "card declined" || len(failed.Events()) == 0 {
+		t.Errorf("failure status %v, events %v", failed.Status(), failed.Events())
+	}
+	untraced := byName("process Untraced")
+	if untraced.Parent().IsValid() || untraced.SpanContext().TraceID() == wsc.TraceID() {
+		t.Errorf("an event without headers continued trace %s", untraced.Parent().TraceID())
+	}
+}
+
+func TestWriterHookKeepsExistingHeaders(t *testing.T) {
+	tp := sdktrace.NewTracerProvider()
+	defer func() { _ = tp.Shutdown(context.Background()) }()
+	ctx, span := tp.Tracer("app").Start(context.Background(), "relay")
+	defer span.End()
+	relayed := "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	e := outbox.MustEnvelope(outbox.EventName("E"), outbox.WithJSON([]byte(`{}`)), outbox.WithHeader("traceparent", relayed))
+	out, err := outboxotel.WriterHook(outboxotel.Options{}).BeforeWrite(ctx, []outbox.Envelope{e, event("F")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := out[0].Header("traceparent"); v != relayed {
+		t.Errorf("relayed traceparent replaced by %q", v)
+	}
+	if v, _ := out[1].Header("traceparent"); v == "" || v[36:52] != span.SpanContext().SpanID().String() {
+		t.Errorf("traceparent %q, want the writer's span %s", v, span.SpanContext().SpanID())
+	}
+}
+
+func TestMetricsOnAMeterProvider(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer func() { _ = mp.Shutdown(context.Background()) }()
+	m, err := outboxotel.NewMetrics(mp, outboxotel.MetricsOptions{DataSource: "orders"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, txm := sqliteClient(t, outbox.Config{Metrics: m, MetricsInterval: 10 * time.Millisecond})
+	if err := c.Handle(outbox.EventName("OrderPlaced"), func(context.Context, outbox.Envelope) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := txm.InTx(context.Background(), func(ctx context.Context) error {
+		_, err := c.Write(ctx, event("OrderPlaced"), event("OrderPlaced"))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	collect := func() map[string]metricdata.Aggregation {
+		var rm metricdata.ResourceMetrics
+		if err := reader.Collect(context.Background(), &rm); err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]metricdata.Aggregation{}
+		for _, sm := range rm.ScopeMetrics {
+			for _, md := range sm.Metrics {
+				out[md.Name] = md.Data
+			}
+		}
+		return out
+	}
+	sum := func(a metricdata.Aggregation) int64 {
+		s, _ := a.(metricdata.Sum[int64])
+		var n int64
+		for _, dp := range s.DataPoints {
+			n += dp.Value
+		}
+		return n
+	}
+	eventually(t, "2 delivered", func() bool { return sum(collect()["outbox.delivered"]) == 2 })
+	got := collect()
+	if n := sum(got["outbox.events.written"]); n != 2 {
+		t.Errorf("written %d", n)
+	}
+	h := got["outbox.delivery.duration"].(metricdata.Histogram[float64])
+	if len(h.DataPoints) != 1 || h.DataPoints[0].Count != 2 {
+		t.Fatalf("delivery histogram %+v", h.DataPoints)
+	}
+	dp := h.DataPoints[0]
+	if v, _ := dp.Attributes.Value(outboxotel.EventTypeKey); v.AsString() != "OrderPlaced" {
+		t.Errorf("attributes %v", dp.Attributes)
+	}
+	if v, _ := dp.Attributes.Value(outboxotel.DataSourceKey); v.AsString() != "orders" {
+		t.Errorf("attributes %v", dp.Attributes)
+	}
+	if l := got["outbox.commit_to_delivery.duration"].(metricdata.Histogram[float64]); l.DataPoints[0].Count != 2 {
+		t.Errorf("latency count %d", l.DataPoints[0].Count)
+	}
+	eventually(t, "a backlog sample", func() bool {
+		g, ok := collect()["outbox.pending"].(metricdata.Gauge[int64])
+		return ok && len(g.DataPoints) == 1 && g.DataPoints[0].Value == 0
+	})
+}
