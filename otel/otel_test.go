@@ -268,3 +268,18 @@ func TestMetricsOnAMeterProvider(t *testing.T) {
 		return ok && len(g.DataPoints) == 1 && g.DataPoints[0].Value == 0
 	})
 }
+
+func TestEnvelopeOptions(t *testing.T) {
+	tp := sdktrace.NewTracerProvider()
+	defer func() { _ = tp.Shutdown(context.Background()) }()
+	headers := outboxotel.EnvelopeOptions(outboxotel.Options{})
+	if opts := headers(context.Background()); len(opts) != 0 {
+		t.Errorf("%d options without a span", len(opts))
+	}
+	ctx, span := tp.Tracer("app").Start(context.Background(), "command")
+	defer span.End()
+	e := outbox.MustEnvelope(outbox.EventName("E"), append([]outbox.EnvelopeOption{outbox.WithJSON([]byte(`{}`))}, headers(ctx)...)...)
+	if v, _ := e.Header("traceparent"); v != "00-"+span.SpanContext().TraceID().String()+"-"+span.SpanContext().SpanID().String()+"-01" {
+		t.Errorf("traceparent %q", v)
+	}
+}

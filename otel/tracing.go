@@ -69,6 +69,26 @@ func (h *writerHook) BeforeWrite(ctx context.Context, events []outbox.Envelope) 
 	return out, nil
 }
 
+// EnvelopeOptions returns a function that gives the header options of
+// the span context in ctx (none without a span), for Config.EnvelopeOptions
+// (WriteFrom) or for code that builds its envelopes itself where it
+// cannot add a WriterHook:
+//
+//	e, err := outbox.NewEnvelope(orderPlaced, append(opts, traceHeaders(ctx)...)...)
+//
+// Unlike WriterHook, it replaces no header an option given after it sets.
+func EnvelopeOptions(opts Options) func(ctx context.Context) []outbox.EnvelopeOption {
+	prop := opts.propagator()
+	return func(ctx context.Context) []outbox.EnvelopeOption {
+		carrier := propagation.MapCarrier{}
+		prop.Inject(ctx, carrier)
+		if len(carrier) == 0 {
+			return nil
+		}
+		return []outbox.EnvelopeOption{outbox.WithHeaders(carrier)}
+	}
+}
+
 // Interceptor returns an Interceptor that runs each delivery in a
 // consumer span named "process <event type>". Its parent is the span
 // context the WriterHook stored in the event's headers: a delivery is the

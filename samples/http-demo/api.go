@@ -28,14 +28,15 @@ type API struct {
 	admin    *Admin
 	db       *sql.DB
 	shipping *Shipping
+	obs      *Observability
 	log      zerolog.Logger
 	ready    atomic.Bool
 }
 
 // newAPI returns the API; it reports ready once the app (the outbox
 // included) has started, and not ready from the moment it stops.
-func newAPI(lc fx.Lifecycle, orders *Orders, admin *Admin, db *sql.DB, sh *Shipping, log zerolog.Logger) *API {
-	a := &API{orders: orders, admin: admin, db: db, shipping: sh, log: log}
+func newAPI(lc fx.Lifecycle, orders *Orders, admin *Admin, db *sql.DB, sh *Shipping, obs *Observability, log zerolog.Logger) *API {
+	a := &API{orders: orders, admin: admin, db: db, shipping: sh, obs: obs, log: log}
 	lc.Append(fx.Hook{
 		OnStart: func(context.Context) error { a.ready.Store(true); return nil },
 		OnStop:  func(context.Context) error { a.ready.Store(false); return nil },
@@ -60,10 +61,11 @@ func (a *API) Handler() http.Handler {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	mux.HandleFunc("GET /readyz", a.readyz)
-	// Observability goes here once its modules exist: GET /metrics
-	// (Prometheus) on mux, and the tracing middleware around mux, inside
-	// the request logger so that its log lines carry the trace.
-	return a.logRequests(mux)
+	// Prometheus: the outbox's series (outbox_*), Go and process.
+	mux.Handle("GET /metrics", a.obs.metricsHandler())
+	// The tracing middleware wraps mux directly, so that it sees the
+	// matched route, inside the request logger.
+	return a.logRequests(a.obs.traceRequests(mux))
 }
 
 // createOrder stores an order and its OrderPlaced event in one transaction.

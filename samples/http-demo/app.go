@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"time"
@@ -12,6 +13,7 @@ import (
 	outbox "github.com/go-outbox/outbox/core"
 	"github.com/go-outbox/outbox/core/outboxsql"
 	outboxfx "github.com/go-outbox/outbox/fxmodule"
+	outboxotel "github.com/go-outbox/outbox/otel"
 	_ "github.com/go-sql-driver/mysql"
 	_ "github.com/jackc/pgx/v5/stdlib"
 	"github.com/rs/zerolog"
@@ -26,18 +28,29 @@ type settings struct {
 	// adminToken allows replay and delete on the admin page; empty:
 	// read-only.
 	adminToken string
+	// traces receives the spans as JSON (the OpenTelemetry stdout
+	// exporter); nil: no tracing.
+	traces io.Writer
 }
 
 // appOptions is the whole application except the listening server: the
 // outbox's default data source on the -dsn database, the orders service,
-// the shipping listener, the outbox's admin handler and the HTTP handler. Tests serve the handler with
+// the shipping listener, the outbox's admin handler, metrics and traces
+// (Observability) and the HTTP handler. Tests serve the handler with
 // httptest instead.
 func appOptions(s settings, logger zerolog.Logger) fx.Option {
+	obs, err := newObservability(s.traces)
+	if err != nil {
+		return fx.Error(fmt.Errorf("http-demo: observability: %w", err))
+	}
 	return fx.Options(
-		fx.Supply(logger),
+		fx.Supply(logger, obs),
+		obs.lifecycle(),
 		outboxfx.WithZerolog(),
 		outboxfx.SQLDBFromURL(outboxfx.DefaultName, s.dsn),
 		outboxfx.Module(
+			outboxfx.WithMetrics(obs.metrics),
+			outboxfx.WithInterceptors(outboxotel.Interceptor(obs.tracing)),
 			outboxfx.WithPreset(outboxfx.PresetSingleNode),
 			outboxfx.Configure(func(c *outboxfx.Config) {
 				c.Migrate = true

@@ -21,7 +21,11 @@
 //	GET  /admin/                    the outbox's admin page; its JSON API under /admin/api/
 //	GET  /admin/login               asks the browser for the admin token, then opens the page
 //	PUT  /debug/shipping            {"fail":true} makes the shipping listener fail
+//	GET  /metrics                   Prometheus: outbox_* (delivered, failed, dead, latency histograms, backlog), Go, process
 //	GET  /livez, GET /readyz
+//
+// Traces of requests and deliveries are printed on standard output as
+// JSON (-traces=false turns them off); logs go to standard error.
 package main
 
 import (
@@ -44,6 +48,7 @@ func main() {
 		"start with the shipping listener failing (also HTTP_DEMO_FAIL_LISTENER=1; toggle with PUT /debug/shipping)")
 	pretty := flag.Bool("pretty", isTerminal(os.Stderr), "human-readable logs instead of JSON lines")
 	logLevel := flag.String("log-level", "info", "trace, debug (fx's wiring included), info, warn or error")
+	traces := flag.Bool("traces", true, "print the spans of requests and deliveries as JSON on standard output (-traces=false: off)")
 	adminToken := flag.String("admin-token", "",
 		"token that allows replay and delete on the admin page /admin/ (default HTTP_DEMO_ADMIN_TOKEN, which ps does not show; none: read-only)")
 	flag.Parse()
@@ -65,8 +70,12 @@ func main() {
 	}
 	logger = logger.Level(level).With().Timestamp().Logger()
 
+	s := settings{dsn: *dsn, failListener: *failListener, adminToken: *adminToken}
+	if *traces {
+		s.traces = os.Stdout
+	}
 	app := fx.New(
-		appOptions(settings{dsn: *dsn, failListener: *failListener, adminToken: *adminToken}, logger),
+		appOptions(s, logger),
 		serve(*addr),
 	)
 	if err := app.Err(); err != nil {

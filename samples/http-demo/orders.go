@@ -60,12 +60,14 @@ type Orders struct {
 	store  *outboxsql.Store
 	tx     *outboxsql.TxManager
 	outbox *outbox.Client
+	// traceHeaders stamps the request's span context on the event.
+	traceHeaders func(context.Context) []outbox.EnvelopeOption
 }
 
 // newOrders creates the orders table when the app starts (after the outbox
 // table, whose hook was registered first).
-func newOrders(lc fx.Lifecycle, db *sql.DB, store *outboxsql.Store, tx *outboxsql.TxManager, c *outbox.Client) *Orders {
-	o := &Orders{db: db, store: store, tx: tx, outbox: c}
+func newOrders(lc fx.Lifecycle, db *sql.DB, store *outboxsql.Store, tx *outboxsql.TxManager, c *outbox.Client, obs *Observability) *Orders {
+	o := &Orders{db: db, store: store, tx: tx, outbox: c, traceHeaders: obs.traceHeaders}
 	lc.Append(fx.StartHook(func(ctx context.Context) error {
 		if _, err := db.ExecContext(ctx, ordersSchema); err != nil {
 			return fmt.Errorf("create orders table: %w", err)
@@ -79,8 +81,10 @@ func newOrders(lc fx.Lifecycle, db *sql.DB, store *outboxsql.Store, tx *outboxsq
 // both are written, or neither.
 func (o *Orders) Place(ctx context.Context, customer string, amountCents int64) (Order, error) {
 	id := outbox.NewULID()
-	ev, err := outbox.NewEnvelope(orderPlaced, outbox.WithAggregate(orderAggregate, id),
-		outbox.WithJSONValue(orderPlacedPayload{OrderID: id, Customer: customer, AmountCents: amountCents}))
+	opts := append([]outbox.EnvelopeOption{outbox.WithAggregate(orderAggregate, id),
+		outbox.WithJSONValue(orderPlacedPayload{OrderID: id, Customer: customer, AmountCents: amountCents})},
+		o.traceHeaders(ctx)...) // traceparent: the delivery's span continues this request's trace
+	ev, err := outbox.NewEnvelope(orderPlaced, opts...)
 	if err != nil {
 		return Order{}, err
 	}
