@@ -289,9 +289,15 @@ func newServer(t *testing.T, e *env, cfg idempotency.MiddlewareConfig, handler h
 	return s
 }
 
+// reply is a response whose body was read and closed.
+type reply struct {
+	StatusCode int
+	Header     http.Header
+}
+
 // send sends a request with the key (none when empty) and returns the
-// response with its body read.
-func (s *server) send(t *testing.T, method, path, key, body string, header ...string) (*http.Response, string) {
+// response and its body.
+func (s *server) send(t *testing.T, method, path, key, body string, header ...string) (reply, string) {
 	t.Helper()
 	req, err := http.NewRequest(method, s.URL+path, strings.NewReader(body))
 	if err != nil {
@@ -312,7 +318,7 @@ func (s *server) send(t *testing.T, method, path, key, body string, header ...st
 	if err != nil {
 		t.Fatal(err)
 	}
-	return resp, string(b)
+	return reply{resp.StatusCode, resp.Header}, string(b)
 }
 
 func TestMiddleware(t *testing.T) {
@@ -336,7 +342,7 @@ func TestMiddleware(t *testing.T) {
 		w.WriteHeader(http.StatusCreated)
 		_, _ = w.Write(append([]byte("created "), body...))
 	})
-	check := func(what string, resp *http.Response, body string, status int, replayed bool, runs int64) {
+	check := func(what string, resp reply, body string, status int, replayed bool, runs int64) {
 		t.Helper()
 		if resp.StatusCode != status || (resp.Header.Get(idempotency.ReplayedHeader) == "true") != replayed || s.runs.Load() != runs {
 			t.Fatalf("%s: %d %q (replayed %q), handler ran %d times; want %d, replayed %v, %d runs",
@@ -422,8 +428,15 @@ func TestMiddlewareInFlight(t *testing.T) {
 		w.WriteHeader(http.StatusCreated)
 	})
 	first := make(chan int, 1)
-	go func() {
-		resp, _ := s.send(t, "POST", "/orders", "k", "o")
+	go func() { // no t.Fatal off the test's goroutine
+		req, _ := http.NewRequest("POST", s.URL+"/orders", strings.NewReader("o"))
+		req.Header.Set(idempotency.DefaultHeader, "k")
+		resp, err := s.Client().Do(req)
+		if err != nil {
+			first <- 0
+			return
+		}
+		_ = resp.Body.Close()
 		first <- resp.StatusCode
 	}()
 	<-inside

@@ -502,7 +502,7 @@ func serverError(t *testing.T, f outboxtest.AdapterFixture) {
 	err = f.InTx(context.Background(), func(ctx context.Context) error {
 		_, err := e.guard.Do(ctx, scope, "k2", fingerprint("k2"), unavailable("committed"))
 		if !errors.Is(err, idempotency.ErrNotRecorded) {
-			return fmt.Errorf("Do = %w, want ErrNotRecorded", err)
+			return fmt.Errorf("do = %w, want ErrNotRecorded", err)
 		}
 		return nil
 	})
