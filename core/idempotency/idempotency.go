@@ -44,7 +44,7 @@ var (
 const MaxKeyLen = sqlstore.MaxIdempotencyKeyLen
 
 // MaxFingerprintLen is the longest fingerprint, in bytes, that Do accepts.
-const MaxFingerprintLen = sqlstore.MaxFingerprintLen
+const MaxFingerprintLen = sqlstore.MaxIdempotencyFingerprintLen
 
 // DefaultWait is how long Do waits for a request with the same key to end
 // unless Config.Wait sets another time.

@@ -19,9 +19,9 @@ const DefaultIdempotencyTable = "outbox_idempotency"
 // an idempotency table holds.
 const MaxIdempotencyKeyLen = 255
 
-// MaxFingerprintLen is the longest request fingerprint, in bytes, an
+// MaxIdempotencyFingerprintLen is the longest request fingerprint, in bytes, an
 // idempotency table holds.
-const MaxFingerprintLen = 128
+const MaxIdempotencyFingerprintLen = 128
 
 // IdempotencyRecord is one row of an idempotency table: the command a
 // (scope, key) pair names, the fingerprint of its request and, once it
