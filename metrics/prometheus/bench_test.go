@@ -1,0 +1,29 @@
+package prometheus_test
+
+import (
+	"testing"
+	"time"
+
+	outbox "github.com/go-outbox/outbox/core"
+	outboxprom "github.com/go-outbox/outbox/metrics/prometheus"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// BenchmarkMetricsPerEvent is the CPU cost of the Metrics calls one event
+// makes on the hot path: written, enqueued, latency, duration, delivered,
+// and its share of an ack batch.
+func BenchmarkMetricsPerEvent(b *testing.B) {
+	m, err := outboxprom.New(outboxprom.Options{Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		m.EventsWritten("OrderPlaced", 1)
+		m.EventEnqueued("OrderPlaced", outbox.PathHot)
+		m.CommitToDelivery("OrderPlaced", 3*time.Millisecond)
+		m.ListenerDuration("OrderPlaced", time.Millisecond)
+		m.Delivered("OrderPlaced")
+		m.AckBatch(1)
+	}
+}
