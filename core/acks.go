@@ -2,24 +2,34 @@ package outbox
 
 import (
 	"context"
+	"sync"
 	"time"
 )
 
 // maxAckGrowth bounds a DONE update at this many times AckBatchSize.
 const maxAckGrowth = 8
 
+// ackWriters is how many DONE updates may be in flight at once: during a
+// backlog one connection writing acknowledgements one batch after the
+// other would cap the drain at what a single connection can update.
+const ackWriters = 2
+
 // ackLoop batches DONE updates: a batch is written when full or AckInterval
 // after its first id, and once more on Close. A batch also takes the acks
 // that are waiting when it is written (up to maxAckGrowth batches): while
 // the database is slow (SQLite's write lock), fewer, larger updates keep up
-// with the workers.
+// with the workers. Up to ackWriters batches are written at once; flushNow
+// and Close wait for every one.
 func (d *Dispatcher) ackLoop() {
 	defer close(d.ackDone)
 	limit := d.cfg.AckBatchSize * maxAckGrowth
 	batch := make([]*hold, 0, d.cfg.AckBatchSize)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
+	writers := make(chan struct{}, ackWriters)
+	var writing sync.WaitGroup
 	flush := func() {
+		writers <- struct{}{} // while the writers are busy, acks wait in the channel and join this batch
 	drain:
 		for len(batch) < limit {
 			select {
@@ -33,17 +43,25 @@ func (d *Dispatcher) ackLoop() {
 			}
 		}
 		if len(batch) == 0 {
+			<-writers
 			return
 		}
-		d.flushAcks(batch)
-		d.finish(batch...)
-		batch = batch[:0]
+		b := batch
+		batch = make([]*hold, 0, d.cfg.AckBatchSize)
+		writing.Add(1)
+		go func() {
+			defer func() { <-writers; writing.Done() }()
+			d.flushAcks(b)
+			d.finish(b...)
+		}()
 	}
-	// flushAll writes every ack that is waiting.
+	// flushAll writes every ack that is waiting and waits until every
+	// update in flight is done.
 	flushAll := func() {
 		for flush(); len(d.acks) > 0; {
 			flush()
 		}
+		writing.Wait()
 	}
 	for {
 		select {
