@@ -19,7 +19,7 @@ func ExampleInterceptor() {
 	ctx := context.Background()
 	spans := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
-	defer tp.Shutdown(ctx)
+	defer func() { _ = tp.Shutdown(ctx) }()
 
 	tracing := outboxotel.Options{TracerProvider: tp}
 	store := outboxmem.New() // outboxsql.Open(db) in a real application
