@@ -149,14 +149,12 @@ func (NopMetrics) KeyBlocked() {}
 // Backlog does nothing.
 func (NopMetrics) Backlog(Backlog) {}
 
-// metricsOr returns m, NopMetrics if nil, wrapped so that the counters of
-// earlier versions still reach an implementation that has them (see
-// legacyMetrics).
+// metricsOr returns m, or NopMetrics if m is nil.
 func metricsOr(m Metrics) Metrics {
 	if m == nil {
 		return NopMetrics{}
 	}
-	return withLegacy(m)
+	return m
 }
 
 // isNop reports whether m records nothing, so the Client need not sample

@@ -155,34 +155,6 @@ func TestBacklogSampling(t *testing.T) {
 	}
 }
 
-// legacyCounters implements the argument-less counters of earlier
-// versions only.
-type legacyCounters struct {
-	outbox.NopMetrics
-	hot, success atomic.Int32
-}
-
-func (m *legacyCounters) HotEnqueued()     { m.hot.Add(1) }
-func (m *legacyCounters) DispatchSuccess() { m.success.Add(1) }
-
-func TestMetricsOfEarlierVersionsStillCount(t *testing.T) {
-	store := outboxmem.New()
-	m := &legacyCounters{}
-	c := newClient(t, store, outbox.Config{Metrics: m})
-	if err := c.Handle(outbox.EventName("Ping"), func(context.Context, outbox.Envelope) error { return nil }); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := writeIn(store, c, ping()); err != nil {
-		t.Fatal(err)
-	}
-	outboxtest.Eventually(t, 5*time.Second, "HotEnqueued and DispatchSuccess", func() bool {
-		return m.hot.Load() == 1 && m.success.Load() == 1
-	})
-}
-
 type ctxKey struct{}
 
 func TestInterceptorAroundPassesItsContext(t *testing.T) {

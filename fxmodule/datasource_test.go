@@ -494,8 +494,13 @@ type countingMetrics struct {
 	hot, cold atomic.Int64
 }
 
-func (m *countingMetrics) HotEnqueued()  { m.hot.Add(1) }
-func (m *countingMetrics) ColdEnqueued() { m.cold.Add(1) }
+func (m *countingMetrics) EventEnqueued(_ string, p outbox.Path) {
+	if p == outbox.PathHot {
+		m.hot.Add(1)
+	} else {
+		m.cold.Add(1)
+	}
+}
 
 func TestModesShapeTheClient(t *testing.T) {
 	for _, tc := range []struct {

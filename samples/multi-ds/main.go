@@ -146,9 +146,17 @@ type paths struct {
 	hot, cold, dead atomic.Int64
 }
 
-func (p *paths) HotEnqueued()  { p.hot.Add(1) }
-func (p *paths) ColdEnqueued() { p.cold.Add(1) }
-func (p *paths) DispatchDead() { p.dead.Add(1) }
+// EventEnqueued counts an event by the path that queued it.
+func (p *paths) EventEnqueued(_ string, path outbox.Path) {
+	if path == outbox.PathHot {
+		p.hot.Add(1)
+	} else {
+		p.cold.Add(1)
+	}
+}
+
+// Dead counts an event moved to DEAD.
+func (p *paths) Dead(string) { p.dead.Add(1) }
 
 // parts are what one data source provides, injected by its name.
 type parts struct {
