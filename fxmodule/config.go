@@ -106,6 +106,10 @@ type Config struct {
 	PurgeBatchSize int
 	// PurgeInterval is the wait between purges (default 1h).
 	PurgeInterval time.Duration
+
+	// MetricsInterval is how often the Client samples the table's backlog
+	// for the metrics set with WithMetrics (default 15s).
+	MetricsInterval time.Duration
 }
 
 // Validate reports the first invalid value, wrapped in
@@ -153,6 +157,7 @@ func (c Config) Validate() error {
 		{"AckInterval", c.AckInterval}, {"PollInterval", c.PollInterval}, {"SkipRecent", c.SkipRecent},
 		{"Lease", c.Lease}, {"PollMaxBackoff", c.PollMaxBackoff},
 		{"Retention", c.Retention}, {"DeadRetention", c.DeadRetention}, {"PurgeInterval", c.PurgeInterval},
+		{"MetricsInterval", c.MetricsInterval},
 	} {
 		if f.v < 0 {
 			return invalid(f.name, "must not be negative, got %s", f.v)
@@ -202,6 +207,7 @@ func (c Config) WithDefaults() Config {
 	def(&c.Retention, outbox.DefaultRetention)
 	defInt(&c.PurgeBatchSize, outbox.DefaultPurgeBatch)
 	def(&c.PurgeInterval, outbox.DefaultPurgeInterval)
+	def(&c.MetricsInterval, outbox.DefaultMetricsInterval)
 	return c
 }
 
@@ -371,6 +377,7 @@ func EnvVars() []EnvVar {
 		duration("DEAD_RETENTION", "DeadRetention", func(c *Config) *time.Duration { return &c.DeadRetention }),
 		integer("PURGE_BATCH_SIZE", "PurgeBatchSize", func(c *Config) *int { return &c.PurgeBatchSize }),
 		duration("PURGE_INTERVAL", "PurgeInterval", func(c *Config) *time.Duration { return &c.PurgeInterval }),
+		duration("METRICS_INTERVAL", "MetricsInterval", func(c *Config) *time.Duration { return &c.MetricsInterval }),
 	}
 }
 

@@ -27,6 +27,7 @@ func TestZeroConfigHasTheSpecDefaults(t *testing.T) {
 		AckBatchSize: 256, AckInterval: 5 * time.Millisecond,
 		PollInterval: 5 * time.Second, PollBatchSize: 50, Lease: 15 * time.Second,
 		PollMaxBackoff: time.Minute, Retention: 7 * 24 * time.Hour, PurgeBatchSize: 500, PurgeInterval: time.Hour,
+		MetricsInterval: 15 * time.Second,
 	}
 	if c != want {
 		t.Fatalf("defaults:\n got %+v\nwant %+v", c, want)
@@ -50,6 +51,7 @@ func TestLoadEnvSetsEveryField(t *testing.T) {
 		"OUTBOX_ORDERS_POLL_INTERVAL": "750ms", "OUTBOX_ORDERS_BATCH_SIZE": "100", "OUTBOX_ORDERS_SKIP_RECENT": "2s",
 		"OUTBOX_ORDERS_LEASE": "1m", "OUTBOX_ORDERS_POLL_MAX_BACKOFF": "30s",
 		"OUTBOX_ORDERS_RETENTION": "3d", "OUTBOX_ORDERS_DEAD_RETENTION": "30d", "OUTBOX_ORDERS_PURGE_BATCH_SIZE": "250", "OUTBOX_ORDERS_PURGE_INTERVAL": "15m",
+		"OUTBOX_ORDERS_METRICS_INTERVAL": "30s",
 		// Another data source's variables and the default's are not read.
 		"OUTBOX_WORKERS": "99", "OUTBOX_BILLING_WORKERS": "77",
 	}
@@ -65,12 +67,13 @@ func TestLoadEnvSetsEveryField(t *testing.T) {
 		PollInterval: 750 * time.Millisecond, PollBatchSize: 100, SkipRecent: 2 * time.Second, Lease: time.Minute,
 		PollMaxBackoff: 30 * time.Second,
 		Retention:      72 * time.Hour, DeadRetention: 720 * time.Hour, PurgeBatchSize: 250, PurgeInterval: 15 * time.Minute,
+		MetricsInterval: 30 * time.Second,
 	}
 	if c != want {
 		t.Fatalf("LoadEnv:\n got %+v\nwant %+v", c, want)
 	}
-	if len(outboxfx.EnvVars()) != 27 {
-		t.Fatalf("EnvVars lists %d variables; this test sets 26 plus PRESET", len(outboxfx.EnvVars()))
+	if len(outboxfx.EnvVars()) != 28 {
+		t.Fatalf("EnvVars lists %d variables; this test sets 27 plus PRESET", len(outboxfx.EnvVars()))
 	}
 }
 

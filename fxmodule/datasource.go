@@ -93,6 +93,8 @@ type settings struct {
 	metrics      outbox.Metrics
 	retry        outbox.RetryPolicy
 	interceptors []outbox.Interceptor
+	hooks        []outbox.WriterHook
+	envelopeOpts func(ctx context.Context) []outbox.EnvelopeOption
 }
 
 // WithConfig sets the data source's whole configuration, replacing what
@@ -159,6 +161,20 @@ func WithRetryPolicy(p outbox.RetryPolicy) Option { return func(s *settings) { s
 // WithInterceptors adds interceptors that run around every delivery.
 func WithInterceptors(ics ...outbox.Interceptor) Option {
 	return func(s *settings) { s.interceptors = append(s.interceptors, ics...) }
+}
+
+// WithHooks adds writer hooks that run around every Write (for example
+// the otel module's, which puts the caller's trace context into the
+// events' headers).
+func WithHooks(hooks ...outbox.WriterHook) Option {
+	return func(s *settings) { s.hooks = append(s.hooks, hooks...) }
+}
+
+// WithEnvelopeOptions sets outbox.Config.EnvelopeOptions: the options
+// Client.WriteFrom adds to every domain event it writes, drawn from the
+// write's context (trace headers, tenant).
+func WithEnvelopeOptions(fn func(ctx context.Context) []outbox.EnvelopeOption) Option {
+	return func(s *settings) { s.envelopeOpts = fn }
 }
 
 // ResolveConfig returns the configuration DataSource(name, opts...) would
@@ -362,7 +378,8 @@ func build(name string, s settings, db *sql.DB, routes checkedRoutes, zl zerolog
 		PollInterval: cfg.PollInterval, PollBatchSize: cfg.PollBatchSize, SkipRecent: cfg.SkipRecent,
 		MaxPollBackoff: cfg.PollMaxBackoff, Retention: cfg.Retention, DeadRetention: cfg.DeadRetention, PurgeInterval: cfg.PurgeInterval,
 		PurgeBatchSize: cfg.PurgeBatchSize, DisablePurge: cfg.DisablePurge, Ordered: cfg.Ordered, DeadPolicy: cfg.DeadPolicy,
-		Clock: s.clock, Logger: log, Metrics: s.metrics,
+		Clock: s.clock, Logger: log, Metrics: s.metrics, MetricsInterval: cfg.MetricsInterval,
+		Hooks: s.hooks, EnvelopeOptions: s.envelopeOpts,
 	})
 	if err != nil {
 		return nil, err
