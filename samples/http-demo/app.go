@@ -50,6 +50,9 @@ func appOptions(s settings, logger zerolog.Logger) fx.Option {
 		outboxfx.SQLDBFromURL(outboxfx.DefaultName, s.dsn),
 		outboxfx.Module(
 			outboxfx.WithMetrics(obs.metrics),
+			// The writer's hook puts the request's trace context into the
+			// events' headers; the interceptor continues it in the delivery.
+			outboxfx.WithHooks(outboxotel.WriterHook(obs.tracing)),
 			outboxfx.WithInterceptors(outboxotel.Interceptor(obs.tracing)),
 			outboxfx.WithPreset(outboxfx.PresetSingleNode),
 			outboxfx.Configure(func(c *outboxfx.Config) {

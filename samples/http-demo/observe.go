@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 
-	outbox "github.com/go-outbox/outbox/core"
 	outboxprom "github.com/go-outbox/outbox/metrics/prometheus"
 	outboxotel "github.com/go-outbox/outbox/otel"
 	"github.com/prometheus/client_golang/prometheus"
@@ -32,8 +31,6 @@ type Observability struct {
 	tp       trace.TracerProvider
 	sdk      *sdktrace.TracerProvider // nil when traces are off
 	tracing  outboxotel.Options
-	// traceHeaders stamps the writing request's span context on events.
-	traceHeaders func(context.Context) []outbox.EnvelopeOption
 }
 
 // newObservability builds the registry and, if traces is not nil, a tracer
@@ -56,7 +53,6 @@ func newObservability(traces io.Writer) (*Observability, error) {
 		o.tp = o.sdk
 	}
 	o.tracing = outboxotel.Options{TracerProvider: o.tp}
-	o.traceHeaders = outboxotel.EnvelopeOptions(o.tracing)
 	return o, nil
 }
 

@@ -60,14 +60,12 @@ type Orders struct {
 	store  *outboxsql.Store
 	tx     *outboxsql.TxManager
 	outbox *outbox.Client
-	// traceHeaders stamps the request's span context on the event.
-	traceHeaders func(context.Context) []outbox.EnvelopeOption
 }
 
 // newOrders creates the orders table when the app starts (after the outbox
 // table, whose hook was registered first).
 func newOrders(lc fx.Lifecycle, db *sql.DB, store *outboxsql.Store, tx *outboxsql.TxManager, c *outbox.Client, obs *Observability) *Orders {
-	o := &Orders{db: db, store: store, tx: tx, outbox: c, traceHeaders: obs.traceHeaders}
+	o := &Orders{db: db, store: store, tx: tx, outbox: c}
 	lc.Append(fx.StartHook(func(ctx context.Context) error {
 		if _, err := db.ExecContext(ctx, ordersSchema); err != nil {
 			return fmt.Errorf("create orders table: %w", err)
@@ -81,10 +79,8 @@ func newOrders(lc fx.Lifecycle, db *sql.DB, store *outboxsql.Store, tx *outboxsq
 // both are written, or neither.
 func (o *Orders) Place(ctx context.Context, customer string, amountCents int64) (Order, error) {
 	id := outbox.NewULID()
-	opts := append([]outbox.EnvelopeOption{outbox.WithAggregate(orderAggregate, id),
-		outbox.WithJSONValue(orderPlacedPayload{OrderID: id, Customer: customer, AmountCents: amountCents})},
-		o.traceHeaders(ctx)...) // traceparent: the delivery's span continues this request's trace
-	ev, err := outbox.NewEnvelope(orderPlaced, opts...)
+	ev, err := outbox.NewEnvelope(orderPlaced, outbox.WithAggregate(orderAggregate, id),
+		outbox.WithJSONValue(orderPlacedPayload{OrderID: id, Customer: customer, AmountCents: amountCents}))
 	if err != nil {
 		return Order{}, err
 	}
