@@ -1,6 +1,7 @@
 package sqlstore
 
 import (
+	"slices"
 	"strings"
 	"sync"
 )
@@ -22,8 +23,12 @@ const (
 	insertRowArgs = 15
 )
 
-// copyColumns are the columns of a bulk copy: insertColumns as a list.
-var copyColumns = strings.Split(insertColumns, ", ")
+// copyColumns are the columns of a bulk copy: insertColumns as a list;
+// status and attempts, literals in insertRow, are at copyStatusAt.
+var (
+	copyColumns  = strings.Split(insertColumns, ", ")
+	copyStatusAt = slices.Index(copyColumns, "status")
+)
 
 // The claim is two statements, each reading an index of its own. The
 // recovery takes rows whose claim expired (their owner stopped renewing it:

@@ -218,7 +218,7 @@ func (s *Store) copyIn(ctx context.Context, ex Conn, c Copier, events []outbox.E
 			return err
 		}
 		// The multi-row INSERT writes status and attempts as literals.
-		rows = append(rows, append(args[:8:8], append([]any{0, 0}, args[8:]...)...))
+		rows = append(rows, slices.Concat(args[:copyStatusAt], []any{0, 0}, args[copyStatusAt:]))
 	}
 	if _, err := c.CopyFrom(ctx, s.table, copyColumns, rows); err != nil {
 		return s.insertErr(len(events), err)
