@@ -8,6 +8,7 @@ import (
 	"time"
 
 	outbox "github.com/go-outbox/outbox/core"
+	"github.com/go-outbox/outbox/core/idempotency/idempotencytest"
 	"github.com/go-outbox/outbox/core/inbox/inboxtest"
 	"github.com/go-outbox/outbox/core/outboxsql"
 	"github.com/go-outbox/outbox/core/outboxtest"
@@ -26,8 +27,8 @@ func Fixture(db *sql.DB, store *outboxsql.Store, tc outbox.TxContext, inTx func(
 // RunAdapterSuites runs the suites every ORM adapter passes, on every
 // backend: the TxContext suite and the adapter suite once per transaction
 // style of the adapter (the ways its users begin, nest, commit and roll
-// back), and the end-to-end suite and the consumer inbox's suite
-// (inboxtest) with the first style. A style's String names its subtests;
+// back), and the end-to-end suite, the consumer inbox's suite (inboxtest)
+// and the idempotency keys' suite (idempotencytest) with the first style. A style's String names its subtests;
 // newFixture returns a fixture of backend b in style s.
 func RunAdapterSuites[S fmt.Stringer](t *testing.T, styles []S, newFixture func(t *testing.T, b Backend, s S) outboxtest.AdapterFixture) {
 	t.Helper()
@@ -54,6 +55,11 @@ func RunAdapterSuites[S fmt.Stringer](t *testing.T, styles []S, newFixture func(
 	t.Run("InboxSuite", func(t *testing.T) {
 		Run(t, func(t *testing.T, b Backend) {
 			inboxtest.RunSuite(t, func(t *testing.T) outboxtest.AdapterFixture { return newFixture(t, b, styles[0]) })
+		})
+	})
+	t.Run("IdempotencySuite", func(t *testing.T) {
+		Run(t, func(t *testing.T, b Backend) {
+			idempotencytest.RunSuite(t, func(t *testing.T) outboxtest.AdapterFixture { return newFixture(t, b, styles[0]) })
 		})
 	})
 }
