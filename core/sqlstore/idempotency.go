@@ -55,8 +55,7 @@ type IdempotencyRecord struct {
 // is embedded per dialect (schema/idempotency_<dialect>.sql). An
 // Idempotency is safe for concurrent use.
 type Idempotency struct {
-	// tab is the table seen as a Store without statements, as for Inbox.
-	tab *Store
+	sideTable
 	// reserve inserts a row, skipping an existing one without failing
 	// the statement on PostgreSQL; get reads one row; complete stores the
 	// response; release deletes one row; purge deletes the oldest rows.
@@ -95,7 +94,7 @@ func NewIdempotency(s *Store, table string) (*Idempotency, error) {
 		return nil, err
 	}
 	const cols = "scope, idem_key, fingerprint, status, headers, body, created_at, completed_at"
-	i := &Idempotency{tab: &Store{db: s.db, d: s.d, table: table, schema: schema, indexes: indexes}}
+	i := &Idempotency{sideTable: sideTable{tab: &Store{db: s.db, d: s.d, table: table, schema: schema, indexes: indexes}, kind: "idempotency table"}}
 	i.reserve = "INSERT INTO " + table + " (scope, idem_key, fingerprint, status, created_at) VALUES (?, ?, ?, 0, ?)"
 	get := "SELECT " + cols + " FROM " + table + " WHERE scope = ? AND idem_key = ?"
 	switch s.d {
@@ -120,37 +119,6 @@ func NewIdempotency(s *Store, table string) (*Idempotency, error) {
 	i.release = s.d.rebind("DELETE FROM "+table+" WHERE scope = ? AND idem_key = ?", 1)
 	i.purge = s.d.rebind(i.purge, 1)
 	return i, nil
-}
-
-// Table returns the idempotency table's name.
-func (i *Idempotency) Table() string { return i.tab.table }
-
-// Dialect returns the idempotency table's dialect.
-func (i *Idempotency) Dialect() Dialect { return i.tab.d }
-
-// Schema returns the DDL statements that create the idempotency table and
-// its index (idempotent: CREATE … IF NOT EXISTS), without trailing
-// semicolons, for users who run migrations with their own tools.
-func (i *Idempotency) Schema() []string { return append([]string(nil), i.tab.schema...) }
-
-// Migrate creates the idempotency table and its index if they do not
-// exist, on the pool, then checks in the database's catalog that the index
-// exists. It is safe to run at every start.
-func (i *Idempotency) Migrate(ctx context.Context) error {
-	for _, stmt := range i.tab.schema {
-		if _, err := i.tab.db.Exec(ctx, stmt); err != nil {
-			return fmt.Errorf("sqlstore: migrate idempotency table %s: %w", i.tab.table, err)
-		}
-	}
-	missing, err := i.tab.missingIndexes(ctx)
-	if err != nil {
-		return fmt.Errorf("sqlstore: migrate idempotency table %s: list its indexes: %w", i.tab.table, err)
-	}
-	if len(missing) > 0 {
-		return fmt.Errorf("sqlstore: migrate idempotency table %s: index %s missing after CREATE INDEX IF NOT EXISTS (an index of that name on another table?)",
-			i.tab.table, strings.Join(missing, ", "))
-	}
-	return nil
 }
 
 // reserveAttempts bounds the rounds of Reserve: a row that is gone between

@@ -27,10 +27,7 @@ const MaxInboxIDLen = 255
 // is embedded per dialect (schema/inbox_<dialect>.sql). An Inbox is safe
 // for concurrent use.
 type Inbox struct {
-	// tab is the inbox table seen as a Store without statements: its pool,
-	// dialect, name, DDL and index names, for what Store does with any
-	// table (Migrate's index check, explaining a missing table).
-	tab *Store
+	sideTable
 	// record inserts an id, skipping an existing one without failing the
 	// statement where the dialect can (see dialect.onConflict); forget
 	// deletes one id; purge deletes the oldest ids before a cutoff.
@@ -65,7 +62,7 @@ func NewInbox(s *Store, table string) (*Inbox, error) {
 	if err != nil {
 		return nil, err
 	}
-	i := &Inbox{tab: &Store{db: s.db, d: s.d, table: table, schema: schema, indexes: indexes}}
+	i := &Inbox{sideTable: sideTable{tab: &Store{db: s.db, d: s.d, table: table, schema: schema, indexes: indexes}, kind: "inbox"}}
 	i.record = s.d.rebind("INSERT INTO "+table+" (event_id, processed_at) VALUES (?, ?)"+s.d.onConflict, 1)
 	i.forget = s.d.rebind("DELETE FROM "+table+" WHERE event_id = ?", 1)
 	i.purge = inboxPurgeSQL(s.d, table)
@@ -82,37 +79,6 @@ func inboxPurgeSQL(d *dialect, table string) string {
 	}
 	return d.rebind("DELETE FROM "+table+" WHERE "+d.inSubquery("SELECT event_id FROM "+table+
 		" WHERE processed_at < ? ORDER BY processed_at LIMIT ?"), 1)
-}
-
-// Table returns the inbox table's name.
-func (i *Inbox) Table() string { return i.tab.table }
-
-// Dialect returns the inbox table's dialect.
-func (i *Inbox) Dialect() Dialect { return i.tab.d }
-
-// Schema returns the DDL statements that create the inbox table and its
-// index (idempotent: CREATE … IF NOT EXISTS), without trailing semicolons,
-// for users who run migrations with their own tools.
-func (i *Inbox) Schema() []string { return append([]string(nil), i.tab.schema...) }
-
-// Migrate creates the inbox table and its index if they do not exist, on
-// the pool, then checks in the database's catalog that the index exists.
-// It is safe to run at every start.
-func (i *Inbox) Migrate(ctx context.Context) error {
-	for _, stmt := range i.tab.schema {
-		if _, err := i.tab.db.Exec(ctx, stmt); err != nil {
-			return fmt.Errorf("sqlstore: migrate inbox %s: %w", i.tab.table, err)
-		}
-	}
-	missing, err := i.tab.missingIndexes(ctx)
-	if err != nil {
-		return fmt.Errorf("sqlstore: migrate inbox %s: list its indexes: %w", i.tab.table, err)
-	}
-	if len(missing) > 0 {
-		return fmt.Errorf("sqlstore: migrate inbox %s: index %s missing after CREATE INDEX IF NOT EXISTS (an index of that name on another table?)",
-			i.tab.table, strings.Join(missing, ", "))
-	}
-	return nil
 }
 
 // Record adds id, processed at now, to the inbox through c — the
