@@ -39,8 +39,10 @@ type Message struct {
 	ID string
 	// Topic is where the message goes.
 	Topic string
-	// Key is the partitioning key: the aggregate id, so that the events of
-	// one aggregate stay in one partition and in order ("" without one).
+	// Key is the partitioning key: the event's ordering key (its aggregate
+	// type and id, "Order/o-1", unless WithOrderingKey set another), so
+	// that the events delivered in order per key stay in one partition
+	// and in that order ("" for an event without one).
 	Key string
 	// Headers are the envelope's headers plus the outbox metadata headers.
 	Headers map[string]string
@@ -76,5 +78,5 @@ func NewMessage(e outbox.Envelope, topic Topic) Message {
 			h[HeaderContentType] = "application/json"
 		}
 	}
-	return Message{ID: e.ID(), Topic: topic(e), Key: e.AggregateID(), Headers: h, Payload: e.Payload()}
+	return Message{ID: e.ID(), Topic: topic(e), Key: e.OrderingKey(), Headers: h, Payload: e.Payload()}
 }

@@ -43,7 +43,7 @@ func TestNewMessage(t *testing.T) {
 			t.Errorf("header %s = %q, want %q", k, m.Headers[k], v)
 		}
 	}
-	if m.ID != e.ID() || m.Topic != "orders.OrderPlaced" || m.Key != "o-1" || string(m.Payload) != `{"total":12}` {
+	if m.ID != e.ID() || m.Topic != "orders.OrderPlaced" || m.Key != "Order/o-1" || string(m.Payload) != `{"total":12}` {
 		t.Errorf("message = %+v", m)
 	}
 
@@ -100,5 +100,5 @@ func ExampleNewMessage() {
 		outbox.WithJSON([]byte(`{"total":12}`)))
 	m := relay.NewMessage(e, relay.Prefixed("orders."))
 	fmt.Println(m.Topic, m.Key, m.Headers[relay.HeaderEventID], string(m.Payload))
-	// Output: orders.OrderPlaced o-1 01J0000000000000000000000A {"total":12}
+	// Output: orders.OrderPlaced Order/o-1 01J0000000000000000000000A {"total":12}
 }

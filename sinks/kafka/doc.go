@@ -3,7 +3,7 @@
 // A Sink is an outbox.Listener: register it with Client.HandleAll and every
 // event of the Client (that no specific route takes) is produced as the
 // record Record describes: the payload byte for byte as the value, the
-// aggregate id as the key, the event's metadata and headers (traceparent
+// ordering key (aggregate type and id) as the key, the event's metadata and headers (traceparent
 // included) as record headers, among them Outbox-Event-Id.
 //
 //	sink, err := outboxkafka.New(outboxkafka.Config{

@@ -11,7 +11,7 @@ import (
 )
 
 // Example relays every event of a Client to the Kafka topics
-// orders.<event type>, keyed by aggregate id; the topics must exist. In
+// orders.<event type>, keyed by ordering key; the topics must exist. In
 // production the Store and TxContext come from outboxsql or an adapter.
 func Example() {
 	ctx := context.Background()

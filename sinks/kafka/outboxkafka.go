@@ -44,9 +44,9 @@ type Config struct {
 }
 
 // Sink produces every event it is given to Kafka: an outbox.Listener for
-// Client.HandleAll. The record key is the event's aggregate id, so all
-// events of one aggregate go to one partition, in the order they are
-// handed over. Handle returns once that record's produce has an outcome:
+// Client.HandleAll. The record key is the event's ordering key (aggregate
+// type and id unless WithOrderingKey set another), so all events of one
+// key go to one partition, in the order they are handed over. Handle returns once that record's produce has an outcome:
 // nil when the brokers acknowledged it (acks=all), else its error, so the
 // outbox marks an event DONE only when Kafka has it. A Sink is safe for
 // concurrent use.
@@ -108,8 +108,8 @@ func configErr(format string, args ...any) error {
 }
 
 // Record returns the record Handle produces for e with topic (relay.ByEventType
-// when nil): relay.NewMessage's topic, the aggregate id as key (none for a
-// global event), the headers sorted by name, the payload as value.
+// when nil): relay.NewMessage's topic and key (the ordering key; none
+// for an event without one), the headers sorted by name, the payload as value.
 func Record(e outbox.Envelope, topic relay.Topic) *kgo.Record {
 	m := relay.NewMessage(e, topic)
 	r := &kgo.Record{Topic: m.Topic, Value: m.Payload, Headers: make([]kgo.RecordHeader, 0, len(m.Headers))}

@@ -277,7 +277,7 @@ func TestOrderPerAggregate(t *testing.T) {
 		if err := sink.Handle(context.Background(), e); err != nil {
 			t.Fatal(err)
 		}
-		want[agg] = append(want[agg], e.ID())
+		want[e.OrderingKey()] = append(want[e.OrderingKey()], e.ID()) // the record key
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -379,8 +379,13 @@ func TestClose(t *testing.T) {
 func TestRecord(t *testing.T) {
 	e := event(t, relaytest.OrderPlaced, "o-1")
 	r := outboxkafka.Record(e, relay.Prefixed("orders."))
-	if r.Topic != "orders.OrderPlaced" || string(r.Key) != "o-1" || string(r.Value) != "{}" {
+	if r.Topic != "orders.OrderPlaced" || string(r.Key) != "Order/o-1" || string(r.Value) != "{}" {
 		t.Errorf("record %+v", r)
+	}
+	keyed := outboxkafka.Record(outbox.MustEnvelope(outbox.EventName(relaytest.OrderPlaced), outbox.WithAggregate(outbox.AggregateName("Order"), "o-1"),
+		outbox.WithOrderingKey("customer-7"), outbox.WithJSON([]byte(`{}`))), nil)
+	if string(keyed.Key) != "customer-7" {
+		t.Errorf("record key %q, want the ordering key customer-7", keyed.Key)
 	}
 	for i := 1; i < len(r.Headers); i++ {
 		if r.Headers[i-1].Key >= r.Headers[i].Key {
