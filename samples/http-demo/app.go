@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -18,6 +17,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib"
 	"github.com/rs/zerolog"
 	"go.uber.org/fx"
+	"gorm.io/gorm"
 	_ "modernc.org/sqlite"
 )
 
@@ -34,10 +34,11 @@ type settings struct {
 }
 
 // appOptions is the whole application except the listening server: the
-// outbox's default data source on the -dsn database, the orders service,
-// the shipping listener, the outbox's admin handler, metrics and traces
-// (Observability) and the HTTP handler. Tests serve the handler with
-// httptest instead.
+// outbox's default data source on the -dsn database, GORM on the same pool
+// with the outboxgorm plugin (whose TxContext the data source uses), the
+// orders service, the shipping listener, the outbox's admin handler,
+// metrics and traces (Observability) and the HTTP handler. Tests serve the
+// handler with httptest instead.
 func appOptions(s settings, logger zerolog.Logger) fx.Option {
 	obs, err := newObservability(s.traces)
 	if err != nil {
@@ -48,7 +49,12 @@ func appOptions(s settings, logger zerolog.Logger) fx.Option {
 		obs.lifecycle(),
 		outboxfx.WithZerolog(),
 		outboxfx.SQLDBFromURL(outboxfx.DefaultName, s.dsn),
+		// GORM on that pool, with the outboxgorm plugin: the *gorm.DB for
+		// the orders and the shipping listener, and the outbox.TxContext
+		// through which the Client finds GORM's transactions.
+		fx.Provide(newGormDB(s.dsn)),
 		outboxfx.Module(
+			outboxfx.WithTxContext(), // the outboxgorm TxContext above, no TxManager
 			outboxfx.WithMetrics(obs.metrics),
 			// The writer's hook puts the request's trace context into the
 			// events' headers; the interceptor continues it in the delivery.
@@ -65,7 +71,7 @@ func appOptions(s settings, logger zerolog.Logger) fx.Option {
 			outboxfx.FromEnv(), // OUTBOX_… variables have the last word
 		),
 		fx.Provide(
-			func(db *sql.DB) (*Shipping, error) { return newShipping(db, s.failListener) },
+			func(db *gorm.DB) *Shipping { return newShipping(db, s.failListener) },
 			newOrders,
 			func(c *outbox.Client, store *outboxsql.Store, log zerolog.Logger) (*Admin, error) {
 				return newAdmin(s, c, store, log)

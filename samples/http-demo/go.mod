@@ -3,6 +3,7 @@ module github.com/go-outbox/outbox/samples/http-demo
 go 1.26.0
 
 require (
+	github.com/go-outbox/outbox/adapters/gorm v0.0.0
 	github.com/go-outbox/outbox/core v0.0.0
 	github.com/go-outbox/outbox/fxmodule v0.0.0
 	github.com/go-outbox/outbox/metrics/prometheus v0.0.0
@@ -18,6 +19,10 @@ require (
 	go.opentelemetry.io/otel/trace v1.47.0
 	go.uber.org/fx v1.24.0
 	go.uber.org/goleak v1.3.0
+	gorm.io/driver/mysql v1.6.0
+	gorm.io/driver/postgres v1.6.0
+	gorm.io/driver/sqlite v1.6.0
+	gorm.io/gorm v1.31.2
 	modernc.org/sqlite v1.61.1
 )
 
@@ -32,8 +37,11 @@ require (
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
+	github.com/jinzhu/inflection v1.0.0 // indirect
+	github.com/jinzhu/now v1.1.5 // indirect
 	github.com/mattn/go-colorable v0.1.14 // indirect
 	github.com/mattn/go-isatty v0.0.24 // indirect
+	github.com/mattn/go-sqlite3 v1.14.22 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/ncruces/go-strftime v1.1.0 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect
@@ -56,6 +64,7 @@ require (
 )
 
 replace (
+	github.com/go-outbox/outbox/adapters/gorm => ../../adapters/gorm
 	github.com/go-outbox/outbox/core => ../../core
 	github.com/go-outbox/outbox/fxmodule => ../../fxmodule
 	github.com/go-outbox/outbox/metrics/prometheus => ../../metrics/prometheus

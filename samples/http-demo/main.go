@@ -1,9 +1,9 @@
-// Command http-demo is a small REST service on uber-go/fx and database/sql
-// that writes its events through the outbox.
+// Command http-demo is a small REST service on uber-go/fx and GORM that
+// writes its events through the outbox (the GORM adapter, outboxgorm).
 //
-// POST /orders stores an order and its OrderPlaced event in one transaction;
-// the shipping listener marks the order shipped once the event is delivered.
-// The outbox's admin page (package outboxhttp) under /admin/ shows the
+// POST /orders stores an order and its OrderPlaced event in one GORM
+// transaction; the shipping listener marks the order shipped once the event
+// is delivered. The outbox's admin page (package outboxhttp) under /admin/ shows the
 // counts, the events and the dead letters, and replays or deletes dead
 // letters for an operator who has the admin token; without a token it is
 // read-only.

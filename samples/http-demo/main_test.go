@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -15,10 +16,13 @@ import (
 	"testing"
 	"time"
 
+	outboxgorm "github.com/go-outbox/outbox/adapters/gorm"
+	outbox "github.com/go-outbox/outbox/core"
 	"github.com/rs/zerolog"
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxtest"
 	"go.uber.org/goleak"
+	"gorm.io/gorm"
 )
 
 // TestMain fails the run if any goroutine outlives the tests: stopping the
@@ -54,8 +58,9 @@ type demo struct {
 	httpc *http.Client
 }
 
-// startDemo starts the app with s (its database a new SQLite file).
-func startDemo(t *testing.T, s settings) *demo {
+// startDemo starts the app with s (its database a new SQLite file) and
+// extra options (fx.Populate, for example).
+func startDemo(t *testing.T, s settings, extra ...fx.Option) *demo {
 	t.Helper()
 	logs := &syncBuffer{}
 	logger := zerolog.New(logs).Level(zerolog.InfoLevel).With().Timestamp().Logger()
@@ -65,7 +70,7 @@ func startDemo(t *testing.T, s settings) *demo {
 		DB  *sql.DB
 	}
 	s.dsn = filepath.Join(t.TempDir(), "demo.db")
-	app := fxtest.New(t, appOptions(s, logger), fx.Populate(&deps))
+	app := fxtest.New(t, appOptions(s, logger), fx.Populate(&deps), fx.Options(extra...))
 	app.RequireStart()
 	srv := httptest.NewServer(deps.API.Handler())
 	httpc := srv.Client()
@@ -369,5 +374,48 @@ func TestBadBodiesAreRejectedAndWriteNothing(t *testing.T) {
 	s := d.stats()
 	if orders != 0 || s.Counts["NEW"]+s.Counts["DONE"]+s.Counts["RETRY"]+s.Counts["DEAD"] != 0 {
 		t.Fatalf("bad requests wrote %d orders and outbox rows %v", orders, s.Counts)
+	}
+}
+
+// TestTheEventJoinsTheGORMTransaction: the data source's TxContext is the
+// outboxgorm plugin's, so an event written in a GORM transaction that rolls
+// back is gone with the order, and a write outside a transaction fails.
+func TestTheEventJoinsTheGORMTransaction(t *testing.T) {
+	var deps struct {
+		fx.In
+		GORM      *gorm.DB
+		TxContext outbox.TxContext
+		Client    *outbox.Client
+	}
+	d := startDemo(t, settings{}, fx.Populate(&deps))
+	if _, ok := deps.TxContext.(*outboxgorm.TxContext); !ok {
+		t.Fatalf("the data source's TxContext is %T, want *outboxgorm.TxContext", deps.TxContext)
+	}
+	ctx := context.Background()
+	newEvent := func() outbox.Envelope {
+		return outbox.MustEnvelope(orderPlaced, outbox.WithAggregate(orderAggregate, "o-1"), outbox.WithJSON([]byte(`{}`)))
+	}
+	errAbort := errors.New("abort")
+	err := deps.GORM.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := tx.Create(&orderRecord{ID: "o-1", Customer: "alice", AmountCents: 1, Status: "placed", CreatedAt: "now", EventID: "e"}).Error; err != nil {
+			return err
+		}
+		if _, err := deps.Client.Write(outboxgorm.WithTx(ctx, tx), newEvent()); err != nil {
+			return err
+		}
+		return errAbort
+	})
+	if !errors.Is(err, errAbort) {
+		t.Fatalf("transaction: %v, want the abort", err)
+	}
+	if _, err := deps.Client.Write(ctx, newEvent()); !errors.Is(err, outbox.ErrNoTransaction) {
+		t.Fatalf("write outside a transaction: %v, want ErrNoTransaction", err)
+	}
+	var orders int64
+	if err := deps.GORM.WithContext(ctx).Model(&orderRecord{}).Count(&orders).Error; err != nil {
+		t.Fatal(err)
+	}
+	if s := d.stats(); orders != 0 || s.Counts["NEW"]+s.Counts["DONE"]+s.Counts["RETRY"]+s.Counts["DEAD"] != 0 {
+		t.Fatalf("a rolled-back transaction left %d orders and outbox rows %v", orders, s.Counts)
 	}
 }

@@ -2,14 +2,14 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"time"
 
+	outboxgorm "github.com/go-outbox/outbox/adapters/gorm"
 	outbox "github.com/go-outbox/outbox/core"
-	"github.com/go-outbox/outbox/core/outboxsql"
 	"go.uber.org/fx"
+	"gorm.io/gorm"
 )
 
 // The application's event and aggregate types.
@@ -43,6 +43,28 @@ type orderPlacedPayload struct {
 	AmountCents int64  `json:"amount_cents"`
 }
 
+// orderRecord is the GORM model of the http_demo_orders table.
+type orderRecord struct {
+	ID          string  `gorm:"primaryKey;size:36"`
+	Customer    string  `gorm:"size:200;not null"`
+	AmountCents int64   `gorm:"not null"`
+	Status      string  `gorm:"size:16;not null"`
+	CreatedAt   string  `gorm:"size:40;not null"` // RFC 3339, as the API shows it
+	ShippedAt   *string `gorm:"size:40"`
+	EventID     string  `gorm:"size:36;not null"`
+}
+
+// TableName implements GORM's schema.Tabler.
+func (orderRecord) TableName() string { return "http_demo_orders" }
+
+// order is the record as the API shows it (the same fields).
+func (r orderRecord) order() Order { return Order(r) }
+
+// ordersSchema creates the table of orderRecord. The sample keeps this DDL
+// rather than db.AutoMigrate: the table is the same on SQLite, PostgreSQL
+// and MySQL and stays exactly what earlier runs created (make demo-http
+// keeps its SQLite file between runs), where AutoMigrate would compare the
+// existing columns with the model's and could alter them.
 const ordersSchema = `CREATE TABLE IF NOT EXISTS http_demo_orders (
 	id VARCHAR(36) PRIMARY KEY,
 	customer VARCHAR(200) NOT NULL,
@@ -53,21 +75,19 @@ const ordersSchema = `CREATE TABLE IF NOT EXISTS http_demo_orders (
 	event_id VARCHAR(36) NOT NULL
 )`
 
-// Orders stores orders, writing each order's events through the outbox in
-// the order's transaction.
+// Orders stores orders through GORM, writing each order's events through
+// the outbox in the order's transaction.
 type Orders struct {
-	db     *sql.DB
-	store  *outboxsql.Store
-	tx     *outboxsql.TxManager
+	db     *gorm.DB
 	outbox *outbox.Client
 }
 
 // newOrders creates the orders table when the app starts (after the outbox
 // table, whose hook was registered first).
-func newOrders(lc fx.Lifecycle, db *sql.DB, store *outboxsql.Store, tx *outboxsql.TxManager, c *outbox.Client, obs *Observability) *Orders {
-	o := &Orders{db: db, store: store, tx: tx, outbox: c}
+func newOrders(lc fx.Lifecycle, db *gorm.DB, c *outbox.Client) *Orders {
+	o := &Orders{db: db, outbox: c}
 	lc.Append(fx.StartHook(func(ctx context.Context) error {
-		if _, err := db.ExecContext(ctx, ordersSchema); err != nil {
+		if err := db.WithContext(ctx).Exec(ordersSchema).Error; err != nil {
 			return fmt.Errorf("create orders table: %w", err)
 		}
 		return nil
@@ -75,8 +95,9 @@ func newOrders(lc fx.Lifecycle, db *sql.DB, store *outboxsql.Store, tx *outboxsq
 	return o
 }
 
-// Place stores a new order and its OrderPlaced event in one transaction:
-// both are written, or neither.
+// Place stores a new order and its OrderPlaced event in one GORM
+// transaction: both are written, or neither. The Client delivers the event
+// once that transaction has committed.
 func (o *Orders) Place(ctx context.Context, customer string, amountCents int64) (Order, error) {
 	id := outbox.NewULID()
 	ev, err := outbox.NewEnvelope(orderPlaced, outbox.WithAggregate(orderAggregate, id),
@@ -84,45 +105,32 @@ func (o *Orders) Place(ctx context.Context, customer string, amountCents int64) 
 	if err != nil {
 		return Order{}, err
 	}
-	order := Order{ID: id, Customer: customer, AmountCents: amountCents, Status: "placed",
+	rec := orderRecord{ID: id, Customer: customer, AmountCents: amountCents, Status: "placed",
 		CreatedAt: time.Now().UTC().Format(time.RFC3339Nano), EventID: ev.ID()}
-	err = o.tx.InTx(ctx, func(ctx context.Context) error {
-		tx, _ := o.tx.Tx(ctx)
-		if _, err := tx.ExecContext(ctx, o.rebind(
-			`INSERT INTO http_demo_orders (id, customer, amount_cents, status, created_at, event_id) VALUES (?, ?, ?, ?, ?, ?)`),
-			order.ID, order.Customer, order.AmountCents, order.Status, order.CreatedAt, order.EventID); err != nil {
+	err = o.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := tx.Create(&rec).Error; err != nil {
 			return fmt.Errorf("insert order: %w", err)
 		}
-		_, err := o.outbox.Write(ctx, ev)
+		// WithTx hands the transaction to the Client (its TxContext is the
+		// outboxgorm plugin's); ctx keeps the request's trace context.
+		_, err := o.outbox.Write(outboxgorm.WithTx(ctx, tx), ev)
 		return err
 	})
 	if err != nil {
 		return Order{}, fmt.Errorf("place order: %w", err)
 	}
-	return order, nil
+	return rec.order(), nil
 }
 
 // Get returns one order, or errOrderNotFound.
 func (o *Orders) Get(ctx context.Context, id string) (Order, error) {
-	var ord Order
-	var shipped sql.NullString
-	err := o.db.QueryRowContext(ctx, o.rebind(
-		`SELECT id, customer, amount_cents, status, created_at, shipped_at, event_id FROM http_demo_orders WHERE id = ?`), id).
-		Scan(&ord.ID, &ord.Customer, &ord.AmountCents, &ord.Status, &ord.CreatedAt, &shipped, &ord.EventID)
-	if errors.Is(err, sql.ErrNoRows) {
+	var rec orderRecord
+	err := o.db.WithContext(ctx).Where("id = ?", id).Take(&rec).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return Order{}, errOrderNotFound
 	}
 	if err != nil {
 		return Order{}, fmt.Errorf("get order %s: %w", id, err)
 	}
-	if shipped.Valid {
-		ord.ShippedAt = &shipped.String
-	}
-	return ord, nil
-}
-
-// rebind makes a query written with ? placeholders run on the data
-// source's database ($1, $2, … on PostgreSQL).
-func (o *Orders) rebind(query string) string {
-	return outboxsql.Rebind(o.store.Dialect(), query)
+	return rec.order(), nil
 }

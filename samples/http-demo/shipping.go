@@ -2,15 +2,14 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
 
 	outbox "github.com/go-outbox/outbox/core"
-	"github.com/go-outbox/outbox/core/outboxsql"
 	outboxfx "github.com/go-outbox/outbox/fxmodule"
+	"gorm.io/gorm"
 )
 
 // errShippingDown is what the listener returns while it is set to fail.
@@ -20,19 +19,14 @@ var errShippingDown = errors.New("shipping service unavailable")
 // delivered, by marking the order shipped. Deliveries are at least once, so
 // it is idempotent: shipping an order twice changes nothing.
 type Shipping struct {
-	db      *sql.DB
-	dialect outboxsql.Dialect
+	db      *gorm.DB
 	failing atomic.Bool
 }
 
-func newShipping(db *sql.DB, failing bool) (*Shipping, error) {
-	d, err := outboxsql.DetectDialect(db)
-	if err != nil {
-		return nil, err
-	}
-	sh := &Shipping{db: db, dialect: d}
+func newShipping(db *gorm.DB, failing bool) *Shipping {
+	sh := &Shipping{db: db}
 	sh.failing.Store(failing)
-	return sh, nil
+	return sh
 }
 
 // Route routes OrderPlaced events on Order aggregates to the listener.
@@ -51,9 +45,10 @@ func (sh *Shipping) Handle(ctx context.Context, e outbox.Envelope) error {
 	if sh.failing.Load() {
 		return errShippingDown
 	}
-	_, err := sh.db.ExecContext(ctx, outboxsql.Rebind(sh.dialect,
-		`UPDATE http_demo_orders SET status = 'shipped', shipped_at = ? WHERE id = ? AND status = 'placed'`),
-		time.Now().UTC().Format(time.RFC3339Nano), e.AggregateID())
+	shippedAt := time.Now().UTC().Format(time.RFC3339Nano)
+	err := sh.db.WithContext(ctx).Model(&orderRecord{}).
+		Where("id = ? AND status = ?", e.AggregateID(), "placed").
+		Updates(map[string]any{"status": "shipped", "shipped_at": shippedAt}).Error
 	if err != nil {
 		return fmt.Errorf("ship order %s: %w", e.AggregateID(), err)
 	}
