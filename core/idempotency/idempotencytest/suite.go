@@ -343,50 +343,6 @@ func concurrent(t *testing.T, f outboxtest.AdapterFixture) {
 	e.wantRows(t, want...)
 }
 
-// arrivals counts, per key, the requests that reached Do's record: a
-// TxContext that reports every Current call to it. Do calls Current right
-// before it records the key.
-type arrivals struct {
-	outbox.TxContext
-	mu      sync.Mutex
-	changed chan struct{} // closed and replaced at every arrival
-	n       map[string]int
-}
-
-type requestKey struct{}
-
-func newArrivals(tc outbox.TxContext) *arrivals {
-	return &arrivals{TxContext: tc, changed: make(chan struct{}), n: map[string]int{}}
-}
-
-func (a *arrivals) Current(ctx context.Context) (outbox.Tx, error) {
-	if key, ok := ctx.Value(requestKey{}).(string); ok {
-		a.mu.Lock()
-		a.n[key]++
-		close(a.changed)
-		a.changed = make(chan struct{})
-		a.mu.Unlock()
-	}
-	return a.TxContext.Current(ctx)
-}
-
-// wait returns once key has n arrivals, or ctx is done.
-func (a *arrivals) wait(ctx context.Context, key string, n int) {
-	for {
-		a.mu.Lock()
-		got, changed := a.n[key], a.changed
-		a.mu.Unlock()
-		if got >= n {
-			return
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return
-		}
-	}
-}
-
 // inFlight holds the first request of a key inside its command while a
 // second request with the key starts. With a short Config.Wait the second
 // fails with ErrInFlight; with a long one it waits for the first and then
@@ -395,7 +351,7 @@ func (a *arrivals) wait(ctx context.Context, key string, n int) {
 // there the second cannot begin before the first ends, and replays.
 func inFlight(t *testing.T, f outboxtest.AdapterFixture) {
 	e := newEnv(t, f)
-	arr := newArrivals(f.TxContext)
+	arr := outboxtest.NewArrivals(f.TxContext)
 	serialized := e.store.Dialect() == sqlstore.SQLite
 	patient := e.newGuard(t, arr, e.keys, 30*time.Second)
 	impatient := e.newGuard(t, arr, e.keys, 300*time.Millisecond)
@@ -405,7 +361,7 @@ func inFlight(t *testing.T, f outboxtest.AdapterFixture) {
 		firstCommits bool
 	}{{"conflict", impatient, true}, {"commit", patient, true}, {"rollback", patient, false}} {
 		key := "key-" + tc.name
-		ctx := context.WithValue(context.Background(), requestKey{}, key)
+		ctx := outboxtest.WithArrival(context.Background(), key)
 		inside, release := make(chan struct{}), make(chan struct{})
 		firstDone := make(chan error, 1)
 		go func() {
@@ -431,7 +387,7 @@ func inFlight(t *testing.T, f outboxtest.AdapterFixture) {
 			// cannot hang the test).
 			go func() {
 				wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-				arr.wait(wctx, key, 2)
+				arr.Wait(wctx, key, 2)
 				cancel()
 				close(release)
 			}()

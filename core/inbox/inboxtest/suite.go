@@ -403,64 +403,20 @@ func concurrent(t *testing.T, f outboxtest.AdapterFixture) {
 	e.wantRows(t, want...)
 }
 
-// arrivals counts, per event id, the deliveries that reached the inbox:
-// a TxContext that reports every Current call to it. Process calls
-// Current right before it records the id.
-type arrivals struct {
-	outbox.TxContext
-	mu      sync.Mutex
-	changed chan struct{} // closed and replaced at every arrival
-	n       map[string]int
-}
-
-type deliveryKey struct{}
-
-func newArrivals(tc outbox.TxContext) *arrivals {
-	return &arrivals{TxContext: tc, changed: make(chan struct{}), n: map[string]int{}}
-}
-
-func (a *arrivals) Current(ctx context.Context) (outbox.Tx, error) {
-	if id, ok := ctx.Value(deliveryKey{}).(string); ok {
-		a.mu.Lock()
-		a.n[id]++
-		close(a.changed)
-		a.changed = make(chan struct{})
-		a.mu.Unlock()
-	}
-	return a.TxContext.Current(ctx)
-}
-
-// wait returns once id has n arrivals, or ctx is done.
-func (a *arrivals) wait(ctx context.Context, id string, n int) {
-	for {
-		a.mu.Lock()
-		got, changed := a.n[id], a.changed
-		a.mu.Unlock()
-		if got >= n {
-			return
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return
-		}
-	}
-}
-
 // waits holds the first delivery of an id inside its consumer function
 // while a second delivery of the same id starts: the second must wait for
 // the first one's transaction and then be a duplicate (it committed) or
 // apply the event (it rolled back).
 func waits(t *testing.T, f outboxtest.AdapterFixture) {
 	e := newEnv(t, f)
-	arr := newArrivals(f.TxContext)
+	arr := outboxtest.NewArrivals(f.TxContext)
 	in := e.newInbox(t, arr, e.in.Table(), false) // the same table
 	// SQLite runs one write transaction at a time: the second delivery
 	// cannot begin before the first ends, so the first does not wait for it.
 	serialized := e.store.Dialect() == sqlstore.SQLite
 	for _, firstCommits := range []bool{true, false} {
 		id := fmt.Sprintf("evt-commit-%v", firstCommits)
-		ctx := context.WithValue(context.Background(), deliveryKey{}, id)
+		ctx := outboxtest.WithArrival(context.Background(), id)
 		inside := make(chan struct{})
 		firstDone := make(chan error, 1)
 		go func() {
@@ -475,7 +431,7 @@ func waits(t *testing.T, f outboxtest.AdapterFixture) {
 						// (bounded, so that a pool too small for both
 						// transactions cannot hang the test).
 						wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-						arr.wait(wctx, id, 2)
+						arr.Wait(wctx, id, 2)
 						cancel()
 					}
 					if !firstCommits {
