@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	outbox "github.com/go-outbox/outbox/core"
@@ -71,30 +70,13 @@ type Idempotency struct {
 // database: Migrate creates the table. Errors wrap
 // outbox.ErrInvalidConfig.
 func NewIdempotency(s *Store, table string) (*Idempotency, error) {
-	if s == nil {
-		return nil, fmt.Errorf("%w: sqlstore: NewIdempotency needs the Store of the service's database", outbox.ErrInvalidConfig)
-	}
-	if table == "" {
-		table = DefaultIdempotencyTable
-	}
-	if err := ValidateTableName(table); err != nil {
-		return nil, err
-	}
-	if strings.EqualFold(table, s.table) {
-		return nil, fmt.Errorf("%w: sqlstore: the idempotency keys need a table of their own, not the outbox table %s", outbox.ErrInvalidConfig, s.table)
-	}
-	d := *s.d
-	d.schemaFile = "schema/idempotency_" + s.d.name + ".sql"
-	schema, err := renderSchema(&d, table)
+	t, err := newSideTable(s, table, DefaultIdempotencyTable, "idempotency", "idempotency table")
 	if err != nil {
 		return nil, err
 	}
-	indexes, err := checkIdentifiers(s.d, table, schema)
-	if err != nil {
-		return nil, err
-	}
+	table = t.tab.table
 	const cols = "scope, idem_key, fingerprint, status, headers, body, created_at, completed_at"
-	i := &Idempotency{sideTable: sideTable{tab: &Store{db: s.db, d: s.d, table: table, schema: schema, indexes: indexes}, kind: "idempotency table"}}
+	i := &Idempotency{sideTable: t}
 	i.reserve = "INSERT INTO " + table + " (scope, idem_key, fingerprint, status, created_at) VALUES (?, ?, ?, 0, ?)"
 	get := "SELECT " + cols + " FROM " + table + " WHERE scope = ? AND idem_key = ?"
 	switch s.d {

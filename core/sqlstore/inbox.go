@@ -3,10 +3,7 @@ package sqlstore
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
-
-	outbox "github.com/go-outbox/outbox/core"
 )
 
 // DefaultInboxTable is the inbox table's name unless NewInbox is given
@@ -39,30 +36,12 @@ type Inbox struct {
 // database of s. It does not touch the database: Migrate creates the
 // table. Errors wrap outbox.ErrInvalidConfig.
 func NewInbox(s *Store, table string) (*Inbox, error) {
-	if s == nil {
-		return nil, fmt.Errorf("%w: sqlstore: NewInbox needs the Store of the consumer's database", outbox.ErrInvalidConfig)
-	}
-	if table == "" {
-		table = DefaultInboxTable
-	}
-	if err := ValidateTableName(table); err != nil {
-		return nil, err
-	}
-	if strings.EqualFold(table, s.table) {
-		return nil, fmt.Errorf("%w: sqlstore: the inbox needs a table of its own, not the outbox table %s", outbox.ErrInvalidConfig, s.table)
-	}
-	// The inbox DDL of the dialect, rendered like the outbox's.
-	d := *s.d
-	d.schemaFile = "schema/inbox_" + s.d.name + ".sql"
-	schema, err := renderSchema(&d, table)
+	t, err := newSideTable(s, table, DefaultInboxTable, "inbox", "inbox")
 	if err != nil {
 		return nil, err
 	}
-	indexes, err := checkIdentifiers(s.d, table, schema)
-	if err != nil {
-		return nil, err
-	}
-	i := &Inbox{sideTable: sideTable{tab: &Store{db: s.db, d: s.d, table: table, schema: schema, indexes: indexes}, kind: "inbox"}}
+	table = t.tab.table
+	i := &Inbox{sideTable: t}
 	i.record = s.d.rebind("INSERT INTO "+table+" (event_id, processed_at) VALUES (?, ?)"+s.d.onConflict, 1)
 	i.forget = s.d.rebind("DELETE FROM "+table+" WHERE event_id = ?", 1)
 	i.purge = inboxPurgeSQL(s.d, table)

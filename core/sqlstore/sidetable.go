@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strings"
+
+	outbox "github.com/go-outbox/outbox/core"
 )
 
 // sideTable is a table the framework keeps beside the outbox table, in
@@ -16,6 +18,38 @@ type sideTable struct {
 	tab *Store
 	// kind names the table in errors ("inbox").
 	kind string
+}
+
+// newSideTable returns the side table named table (def when empty) in the
+// database of s, whose DDL is schema/<file>_<dialect>.sql; kind names it in
+// errors ("inbox"). It validates the name like the outbox table's, refuses
+// the outbox table's own, and checks the derived identifiers. Errors wrap
+// outbox.ErrInvalidConfig.
+func newSideTable(s *Store, table, def, file, kind string) (sideTable, error) {
+	if s == nil {
+		return sideTable{}, fmt.Errorf("%w: sqlstore: the %s needs the Store of its database", outbox.ErrInvalidConfig, kind)
+	}
+	if table == "" {
+		table = def
+	}
+	if err := ValidateTableName(table); err != nil {
+		return sideTable{}, err
+	}
+	if strings.EqualFold(table, s.table) {
+		return sideTable{}, fmt.Errorf("%w: sqlstore: the %s needs a table of its own, not the outbox table %s", outbox.ErrInvalidConfig, kind, s.table)
+	}
+	// The DDL of the dialect, rendered like the outbox's.
+	d := *s.d
+	d.schemaFile = "schema/" + file + "_" + s.d.name + ".sql"
+	schema, err := renderSchema(&d, table)
+	if err != nil {
+		return sideTable{}, err
+	}
+	indexes, err := checkIdentifiers(s.d, table, schema)
+	if err != nil {
+		return sideTable{}, err
+	}
+	return sideTable{tab: &Store{db: s.db, d: s.d, table: table, schema: schema, indexes: indexes}, kind: kind}, nil
 }
 
 // Table returns the table's name.
