@@ -257,21 +257,32 @@ func (c *cli) checkDead(ids []string) error {
 	return outboxadmin.CheckDead(c.ctx, c.sess.client, c.sess.store.Table(), ids)
 }
 
-func (c *cli) deadReplay(args []string) error {
-	fs := c.flagSet("dead replay", true)
-	pos, err := c.parse(fs, "dead replay", args)
+// deadIDs parses the arguments of command name (dead replay, dead
+// delete): ids and the confirmation flags; it opens the database and
+// checks that every id is DEAD.
+func (c *cli) deadIDs(name string, args []string) (*session, []string, error) {
+	fs := c.flagSet(name, true)
+	pos, err := c.parse(fs, name, args)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	ids, err := someIDs("dead replay", pos)
+	ids, err := someIDs(name, pos)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	s, err := c.open(false)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	if err := c.checkDead(ids); err != nil {
+		return nil, nil, err
+	}
+	return s, ids, nil
+}
+
+func (c *cli) deadReplay(args []string) error {
+	s, ids, err := c.deadIDs("dead replay", args)
+	if err != nil {
 		return err
 	}
 	if len(ids) == 1 {
@@ -347,20 +358,8 @@ func (f *deadFilter) describe() string {
 }
 
 func (c *cli) deadDelete(args []string) error {
-	fs := c.flagSet("dead delete", true)
-	pos, err := c.parse(fs, "dead delete", args)
+	s, ids, err := c.deadIDs("dead delete", args)
 	if err != nil {
-		return err
-	}
-	ids, err := someIDs("dead delete", pos)
-	if err != nil {
-		return err
-	}
-	s, err := c.open(false)
-	if err != nil {
-		return err
-	}
-	if err := c.checkDead(ids); err != nil {
 		return err
 	}
 	what := fmt.Sprintf("delete %d DEAD events of %s for good", len(ids), s.store.Table())
