@@ -339,11 +339,11 @@ func drainRaw(ctx context.Context, b backend, p pool, n, conns, batch int) (run,
 	switch b.family {
 	case "postgres":
 		claimSQL = b.rebind("UPDATE " + rawTable + " SET locked_by = ?, locked_at = ? WHERE event_id = ANY(ARRAY(" +
-			"SELECT event_id FROM " + rawTable + " WHERE status IN (0, 2) AND locked_by IS NULL AND available_at <= ?" +
+			"SELECT event_id FROM " + rawTable + " WHERE status IN (0, 2) AND locked_by IS NULL AND ordering_key IS NULL AND available_at <= ?" +
 			" ORDER BY available_at, event_id LIMIT ? FOR UPDATE SKIP LOCKED)) RETURNING " + cols)
 	case "sqlite":
 		claimSQL = "UPDATE " + rawTable + " SET locked_by = ?, locked_at = ? WHERE event_id IN (" +
-			"SELECT event_id FROM " + rawTable + " WHERE status IN (0, 2) AND locked_by IS NULL AND available_at <= ?" +
+			"SELECT event_id FROM " + rawTable + " WHERE status IN (0, 2) AND locked_by IS NULL AND ordering_key IS NULL AND available_at <= ?" +
 			" ORDER BY available_at, event_id LIMIT ?) RETURNING " + cols
 	case "mysql":
 		claimSQL = "SELECT " + cols + " FROM " + rawTable + " WHERE due_at <= ?" +
