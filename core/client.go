@@ -275,6 +275,14 @@ func (c *Client) Register(at AggregateType, et EventType, l Listener) error {
 	return c.registry.Register(at, et, l)
 }
 
+// Subscribe adds l as the subscriber called name of the events of type et,
+// on any aggregate type: each subscriber gets every event of the type and
+// retries on its own, so a failing subscriber never runs the others again
+// (see Registry.Subscribe).
+func (c *Client) Subscribe(name string, et EventType, l Listener) error {
+	return c.registry.Subscribe(name, et, l)
+}
+
 // HandleAll routes every event that no Handle or Register route matches to
 // l, for example a broker relay (see the relay package). Specific routes
 // win over it; a second catch-all fails with ErrDuplicateListener.
@@ -373,7 +381,9 @@ func (c *Client) Get(ctx context.Context, id string) (Record, error) {
 
 // Stats counts the table's events by status and finds the oldest pending
 // one and the keys blocked by a DEAD event (see Stats.BlockedKeys).
-func (c *Client) Stats(ctx context.Context) (Stats, error) { return c.cfg.Store.Stats(ctx) }
+func (c *Client) Stats(ctx context.Context) (Stats, error) {
+	return c.cfg.Store.Stats(ctx, utcNow(c.cfg.Clock))
+}
 
 // PollOnce claims one batch and queues it for delivery, as the poller does
 // on its own, and returns how many events were queued. It needs a started

@@ -21,7 +21,7 @@ func (d *Dispatcher) deliver(ctx context.Context, q queued) {
 	// Past its timeout the claim is no longer renewed: a listener that
 	// ignores its context and hangs loses the event to a take-over.
 	d.holds.start(q.hold, utcNow(d.clock).Add(d.cfg.ListenerTimeout))
-	lctx, cancel := context.WithTimeout(context.WithValue(ctx, attemptKey{}, attempt), d.cfg.ListenerTimeout)
+	lctx, cancel := context.WithTimeout(withSubscribers(context.WithValue(ctx, attemptKey{}, attempt), q.subscribers), d.cfg.ListenerTimeout)
 	if !q.created.IsZero() {
 		d.metrics.CommitToDelivery(e.Type(), utcNow(d.clock).Sub(q.created))
 	}
@@ -42,6 +42,8 @@ func (d *Dispatcher) deliver(ctx context.Context, q queued) {
 	// and it must be taken then, not turned away as still held.
 	d.finish(q.hold)
 	now := utcNow(d.clock)
+	// A fan-out owes the subscribers that failed from now on.
+	subs := subscribersAfter(err, q.subscribers)
 	var ra *RetryAfterError
 	switch {
 	case ctx.Err() != nil:
@@ -54,19 +56,19 @@ func (d *Dispatcher) deliver(ctx context.Context, q queued) {
 		d.metrics.Dead(e.Type())
 		d.log.Error("outbox: event has no listener, moved to DEAD", "event_id", e.ID(), "event_type", e.Type(), "aggregate_type", e.AggregateType())
 		d.record(ctx, e, "dead", func(ctx context.Context) (bool, error) {
-			return d.cfg.Store.MarkDead(ctx, Outcome{Owner: d.owner, ID: e.ID(), At: now, Error: err.Error()})
+			return d.cfg.Store.MarkDead(ctx, Outcome{Owner: d.owner, ID: e.ID(), At: now, Error: err.Error(), Subscribers: subs})
 		})
 		d.deadEnds(e)
 	case errors.As(err, &ra):
 		d.log.Debug("outbox: listener asked for a retry", "event_id", e.ID(), "delay", ra.Delay)
 		d.record(ctx, e, "retry", func(ctx context.Context) (bool, error) {
-			return d.cfg.Store.MarkRetry(ctx, Outcome{Owner: d.owner, ID: e.ID(), At: now.Add(ra.Delay), Error: TruncateError(err.Error())})
+			return d.cfg.Store.MarkRetry(ctx, Outcome{Owner: d.owner, ID: e.ID(), At: now.Add(ra.Delay), Error: TruncateError(err.Error()), Subscribers: subs})
 		})
 	case attempt >= d.cfg.MaxAttempts:
 		d.metrics.Dead(e.Type())
 		d.log.Error("outbox: event failed its last attempt, moved to DEAD", "event_id", e.ID(), "event_type", e.Type(), "attempts", attempt, "error", err)
 		d.record(ctx, e, "dead", func(ctx context.Context) (bool, error) {
-			return d.cfg.Store.MarkDead(ctx, Outcome{Owner: d.owner, ID: e.ID(), At: now, Error: TruncateError(err.Error()), CountAttempt: count})
+			return d.cfg.Store.MarkDead(ctx, Outcome{Owner: d.owner, ID: e.ID(), At: now, Error: TruncateError(err.Error()), CountAttempt: count, Subscribers: subs})
 		})
 		d.deadEnds(e)
 	default:
@@ -74,7 +76,7 @@ func (d *Dispatcher) deliver(ctx context.Context, q queued) {
 		delay := d.cfg.RetryPolicy.Delay(attempt)
 		d.log.Warn("outbox: delivery failed, will retry", "event_id", e.ID(), "event_type", e.Type(), "attempts", attempt, "retry_in", delay, "error", err)
 		d.record(ctx, e, "retry", func(ctx context.Context) (bool, error) {
-			return d.cfg.Store.MarkRetry(ctx, Outcome{Owner: d.owner, ID: e.ID(), At: now.Add(delay), Error: TruncateError(err.Error()), CountAttempt: count})
+			return d.cfg.Store.MarkRetry(ctx, Outcome{Owner: d.owner, ID: e.ID(), At: now.Add(delay), Error: TruncateError(err.Error()), CountAttempt: count, Subscribers: subs})
 		})
 	}
 	if e.Ordered() {

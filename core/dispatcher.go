@@ -137,6 +137,9 @@ type queued struct {
 	hold     *hold
 	// created is when the event was inserted (CommitToDelivery).
 	created time.Time
+	// subscribers are the subscribers the event still owes (nil: all; see
+	// Registry.Subscribe).
+	subscribers []string
 	// suspect: the claim was taken over from an owner that stored no
 	// outcome (ErrClaimExpired); this delivery may end the same way, so its
 	// attempt is counted before it starts (charged).
@@ -259,7 +262,7 @@ func (d *Dispatcher) enqueueCold(r Record) bool {
 	if claimed.IsZero() {
 		claimed = utcNow(d.clock)
 	}
-	item := queued{env: r.Envelope, attempts: r.Attempts, suspect: takenOver(r), created: r.CreatedAt}
+	item := queued{env: r.Envelope, attempts: r.Attempts, suspect: takenOver(r), created: r.CreatedAt, subscribers: r.Subscribers}
 	q := d.cold
 	if item.suspect && item.attempts >= suspectLaneAttempts {
 		// Taken over again after attempts that ended no better: it may be

@@ -33,8 +33,10 @@
 // Event and aggregate types are values with a Name method (EventName and
 // AggregateName will do). Handle routes an event type on any aggregate;
 // Register routes one (aggregate type, event type) pair and wins over
-// Handle. Client.Dead lists and replays events that kept failing,
-// Client.Get and Client.Stats inspect the table.
+// Handle. Subscribe gives an event type several named subscribers that
+// retry independently: a failing one never runs the others again.
+// Client.Dead lists and replays events that kept failing, Client.Get and
+// Client.Stats inspect the table.
 //
 // # Guarantees
 //

@@ -237,6 +237,73 @@ func ExampleClient_Dead() {
 	// closed: <nil>
 }
 
+// ExampleClient_Subscribe fans an event out to three subscribers: each
+// gets it, and one that fails retries alone — the others are done with it.
+func ExampleClient_Subscribe() {
+	ctx := context.Background()
+	store := outboxmem.New()
+	client, err := outbox.New(outbox.Config{
+		Store: store, TxContext: store,
+		RetryPolicy:  &outbox.ExponentialBackoff{Base: time.Millisecond, Max: time.Millisecond, NoJitter: true},
+		PollInterval: 5 * time.Millisecond,
+		Logger:       slog.New(slog.DiscardHandler), // the failure is expected here
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	var (
+		mu    sync.Mutex
+		calls = map[string]int{}
+	)
+	done := make(chan struct{})
+	subscriber := func(name string) outbox.ListenerFunc {
+		return func(ctx context.Context, e outbox.Envelope) error {
+			mu.Lock()
+			defer mu.Unlock()
+			calls[name]++
+			if name == "mail" && calls[name] == 1 {
+				return errors.New("mail server busy")
+			}
+			if name == "mail" {
+				close(done)
+			}
+			return nil
+		}
+	}
+	for _, name := range []string{"billing", "mail", "stock"} {
+		if err := client.Subscribe(name, OrderPlaced, subscriber(name)); err != nil {
+			fmt.Println(err)
+			return
+		}
+	}
+	if err := client.Start(ctx); err != nil {
+		fmt.Println(err)
+		return
+	}
+	e := outbox.MustEnvelope(OrderPlaced, outbox.WithAggregate(OrderAggregate, "o-8"), outbox.WithJSON([]byte(`{}`)))
+	err = store.InTx(ctx, func(ctx context.Context) error {
+		_, err := client.Write(ctx, e)
+		return err
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	<-done
+	fmt.Println("closed:", client.Close(ctx))
+	r, _ := client.Get(ctx, e.ID())
+	fmt.Println(r.Status, "after", r.Attempts, "failed attempt; last owed:", r.Subscribers)
+	mu.Lock()
+	fmt.Println("billing:", calls["billing"], "mail:", calls["mail"], "stock:", calls["stock"])
+	mu.Unlock()
+
+	// Output:
+	// closed: <nil>
+	// DONE after 1 failed attempt; last owed: [mail]
+	// billing: 1 mail: 2 stock: 1
+}
+
 // ExampleNew_writerOnly splits the outbox over two processes sharing one
 // table: a web process that only writes, and a worker that delivers what
 // its poller claims.

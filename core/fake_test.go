@@ -371,7 +371,7 @@ func (s *memStore) Count(_ context.Context, q Query) (int64, error) {
 	return int64(len(s.match(q))), nil
 }
 
-func (s *memStore) Stats(context.Context) (Stats, error) {
+func (s *memStore) Stats(context.Context, time.Time) (Stats, error) {
 	err := s.enter("Stats")
 	defer s.mu.Unlock()
 	if err != nil {

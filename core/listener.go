@@ -32,7 +32,8 @@ func DeliveryAttempt(ctx context.Context) int {
 
 // Registry routes an event to exactly one Listener: the one registered for
 // its (aggregate type, event type), else the one registered for its event
-// type on any aggregate, else the catch-all (HandleAll). It is safe for
+// type on any aggregate (Handle, or the subscribers of Subscribe), else the
+// catch-all (HandleAll). It is safe for
 // concurrent use; the zero value is ready to use. Client.Handle,
 // Client.Register and Client.HandleAll fill the Client's own.
 type Registry struct {
@@ -52,7 +53,10 @@ func (r *Registry) Handle(et EventType, fn func(ctx context.Context, e Envelope)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, dup := r.any[et.Name()]; dup {
+	if l, dup := r.any[et.Name()]; dup {
+		if _, subs := l.(*fanOut); subs {
+			return fmt.Errorf("%w: event type %s has subscribers: add another with Subscribe", ErrDuplicateListener, et.Name())
+		}
 		return fmt.Errorf("%w: event type %s (any aggregate)", ErrDuplicateListener, et.Name())
 	}
 	if r.any == nil {
@@ -60,6 +64,44 @@ func (r *Registry) Handle(et EventType, fn func(ctx context.Context, e Envelope)
 	}
 	r.any[et.Name()] = ListenerFunc(fn)
 	return nil
+}
+
+// Subscribe adds l as the subscriber called name of the events of type et,
+// on any aggregate type: every subscriber of a type gets each of its
+// events, and they retry independently. A delivery runs the subscribers
+// side by side; when some fail, the others are done with the event, and
+// only the failed ones run again at its retries, are named on it when it
+// goes DEAD (Record.Subscribers) and run when it is replayed. The
+// subscribers of an event share its row, so the ones that fail together
+// share its attempts and retry schedule.
+//
+// A name is 1 to MaxSubscriberLen bytes without commas and is stored with
+// the event: keep it stable across releases (an event that still owes a
+// subscriber that is no longer registered fails as ErrUnroutable for it).
+// Subscribe and Handle of one event type exclude each other: a second
+// listener of a type is a subscriber; a second subscriber of one name fails
+// with ErrDuplicateListener.
+func (r *Registry) Subscribe(name string, et EventType, l Listener) error {
+	if et == nil || l == nil {
+		return fmt.Errorf("%w: Subscribe needs an event type and a listener", ErrInvalidConfig)
+	}
+	if err := validSubscriber(name); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.any == nil {
+		r.any = make(map[string]Listener)
+	}
+	f, ok := r.any[et.Name()].(*fanOut)
+	if !ok {
+		if _, dup := r.any[et.Name()]; dup {
+			return fmt.Errorf("%w: event type %s has a listener (Handle): make it a subscriber too", ErrDuplicateListener, et.Name())
+		}
+		f = &fanOut{subs: make(map[string]Listener)}
+		r.any[et.Name()] = f
+	}
+	return f.add(name, l)
 }
 
 // Register routes events of type et on aggregate type at to l; it wins over

@@ -91,6 +91,10 @@ type Backlog struct {
 	// Pending counts NEW and RETRY events, due or not yet due (delayed
 	// events and retries waiting for their backoff included).
 	Pending int64
+	// Due counts the pending events that are due (Stats.Due): Pending
+	// minus those waiting for a delay or a retry's backoff. A Due that
+	// stays high means delivery does not keep up.
+	Due int64
 	// Dead counts DEAD events.
 	Dead int64
 	// OldestPending is the age of the oldest pending event (0 if none).

@@ -55,20 +55,22 @@ func (s *backlogSampler) close(ctx context.Context) error { return s.bg.close(ct
 func (s *backlogSampler) sample(ctx context.Context) {
 	sctx, cancel := context.WithTimeout(ctx, s.interval)
 	defer cancel()
-	st, err := s.store.Stats(sctx)
+	now := utcNow(s.clock)
+	st, err := s.store.Stats(sctx, now)
 	if err != nil {
 		if ctx.Err() == nil { // not cut off by Close
 			s.log.Warn("outbox: could not sample the backlog for metrics", "error", err)
 		}
 		return
 	}
-	s.metrics.Backlog(backlogOf(st, utcNow(s.clock)))
+	s.metrics.Backlog(backlogOf(st, now))
 }
 
 // backlogOf turns Stats into a Backlog at now.
 func backlogOf(st Stats, now time.Time) Backlog {
 	b := Backlog{
 		Pending:     st.ByStatus[StatusNew] + st.ByStatus[StatusRetry],
+		Due:         st.Due,
 		Dead:        st.ByStatus[StatusDead],
 		BlockedKeys: st.BlockedKeys,
 	}

@@ -215,7 +215,7 @@ func (p *poller) poll(ctx context.Context) (queued int, more, busy bool, err err
 		if r.Err != nil {
 			d.log.Error("outbox: stored event cannot be decoded, moved to DEAD", "event_id", r.ID, "error", r.Err)
 			d.metrics.Dead("") // its type cannot be read
-			if _, err := d.cfg.Store.MarkDead(ctx, Outcome{Owner: d.owner, ID: r.ID, At: now, Error: TruncateError("decode: " + r.Err.Error())}); err != nil {
+			if _, err := d.cfg.Store.MarkDead(ctx, Outcome{Owner: d.owner, ID: r.ID, At: now, Error: TruncateError("decode: " + r.Err.Error()), Subscribers: r.Subscribers}); err != nil {
 				d.log.Error("outbox: could not move undecodable event to DEAD", "event_id", r.ID, "error", err)
 			}
 			continue
@@ -228,7 +228,7 @@ func (p *poller) poll(ctx context.Context) (queued int, more, busy bool, err err
 			d.metrics.Dead(r.Envelope.Type())
 			d.log.Error("outbox: deliveries ended without an outcome too often, moved to DEAD", "event_id", r.ID, "event_type", r.Envelope.Type(), "attempts", r.Attempts)
 			msg := fmt.Sprintf("%s (%d attempts used, the last ones without an outcome: does the listener kill or hang its process?)", ErrClaimExpired, r.Attempts)
-			if _, err := d.cfg.Store.MarkDead(ctx, Outcome{Owner: d.owner, ID: r.ID, At: now, Error: msg}); err != nil {
+			if _, err := d.cfg.Store.MarkDead(ctx, Outcome{Owner: d.owner, ID: r.ID, At: now, Error: msg, Subscribers: r.Subscribers}); err != nil {
 				d.log.Error("outbox: could not move the event to DEAD", "event_id", r.ID, "error", err)
 			} else {
 				d.deadEnds(r.Envelope)

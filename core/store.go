@@ -72,6 +72,11 @@ type Record struct {
 	// the lower Seq is the earlier. Sequence numbers are assigned at insert
 	// and increase; they may have gaps.
 	Seq int64
+	// Subscribers are the subscribers (Registry.Subscribe) the event
+	// still owes, sorted, since a delivery in which only they failed: its
+	// retries, and a replay, run only them. Nil means every listener of
+	// its route. A DONE event keeps the last ones it owed, for the record.
+	Subscribers []string
 }
 
 // ClaimRequest describes one claim: take up to Limit due, pending events for Owner.
@@ -130,6 +135,14 @@ type Query struct {
 type Stats struct {
 	// ByStatus counts rows per status.
 	ByStatus map[Status]int64
+	// Due counts the NEW and RETRY rows due at the time given to Stats
+	// (available at or before it), claimed or not: the work a poller
+	// would take now. The other pending rows wait for a delay or a retry's
+	// backoff.
+	Due int64
+	// DeadBySubscriber counts the DEAD events that owe each subscriber
+	// (Record.Subscribers), by subscriber name; nil when none does.
+	DeadBySubscriber map[string]int64
 	// OldestPending is the creation time of the oldest NEW or RETRY row
 	// (zero if none).
 	OldestPending time.Time
@@ -156,6 +169,9 @@ type Outcome struct {
 	Error string
 	// CountAttempt increments the event's attempts.
 	CountAttempt bool
+	// Subscribers (MarkRetry, MarkDead) are the subscribers the event
+	// still owes from now on (Record.Subscribers); nil stores none.
+	Subscribers []string
 }
 
 // Store persists outbox events. It owns its connection pool: only Insert
@@ -216,8 +232,9 @@ type Store interface {
 	List(ctx context.Context, q Query) ([]Record, error)
 	// Count returns how many events match q.
 	Count(ctx context.Context, q Query) (int64, error)
-	// Stats counts events by status and finds the oldest pending one.
-	Stats(ctx context.Context) (Stats, error)
+	// Stats counts events by status and the pending ones due at now, and
+	// finds the oldest pending one.
+	Stats(ctx context.Context, now time.Time) (Stats, error)
 	// Replay moves DEAD events back to NEW with zero attempts, due at now and
 	// unclaimed, and returns how many rows changed.
 	Replay(ctx context.Context, ids []string, now time.Time) (int64, error)
@@ -243,4 +260,18 @@ type Purger interface {
 	// StatusDead) whose completion time (or creation time, if none) is
 	// before before, and returns how many.
 	Purge(ctx context.Context, status Status, before time.Time, limit int) (int64, error)
+}
+
+// AddDeadSubscribers adds n DEAD events owing the subscribers names to
+// DeadBySubscriber, for Stores filling Stats.
+func (s *Stats) AddDeadSubscribers(names []string, n int64) {
+	if len(names) == 0 || n == 0 {
+		return
+	}
+	if s.DeadBySubscriber == nil {
+		s.DeadBySubscriber = make(map[string]int64, len(names))
+	}
+	for _, name := range names {
+		s.DeadBySubscriber[name] += n
+	}
 }

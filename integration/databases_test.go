@@ -311,7 +311,7 @@ func TestMySQLDSNOptions(t *testing.T) {
 					t.Fatalf("claim through a pool %s: %v; want an ErrInvalidConfig naming %s", tc.name, err, tc.want)
 				}
 				t.Logf("claim: %v", err)
-				if _, err := bad.Stats(ctx); err == nil || !strings.Contains(err.Error(), tc.want) {
+				if _, err := bad.Stats(ctx, time.Now()); err == nil || !strings.Contains(err.Error(), tc.want) {
 					t.Errorf("stats: %v; want an error naming %s", err, tc.want)
 				}
 				recs, err := store.List(ctx, outbox.Query{AfterID: "", Limit: 1000})

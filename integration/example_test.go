@@ -130,7 +130,7 @@ func Example_claim() {
 		ids = append(ids, r.ID) // deliver r.Envelope here
 	}
 	done, _ := store.MarkDone(ctx, "node-1", ids, now)
-	stats, _ := store.Stats(ctx)
+	stats, _ := store.Stats(ctx, now)
 	fmt.Println("claimed", ids, "done", done)
 	fmt.Println("pending", stats.ByStatus[outbox.StatusNew], "done", stats.ByStatus[outbox.StatusDone])
 	// Output:

@@ -16,9 +16,10 @@ import (
 
 // TestMigrateUpgradesAnEarlierTable: a table made by the schema of an
 // earlier version (testdata/schema-v1: one claim index over every pending
-// row, no ordering columns, no schema version), holding a pending event,
-// is brought up to date by Migrate — twice, as at every start — and the
-// event is then delivered; new events round-trip every new column.
+// row, no ordering columns, no schema version, no subscribers), holding a
+// pending event, is brought up to date by Migrate — twice, as at every
+// start — and the event is then delivered; new events round-trip every new
+// column.
 func TestMigrateUpgradesAnEarlierTable(t *testing.T) {
 	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
 		ctx := context.Background()

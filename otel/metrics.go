@@ -40,7 +40,7 @@ type Metrics struct {
 	stale, heartbeats, renewed, keyBlocked              metric.Int64Counter
 	delivery, latency, claim                            metric.Float64Histogram
 	claimSize, ackBatch                                 metric.Int64Histogram
-	queue, pending, deadNow, blocked                    metric.Int64Gauge
+	queue, pending, due, deadNow, blocked               metric.Int64Gauge
 	oldest                                              metric.Float64Gauge
 
 	base   []attribute.KeyValue
@@ -120,6 +120,7 @@ func NewMetrics(mp metric.MeterProvider, opts ...MetricsOptions) (*Metrics, erro
 	m.ackBatch = size("outbox.ack.batch.size", "Events marked DONE by one batched update.")
 	m.queue = gauge("outbox.queue.depth", "Events waiting in the dispatcher's queues, at the last poll.", "{event}")
 	m.pending = gauge("outbox.pending", "NEW and RETRY events in the table (due or not), at the last sample.", "{event}")
+	m.due = gauge("outbox.due", "Pending events that are due (not waiting for a delay or a retry's backoff), at the last sample.", "{event}")
 	m.deadNow = gauge("outbox.dead.current", "DEAD events in the table, at the last sample.", "{event}")
 	m.blocked = gauge("outbox.blocked_keys", "Ordering keys held back by a DEAD event, at the last sample.", "{key}")
 	if err == nil {
@@ -214,10 +215,11 @@ func (m *Metrics) QueueDepths(hot, cold int) {
 // KeyBlocked adds 1 to outbox.key_blocked.
 func (m *Metrics) KeyBlocked() { m.keyBlocked.Add(bg, 1, m.common) }
 
-// Backlog records outbox.pending, outbox.oldest_pending.age,
+// Backlog records outbox.pending, outbox.due, outbox.oldest_pending.age,
 // outbox.dead.current and outbox.blocked_keys.
 func (m *Metrics) Backlog(b outbox.Backlog) {
 	m.pending.Record(bg, b.Pending, m.common)
+	m.due.Record(bg, b.Due, m.common)
 	m.oldest.Record(bg, b.OldestPending.Seconds(), m.common)
 	m.deadNow.Record(bg, b.Dead, m.common)
 	m.blocked.Record(bg, b.BlockedKeys, m.common)

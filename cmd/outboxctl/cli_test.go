@@ -102,14 +102,14 @@ func TestStats(t *testing.T) {
 		var st statsJSON
 		e.run("--json", "stats").wantOK(t).decode(t, &st)
 		want := map[string]int64{"NEW": 2, "RETRY": 0, "DONE": 3, "DEAD": 4}
-		if !jsonEqual(st.Counts, want) || st.Total != 9 || st.Pending != 2 || st.Table != e.store.Table() {
-			t.Errorf("stats: %+v, want counts %v, total 9, pending 2", st, want)
+		if !jsonEqual(st.Counts, want) || st.Total != 9 || st.Pending != 2 || st.Due != 2 || st.Table != e.store.Table() {
+			t.Errorf("stats: %+v, want counts %v, total 9, pending 2, due 2", st, want)
 		}
 		if st.OldestPendingAt == nil || st.OldestPendingAt.Before(before.Add(-time.Second)) || st.OldestPendingAgeSeconds == nil || *st.OldestPendingAgeSeconds < 0 {
 			t.Errorf("stats: oldest pending %v, age %v; want a time after %v", st.OldestPendingAt, st.OldestPendingAgeSeconds, before)
 		}
 		r := e.run("stats").wantOK(t)
-		for _, re := range []string{`(?m)^STATUS +EVENTS$`, `(?m)^NEW +2$`, `(?m)^RETRY +0$`, `(?m)^DONE +3$`, `(?m)^DEAD +4$`, `(?m)^total +9$`, `(?m)^oldest pending: created \S+, \d+s ago$`} {
+		for _, re := range []string{`(?m)^STATUS +EVENTS$`, `(?m)^NEW +2$`, `(?m)^RETRY +0$`, `(?m)^DONE +3$`, `(?m)^DEAD +4$`, `(?m)^total +9$`, `(?m)^oldest pending: created \S+, \d+s ago$`, `(?m)^due now: 2$`} {
 			if !regexp.MustCompile(re).MatchString(r.stdout) {
 				t.Errorf("stats output does not match %s:\n%s", re, r.stdout)
 			}

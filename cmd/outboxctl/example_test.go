@@ -41,6 +41,7 @@ func Example() {
 	// total   0
 	//
 	// oldest pending: none
+	// due now: 0
 	// exit code 0
 	// $ outboxctl get 01JD5K3Q8V4N2M7XGZ6P1R9T0B
 	// outboxctl: no event with id 01JD5K3Q8V4N2M7XGZ6P1R9T0B in outbox_event

@@ -146,6 +146,10 @@ func (c *cli) printStats(table string, st outbox.Stats) error {
 		age := max(now.Sub(st.OldestPending), 0)
 		c.printf(c.stdout, "\noldest pending: created %s, %s ago\n", fmtTime(st.OldestPending, timeLayout), formatAge(age))
 	}
+	c.printf(c.stdout, "due now: %d\n", out.Due)
+	for _, name := range slices.Sorted(maps.Keys(out.DeadBySubscriber)) {
+		c.printf(c.stdout, "DEAD owing subscriber %s: %d\n", cell(name, 0), out.DeadBySubscriber[name])
+	}
 	return nil
 }
 
@@ -177,6 +181,9 @@ func (c *cli) printEvent(r outbox.Record) error {
 		row("SCHEMA VERSION", strconv.Itoa(env.SchemaVersion()))
 	}
 	row("STATUS", r.Status.String())
+	if len(r.Subscribers) > 0 {
+		row("SUBSCRIBERS", cell(strings.Join(r.Subscribers, ", "), 0))
+	}
 	row("ATTEMPTS", strconv.Itoa(r.Attempts))
 	if r.Err == nil {
 		row("OCCURRED AT", fmtTime(env.OccurredAt(), timeLayoutMsec))
@@ -253,6 +260,9 @@ func (c *cli) printDeadList(recs []outbox.Record, more bool) error {
 		typ, agg := "?", "?"
 		if r.Err == nil {
 			typ, agg = cell(r.Envelope.Type(), 40), cell(r.Envelope.AggregateType(), 30)+" "+cell(r.Envelope.AggregateID(), 30)
+		}
+		if len(r.Subscribers) > 0 {
+			typ += " [" + cell(strings.Join(r.Subscribers, ","), 40) + "]" // the subscribers it owes
 		}
 		lastErr := r.LastError
 		if r.Err != nil {

@@ -29,6 +29,9 @@ type Event struct {
 	LastError string     `json:"last_error,omitempty"`
 	LockedBy  string     `json:"locked_by,omitempty"`
 	LockedAt  *time.Time `json:"locked_at,omitempty"`
+	// Subscribers are the subscribers the event still owes
+	// (outbox.Record.Subscribers); left out when it owes every listener.
+	Subscribers []string `json:"subscribers,omitempty"`
 	// Headers is set, an empty object at least, with EventOptions.Payload
 	// for a decoded event; nil (left out) otherwise.
 	Headers map[string]string `json:"headers,omitzero"`
@@ -67,7 +70,7 @@ func NewEvent(r outbox.Record, opts EventOptions) Event {
 		ID: r.ID, Status: r.Status.String(), Attempts: r.Attempts,
 		CreatedAt: timePtr(r.CreatedAt), AvailableAt: timePtr(r.AvailableAt), DoneAt: timePtr(r.DoneAt),
 		LastError: r.LastError, LockedBy: r.LockedBy, LockedAt: timePtr(r.LockedAt),
-		sized: opts.PayloadSize,
+		Subscribers: r.Subscribers, sized: opts.PayloadSize,
 	}
 	if r.Err != nil {
 		e.DecodeError = r.Err.Error()

@@ -25,6 +25,11 @@ type Stats struct {
 	Total int64 `json:"total"`
 	// Pending counts the NEW and RETRY events.
 	Pending int64 `json:"pending"`
+	// Due counts the pending events that are due (outbox.Stats.Due).
+	Due int64 `json:"due"`
+	// DeadBySubscriber counts the DEAD events owing each subscriber
+	// (outbox.Stats.DeadBySubscriber); left out when none does.
+	DeadBySubscriber map[string]int64 `json:"dead_by_subscriber,omitempty"`
 	// OldestPendingAt is when the oldest pending event was created, and
 	// OldestPendingAgeSeconds how long ago; both are null when no event is
 	// pending.
@@ -35,7 +40,7 @@ type Stats struct {
 // NewStats returns the view of st at time now, which the age of the oldest
 // pending event is measured from (never below zero).
 func NewStats(st outbox.Stats, now time.Time) Stats {
-	out := Stats{Counts: make(map[string]int64, len(statuses)), OldestPendingAt: timePtr(st.OldestPending)}
+	out := Stats{Counts: make(map[string]int64, len(statuses)), Due: st.Due, DeadBySubscriber: st.DeadBySubscriber, OldestPendingAt: timePtr(st.OldestPending)}
 	for _, s := range statuses {
 		out.Counts[s.String()] = 0
 	}

@@ -25,12 +25,15 @@ func TestStatsJSON(t *testing.T) {
   },
   "total": 0,
   "pending": 0,
+  "due": 0,
   "oldest_pending_at": null,
   "oldest_pending_age_seconds": null
 }`},
 		{"busy", outbox.Stats{
-			ByStatus:      map[outbox.Status]int64{outbox.StatusNew: 3, outbox.StatusRetry: 2, outbox.StatusDead: 1, outbox.Status(9): 4},
-			OldestPending: now.Add(-90*time.Second - 500*time.Millisecond).In(time.FixedZone("JST", 9*3600)),
+			ByStatus:         map[outbox.Status]int64{outbox.StatusNew: 3, outbox.StatusRetry: 2, outbox.StatusDead: 1, outbox.Status(9): 4},
+			Due:              4,
+			DeadBySubscriber: map[string]int64{"mail": 1},
+			OldestPending:    now.Add(-90*time.Second - 500*time.Millisecond).In(time.FixedZone("JST", 9*3600)),
 		}, `{
   "counts": {
     "DEAD": 1,
@@ -41,6 +44,10 @@ func TestStatsJSON(t *testing.T) {
   },
   "total": 10,
   "pending": 5,
+  "due": 4,
+  "dead_by_subscriber": {
+    "mail": 1
+  },
   "oldest_pending_at": "2026-03-01T11:58:29.5Z",
   "oldest_pending_age_seconds": 90.5
 }`},
@@ -54,6 +61,7 @@ func TestStatsJSON(t *testing.T) {
   },
   "total": 1,
   "pending": 1,
+  "due": 0,
   "oldest_pending_at": "2026-03-01T12:00:01Z",
   "oldest_pending_age_seconds": 0
 }`},

@@ -58,6 +58,7 @@ type row struct {
 	lockedBy    string
 	lockedAt    time.Time
 	seq         int64
+	subscribers []string // owned by the row
 }
 
 // ts converts t the way the SQL stores keep timestamps: UTC, truncated to
@@ -114,6 +115,7 @@ func (r *row) record() outbox.Record {
 		ID: r.f.ID, Envelope: env, Err: err, Status: r.status, Attempts: r.attempts,
 		CreatedAt: r.createdAt, AvailableAt: r.availableAt, DoneAt: r.doneAt,
 		LastError: r.lastError, LockedBy: r.lockedBy, LockedAt: r.lockedAt, Seq: r.seq,
+		Subscribers: slices.Clone(r.subscribers),
 	}
 }
 
@@ -408,6 +410,7 @@ func (s *Store) outcome(ctx context.Context, what string, o outbox.Outcome, appl
 	n := s.fenced(o.Owner, []string{o.ID}, func(r *row) {
 		apply(r, at)
 		r.lastError = outbox.TruncateError(o.Error)
+		r.subscribers = slices.Clone(o.Subscribers)
 		if o.CountAttempt {
 			r.attempts++
 		}
@@ -559,8 +562,9 @@ func (s *Store) Count(ctx context.Context, q outbox.Query) (int64, error) {
 }
 
 // Stats counts events by status (statuses with no event are absent from
-// ByStatus) and finds the creation time of the oldest pending one.
-func (s *Store) Stats(ctx context.Context) (outbox.Stats, error) {
+// ByStatus) and the pending ones due at now, and finds the creation time
+// of the oldest pending one.
+func (s *Store) Stats(ctx context.Context, now time.Time) (outbox.Stats, error) {
 	st := outbox.Stats{ByStatus: make(map[outbox.Status]int64, 4)}
 	if err := ctx.Err(); err != nil {
 		return st, fmt.Errorf("outboxmem: stats: %w", err)
@@ -569,6 +573,12 @@ func (s *Store) Stats(ctx context.Context) (outbox.Stats, error) {
 	defer s.mu.Unlock()
 	for _, r := range s.rows {
 		st.ByStatus[r.status]++
+		if pending(r) && !r.availableAt.After(now) {
+			st.Due++
+		}
+		if r.status == outbox.StatusDead {
+			st.AddDeadSubscribers(r.subscribers, 1)
+		}
 		if pending(r) && (st.OldestPending.IsZero() || r.createdAt.Before(st.OldestPending)) {
 			st.OldestPending = r.createdAt
 		}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -32,6 +34,7 @@ func RunEndToEndSuite(t *testing.T, newFixture func(t *testing.T) Fixture) {
 		{"RetryThenSuccess", e2eRetryThenSuccess},
 		{"DeadAfterMaxAttemptsThenReplay", e2eDeadAndReplay},
 		{"UnroutableIsDeadAtOnce", e2eUnroutable},
+		{"FanOutRetriesOnlyTheFailingSubscriber", e2eFanOut},
 		{"ListenerPanicIsFailure", e2ePanic},
 		{"RetryAfterKeepsAttempts", e2eRetryAfter},
 		{"DelayedEventSkipsHotPath", e2eDelayed},
@@ -380,6 +383,52 @@ func e2eDeadAndReplay(t *testing.T, f Fixture) {
 		t.Fatalf("second replay: %v, want ErrNotFound", err)
 	}
 	Eventually(t, 10*time.Second, "replayed event DONE", func() bool { return record(t, f, e.ID()).Status == outbox.StatusDone })
+}
+
+// e2eFanOut: of three subscribers, the two that succeed get the event
+// once; the failing one alone retries, goes DEAD named on the event, and
+// alone gets the replay.
+func e2eFanOut(t *testing.T, f Fixture) {
+	c := newClient(t, f, outbox.Config{MaxAttempts: 3})
+	var healthy atomic.Bool
+	calls := map[string]*atomic.Int32{"audit": {}, "billing": {}, "mail": {}}
+	for name, n := range calls {
+		err := c.Subscribe(name, evtPing, outbox.ListenerFunc(func(ctx context.Context, e outbox.Envelope) error {
+			n.Add(1)
+			if name == "mail" && !healthy.Load() {
+				return errors.New("mail server down")
+			}
+			return nil
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	start(t, c)
+	e := ping(t)
+	write(t, f, c, e)
+	Eventually(t, 10*time.Second, "event DEAD", func() bool { return record(t, f, e.ID()).Status == outbox.StatusDead })
+	r := record(t, f, e.ID())
+	want := map[string]int32{"audit": 1, "billing": 1, "mail": 3}
+	for name, n := range calls {
+		if n.Load() != want[name] {
+			t.Errorf("%s ran %d times, want %d", name, n.Load(), want[name])
+		}
+	}
+	if r.Attempts != 3 || !slices.Equal(r.Subscribers, []string{"mail"}) || !strings.Contains(r.LastError, "subscriber mail: mail server down") {
+		t.Fatalf("dead event: attempts=%d subscribers=%q last error %q; want 3, [mail] and mail's error", r.Attempts, r.Subscribers, r.LastError)
+	}
+	healthy.Store(true)
+	if err := c.Dead().Replay(context.Background(), e.ID()); err != nil {
+		t.Fatal(err)
+	}
+	Eventually(t, 10*time.Second, "replayed event DONE", func() bool { return record(t, f, e.ID()).Status == outbox.StatusDone })
+	want["mail"] = 4
+	for name, n := range calls {
+		if n.Load() != want[name] {
+			t.Errorf("after the replay %s ran %d times, want %d", name, n.Load(), want[name])
+		}
+	}
 }
 
 func e2eUnroutable(t *testing.T, f Fixture) {

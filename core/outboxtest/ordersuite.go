@@ -99,7 +99,7 @@ func storeOrderedHeads(t *testing.T, f Fixture) {
 
 	mustDead(t, f, ownerB, a2, t0.Add(2*time.Hour))
 	wantClaim(t, f, "while a DEAD event blocks A", orderedLong(ownerA, t0.Add(3*time.Hour), 10))
-	st, err := f.Store.Stats(ctx)
+	st, err := f.Store.Stats(ctx, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func storeOrderedHeads(t *testing.T, f Fixture) {
 		t.Errorf("skip note %q", r.LastError)
 	}
 	wantClaim(t, f, "after the DEAD head was skipped", orderedLong(ownerA, now, 10), a3)
-	if st, err := f.Store.Stats(ctx); err != nil || st.BlockedKeys != 0 || !st.OldestBlocked.IsZero() {
+	if st, err := f.Store.Stats(ctx, t0); err != nil || st.BlockedKeys != 0 || !st.OldestBlocked.IsZero() {
 		t.Fatalf("Stats after the skip = %+v, %v; want no blocked key", st, err)
 	}
 

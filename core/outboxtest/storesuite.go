@@ -58,6 +58,7 @@ func RunStoreSuite(t *testing.T, newFixture func(t *testing.T) Fixture) {
 		{"MarkDead", storeMarkDead},
 		{"Release", storeRelease},
 		{"Replay", storeReplay},
+		{"OutcomesRecordTheSubscribersOwed", storeSubscribers},
 		{"Delete", storeDelete},
 		{"GetOneWithItsState", storeGet},
 		{"InsertOutsideItsTransactionFails", storeInsertWrongTx},
@@ -791,6 +792,48 @@ func storeReplay(t *testing.T, f Fixture) {
 	}
 }
 
+// storeSubscribers: MarkRetry and MarkDead store the subscribers an event
+// still owes (nil: none), a claim and Replay keep them.
+func storeSubscribers(t *testing.T, f Fixture) {
+	ctx := context.Background()
+	e, other := event(t), event(t)
+	insert(t, f, t0, ownerA, e, other)
+	wantSubs := func(id string, want []string) {
+		t.Helper()
+		if got := get(t, f, id).Subscribers; !slices.Equal(got, want) {
+			t.Fatalf("subscribers of %s = %q, want %q", id, got, want)
+		}
+	}
+	wantSubs(e.ID(), nil)
+	if ok, err := f.Store.MarkRetry(ctx, outbox.Outcome{Owner: ownerA, ID: e.ID(), At: t0, Error: "2 failed", CountAttempt: true,
+		Subscribers: []string{"billing", "mail-2"}}); err != nil || !ok {
+		t.Fatalf("MarkRetry = %v, %v", ok, err)
+	}
+	wantSubs(e.ID(), []string{"billing", "mail-2"})
+	wantSubs(other.ID(), nil)
+	got := claim(t, f, outbox.ClaimRequest{Owner: ownerA, Now: t0.Add(time.Second), Lease: lease, Limit: 1})
+	if len(got) != 1 || got[0].ID != e.ID() || !slices.Equal(got[0].Subscribers, []string{"billing", "mail-2"}) {
+		t.Fatalf("claim = %v (subscribers %q), want %s owing billing and mail-2", recIDs(got), got[0].Subscribers, e.ID())
+	}
+	if ok, err := f.Store.MarkDead(ctx, outbox.Outcome{Owner: ownerA, ID: e.ID(), At: t0.Add(time.Second), Error: "1 failed",
+		CountAttempt: true, Subscribers: []string{"mail-2"}}); err != nil || !ok {
+		t.Fatalf("MarkDead = %v, %v", ok, err)
+	}
+	wantSubs(e.ID(), []string{"mail-2"})
+	if n, err := f.Store.Replay(ctx, []string{e.ID()}, t0.Add(time.Minute)); err != nil || n != 1 {
+		t.Fatalf("Replay = %d, %v", n, err)
+	}
+	wantSubs(e.ID(), []string{"mail-2"})
+	got = claim(t, f, outbox.ClaimRequest{Owner: ownerB, Now: t0.Add(time.Minute), Lease: lease, Limit: 1, NoRecovery: true})
+	if len(got) != 1 || got[0].ID != e.ID() {
+		t.Fatalf("claim after replay = %v, want %s", recIDs(got), e.ID())
+	}
+	if ok, err := f.Store.MarkRetry(ctx, outbox.Outcome{Owner: ownerB, ID: e.ID(), At: t0.Add(time.Minute), Error: "listener"}); err != nil || !ok {
+		t.Fatalf("MarkRetry = %v, %v", ok, err)
+	}
+	wantSubs(e.ID(), nil)
+}
+
 func storeDelete(t *testing.T, f Fixture) {
 	ctx := context.Background()
 	dead, pending := event(t), event(t)
@@ -913,7 +956,7 @@ func storeListCount(t *testing.T, f Fixture) {
 
 func storeStats(t *testing.T, f Fixture) {
 	ctx := context.Background()
-	st, err := f.Store.Stats(ctx)
+	st, err := f.Store.Stats(ctx, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -925,16 +968,25 @@ func storeStats(t *testing.T, f Fixture) {
 		t.Fatalf("stats of an empty table: %+v", st)
 	}
 	seedStatuses(t, f) // pending rows created at t0+0s (NEW) and t0+2s (RETRY) first
-	st, err = f.Store.Stats(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for s := outbox.StatusNew; s <= outbox.StatusDead; s++ {
-		if st.ByStatus[s] != 6 {
-			t.Errorf("ByStatus[%v] = %d, want 6", s, st.ByStatus[s])
+	// NEW rows are due at their creation, t0+0s, 4s, … 20s; RETRY rows at t0.
+	for _, tc := range []struct {
+		now time.Time
+		due int64
+	}{{t0.Add(-time.Second), 0}, {t0, 7}, {t0.Add(10 * time.Second).In(zoneEast), 9}, {t0.Add(time.Hour), 12}} {
+		st, err = f.Store.Stats(ctx, tc.now)
+		if err != nil {
+			t.Fatal(err)
 		}
+		for s := outbox.StatusNew; s <= outbox.StatusDead; s++ {
+			if st.ByStatus[s] != 6 {
+				t.Errorf("ByStatus[%v] = %d, want 6", s, st.ByStatus[s])
+			}
+		}
+		if st.Due != tc.due {
+			t.Errorf("due at %v = %d, want %d", tc.now, st.Due, tc.due)
+		}
+		wantTime(t, "oldest pending", st.OldestPending, t0)
 	}
-	wantTime(t, "oldest pending", st.OldestPending, t0)
 }
 
 func storePurge(t *testing.T, f Fixture) {
@@ -1034,7 +1086,7 @@ func storeTimeZones(t *testing.T, f Fixture) {
 	west, east := event(t), event(t)
 	insert(t, f, t0.In(zoneWest), "", west)
 	insert(t, f, t0.Add(time.Second).In(zoneEast), "", east)
-	st, err := f.Store.Stats(context.Background())
+	st, err := f.Store.Stats(context.Background(), t0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 // order scanRecord reads it, followed by the dialect's sequence column
 // (see selectList).
 const columns = "event_id, event_type, aggregate_type, aggregate_id, tenant_id, schema_version, payload, payload_bytes, headers, " +
-	"status, attempts, occurred_at, available_at, created_at, done_at, last_error, locked_by, locked_at, ordering_key"
+	"status, attempts, occurred_at, available_at, created_at, done_at, last_error, locked_by, locked_at, ordering_key, subscribers"
 
 // selectList returns the select list of d: columns and the sequence.
 func (d *dialect) selectList() string { return columns + ", " + d.seq }
@@ -88,9 +88,9 @@ func buildQueries(d *dialect, t string) *queries {
 		markDone: newIDsSQL(d, "UPDATE "+t+" SET status = 1, done_at = ?, last_error = NULL, locked_by = NULL, locked_at = NULL"+
 			" WHERE locked_by = ? AND status IN (0, 2) AND "),
 		countAttempt: d.rebind("UPDATE "+t+" SET attempts = attempts + 1 WHERE event_id = ? AND locked_by = ? AND status IN (0, 2)", 1),
-		markRetry: d.rebind("UPDATE "+t+" SET status = 2, available_at = ?, last_error = ?, attempts = attempts + ?,"+
+		markRetry: d.rebind("UPDATE "+t+" SET status = 2, available_at = ?, last_error = ?, attempts = attempts + ?, subscribers = ?,"+
 			" locked_by = NULL, locked_at = NULL WHERE event_id = ? AND locked_by = ? AND status IN (0, 2)", 1),
-		markDead: d.rebind("UPDATE "+t+" SET status = 3, done_at = ?, last_error = ?, attempts = attempts + ?,"+
+		markDead: d.rebind("UPDATE "+t+" SET status = 3, done_at = ?, last_error = ?, attempts = attempts + ?, subscribers = ?,"+
 			" locked_by = NULL, locked_at = NULL WHERE event_id = ? AND locked_by = ? AND status IN (0, 2)", 1),
 		renew: newIDsSQL(d, "UPDATE "+t+" SET locked_at = ? WHERE locked_by = ? AND status IN (0, 2) AND "),
 		release: newIDsSQL(d, "UPDATE "+t+" SET locked_by = NULL, locked_at = NULL"+
@@ -101,8 +101,11 @@ func buildQueries(d *dialect, t string) *queries {
 		columns:    d.selectList(),
 		queryWhere: queryWhere,
 		get:        d.rebind("SELECT "+d.selectList()+" FROM "+t+" WHERE event_id = ?", 1),
-		stats:      "SELECT status, COUNT(*) FROM " + t + " GROUP BY status",
-		oldest:     "SELECT MIN(created_at) FROM " + t + " WHERE status IN (0, 2)",
+		// One pass counts each status and, of each, the rows due at now,
+		// apart for each list of subscribers owed (NULL for nearly all).
+		stats: d.rebind("SELECT status, subscribers, COUNT(*), SUM(CASE WHEN available_at <= ? THEN 1 ELSE 0 END) FROM "+t+
+			" GROUP BY status, subscribers", 1),
+		oldest: "SELECT MIN(created_at) FROM " + t + " WHERE status IN (0, 2)",
 	}
 	claim := func(set, where, order string) string {
 		return d.rebind("UPDATE "+t+" SET "+set+" WHERE "+d.inSubquery("SELECT event_id FROM "+t+

@@ -75,10 +75,13 @@ func (s *Store) upgrade(ctx context.Context) error {
 			return err
 		}
 	}
-	for _, col := range []string{"schema_version"} {
+	for _, col := range []string{"schema_version", "subscribers"} {
 		has, err := s.hasColumn(ctx, col)
-		if err != nil || has {
+		if err != nil {
 			return err
+		}
+		if has {
+			continue
 		}
 		if _, err := s.db.Exec(ctx, "ALTER TABLE "+s.table+" ADD COLUMN "+schemaLine(s.schema[0], col+" ")); err != nil {
 			return err

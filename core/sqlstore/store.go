@@ -422,7 +422,7 @@ func (s *Store) outcome(ctx context.Context, what, query string, o outbox.Outcom
 	if o.CountAttempt {
 		count = 1
 	}
-	n, err := s.db.Exec(ctx, query, s.t(o.At), outbox.TruncateError(o.Error), count, o.ID, o.Owner)
+	n, err := s.db.Exec(ctx, query, s.t(o.At), outbox.TruncateError(o.Error), count, encodeSubscribers(o.Subscribers), o.ID, o.Owner)
 	if err != nil {
 		return false, fmt.Errorf("sqlstore: %s %s in %s: %w", what, o.ID, s.table, s.explain(err))
 	}
@@ -609,21 +609,30 @@ func (s *Store) queryInt(ctx context.Context, query string, args ...any) (int64,
 	return n, rows.Close()
 }
 
-// Stats counts events by status and finds the creation time of the oldest
-// pending one.
-func (s *Store) Stats(ctx context.Context) (outbox.Stats, error) {
+// Stats counts events by status and the pending ones due at now, and finds
+// the creation time of the oldest pending one.
+func (s *Store) Stats(ctx context.Context, now time.Time) (outbox.Stats, error) {
 	st := outbox.Stats{ByStatus: make(map[outbox.Status]int64, 4)}
-	rows, err := s.db.Query(ctx, s.q.stats)
+	rows, err := s.db.Query(ctx, s.q.stats, s.t(now))
 	if err != nil {
 		return st, fmt.Errorf("sqlstore: stats of %s: %w", s.table, s.explain(err))
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var status, n int64
-		if err := rows.Scan(&status, &n); err != nil {
+		var (
+			status, n, due int64
+			subs           nullBytes
+		)
+		if err := rows.Scan(&status, &subs, &n, &due); err != nil {
 			return st, fmt.Errorf("sqlstore: stats of %s: %w", s.table, err)
 		}
-		st.ByStatus[outbox.Status(status)] = n
+		st.ByStatus[outbox.Status(status)] += n
+		switch outbox.Status(status) {
+		case outbox.StatusNew, outbox.StatusRetry:
+			st.Due += due
+		case outbox.StatusDead:
+			st.AddDeadSubscribers(decodeSubscribers(subs), n)
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return st, fmt.Errorf("sqlstore: stats of %s: %w", s.table, err)
@@ -720,12 +729,13 @@ func (s *Store) scanRecord(rows Rows) (outbox.Record, error) {
 		payload, headers             nullBytes
 		lastErr, lockedBy            nullBytes
 		payloadBytes, orderingKey    nullBytes
+		subscribers                  nullBytes
 		status, attempts, version    int64
 		occurred, available, created = timeCol{d: s.d}, timeCol{d: s.d}, timeCol{d: s.d}
 		done, lockedAt               = timeCol{d: s.d}, timeCol{d: s.d}
 	)
 	if err := rows.Scan(&f.ID, &f.Type, &f.AggregateType, &f.AggregateID, &f.TenantID, &version, &payload, &payloadBytes, &headers,
-		&status, &attempts, &occurred, &available, &created, &done, &lastErr, &lockedBy, &lockedAt, &orderingKey, &r.Seq); err != nil {
+		&status, &attempts, &occurred, &available, &created, &done, &lastErr, &lockedBy, &lockedAt, &orderingKey, &subscribers, &r.Seq); err != nil {
 		return r, err
 	}
 	f.OrderingKey, f.SchemaVersion = orderingKey.s, int(version)
@@ -734,6 +744,7 @@ func (s *Store) scanRecord(rows Rows) (outbox.Record, error) {
 	r.Attempts = int(attempts)
 	r.AvailableAt, r.CreatedAt, r.DoneAt, r.LockedAt = available.t, created.t, done.t, lockedAt.t
 	r.LastError, r.LockedBy = lastErr.s, lockedBy.s
+	r.Subscribers = decodeSubscribers(subscribers)
 	f.OccurredAt, f.AvailableAt = occurred.t, available.t
 	var errs []error
 	for _, c := range []*timeCol{&occurred, &available, &created, &done, &lockedAt} {
@@ -760,6 +771,24 @@ func (s *Store) scanRecord(rows Rows) (outbox.Record, error) {
 	}
 	r.Envelope, r.Err = outbox.RestoreEnvelope(f)
 	return r, nil
+}
+
+// encodeSubscribers stores the subscribers an event owes as one text
+// column: their names (which have no commas) joined by commas, NULL for
+// none.
+func encodeSubscribers(names []string) any {
+	if len(names) == 0 {
+		return nil
+	}
+	return strings.Join(names, ",")
+}
+
+// decodeSubscribers reads what encodeSubscribers stored.
+func decodeSubscribers(b nullBytes) []string {
+	if !b.valid || b.s == "" {
+		return nil
+	}
+	return strings.Split(b.s, ",")
 }
 
 // nullBytes scans a nullable text or BLOB column, telling NULL from an

@@ -65,7 +65,7 @@ type Metrics struct {
 	claim, claimSize, ackBatch                          prom.Histogram
 	stale, heartbeats, renewed, keyBlocked              prom.Counter
 	queue                                               *prom.GaugeVec
-	pending, oldest, deadNow, blocked, sampled          prom.Gauge
+	pending, due, oldest, deadNow, blocked, sampled     prom.Gauge
 
 	byType sync.Map // event type -> *typeSeries
 }
@@ -138,6 +138,7 @@ func New(opts Options) (*Metrics, error) {
 		queue: prom.NewGaugeVec(prom.GaugeOpts{Namespace: ns, Name: "queue_depth", Help: "Events waiting in the dispatcher's queues, at the last poll.", ConstLabels: labels},
 			[]string{"queue"}),
 		pending: gauge("pending", "NEW and RETRY events in the table (due or not), at the last sample."),
+		due:     gauge("due", "Pending events that are due (not waiting for a delay or a retry's backoff), at the last sample."),
 		oldest:  gauge("oldest_pending_seconds", "Age of the oldest pending event, at the last sample (0 if none)."),
 		deadNow: gauge("dead", "DEAD events in the table, at the last sample."),
 		blocked: gauge("blocked_keys", "Ordering keys held back by a DEAD event, at the last sample."),
@@ -159,7 +160,7 @@ func (m *Metrics) Unregister() bool { return m.reg.Unregister(m) }
 func (m *Metrics) collectors() []prom.Collector {
 	return []prom.Collector{m.written, m.enqueued, m.dropped, m.delivered, m.failed, m.dead, m.delivery, m.latency,
 		m.claim, m.claimSize, m.ackBatch, m.stale, m.heartbeats, m.renewed, m.keyBlocked, m.queue,
-		m.pending, m.oldest, m.deadNow, m.blocked, m.sampled}
+		m.pending, m.due, m.oldest, m.deadNow, m.blocked, m.sampled}
 }
 
 // Describe sends the descriptors of every series.
@@ -254,10 +255,11 @@ func (m *Metrics) QueueDepths(hot, cold int) {
 // KeyBlocked increments outbox_key_blocked_total.
 func (m *Metrics) KeyBlocked() { m.keyBlocked.Inc() }
 
-// Backlog sets outbox_pending, outbox_oldest_pending_seconds, outbox_dead
-// and outbox_blocked_keys.
+// Backlog sets outbox_pending, outbox_due, outbox_oldest_pending_seconds,
+// outbox_dead and outbox_blocked_keys.
 func (m *Metrics) Backlog(b outbox.Backlog) {
 	m.pending.Set(float64(b.Pending))
+	m.due.Set(float64(b.Due))
 	m.oldest.Set(b.OldestPending.Seconds())
 	m.deadNow.Set(float64(b.Dead))
 	m.blocked.Set(float64(b.BlockedKeys))

@@ -177,6 +177,7 @@
   async function loadStats() {
     const st = await api(src() + "/stats");
     for (const s of ["NEW", "RETRY", "DONE", "DEAD"]) $("stat-" + s).textContent = st.counts[s];
+    $("stat-due").textContent = st.due;
     $("stat-oldest").textContent = st.oldest_pending_at
       ? fmtTime(st.oldest_pending_at) + " (" + fmtAge(st.oldest_pending_age_seconds) + " ago)" : "none";
     $("tab-dead").textContent = "Dead letters (" + st.counts.DEAD + ")";
@@ -189,6 +190,11 @@
     if (e.decode_error) return "?";
     return (e.aggregate_type || "") + (e.aggregate_id ? " " + e.aggregate_id : "");
   }
+  // The event type, and the subscribers it still owes when it names them.
+  function typeText(e) {
+    return (e.type || "?") + (e.subscribers ? " [" + e.subscribers.join(", ") + "]" : "");
+  }
+
   function errorCell(e) {
     const text = e.decode_error ? "cannot decode: " + e.decode_error : firstLine(e.last_error);
     return el("td", { class: "err", title: e.decode_error || e.last_error || "" }, text);
@@ -209,7 +215,7 @@
           onchange: (ev) => { if (ev.target.checked) d.selected.add(e.id); else d.selected.delete(e.id); updateDeadButtons(); },
         })));
       }
-      cells.push(el("td", { class: "id" }, idLink(e.id)), el("td", {}, e.type || "?"), el("td", {}, aggregateText(e)),
+      cells.push(el("td", { class: "id" }, idLink(e.id)), el("td", {}, typeText(e)), el("td", {}, aggregateText(e)),
         el("td", { class: "num" }, e.attempts), timeCell(e.done_at || e.created_at), errorCell(e));
       if (canMutate()) {
         cells.push(el("td", { class: "actions" },
@@ -254,7 +260,7 @@
     const rows = res.events.map((e) => el("tr", { dataset: { id: e.id } },
       el("td", { class: "id" }, idLink(e.id)),
       el("td", {}, el("span", { class: "status " + e.status }, e.status)),
-      el("td", {}, e.type || "?"), el("td", {}, aggregateText(e)), el("td", { class: "num" }, e.attempts),
+      el("td", {}, typeText(e)), el("td", {}, aggregateText(e)), el("td", { class: "num" }, e.attempts),
       timeCell(e.created_at), timeCell(e.available_at), errorCell(e)));
     $("events-table").tBodies[0].replaceChildren(...rows);
     $("events-empty").hidden = rows.length > 0;
@@ -271,7 +277,7 @@
     }
     $("detail-title").textContent = "Event " + e.id;
     const fields = [
-      ["Status", e.status], ["Type", e.type], ["Aggregate", aggregateText(e)], ["Tenant", e.tenant_id],
+      ["Status", e.status], ["Type", e.type], ["Aggregate", aggregateText(e)], ["Tenant", e.tenant_id], ["Subscribers", (e.subscribers || []).join(", ")],
       ["Schema version", e.schema_version],
       ["Attempts", e.attempts], ["Occurred at", fmtTime(e.occurred_at)], ["Created at", fmtTime(e.created_at)],
       ["Available at", fmtTime(e.available_at)], ["Done at", fmtTime(e.done_at)], ["Locked by", e.locked_by],

@@ -28,6 +28,10 @@
 -- keys with a loose index scan (GROUP BY open_key with MIN(seq)). due_at
 -- leaves ordered rows out. Migrate adds the columns to tables made before
 -- them.
+-- subscribers are the names of the subscribers an event still owes (of an
+-- event type with several, see Registry.Subscribe), comma-separated, once
+-- a delivery to some of them failed; NULL for every other event. Migrate
+-- adds it to tables made before it.
 CREATE TABLE IF NOT EXISTS {{table}} (
     event_id       VARCHAR(36)  NOT NULL,
     event_type     VARCHAR(128) NOT NULL,
@@ -48,6 +52,7 @@ CREATE TABLE IF NOT EXISTS {{table}} (
     locked_by      VARCHAR(128) NULL,
     locked_at      DATETIME(6)  NULL,
     ordering_key   VARCHAR(255) NULL,
+    subscribers    TEXT         NULL,
     seq            BIGINT       NOT NULL AUTO_INCREMENT,
     due_at         DATETIME(6) GENERATED ALWAYS AS (CASE WHEN status IN (0, 2) AND locked_by IS NULL AND ordering_key IS NULL THEN available_at END) VIRTUAL,
     lease_at       DATETIME(6) GENERATED ALWAYS AS (CASE WHEN status IN (0, 2) AND locked_by IS NOT NULL THEN locked_at END) VIRTUAL,

@@ -14,6 +14,10 @@
 -- for the others), seq numbers the rows at insert: of two events of one
 -- key, the one with the lower seq is delivered first. Migrate adds both
 -- to tables made before them (see pgUpgrade).
+-- subscribers are the names of the subscribers an event still owes (of an
+-- event type with several, see Registry.Subscribe), comma-separated, once
+-- a delivery to some of them failed; NULL for every other event. Migrate
+-- adds it to tables made before it.
 CREATE TABLE IF NOT EXISTS {{table}} (
     event_id       VARCHAR(36) COLLATE "C" NOT NULL PRIMARY KEY,
     event_type     VARCHAR(128) NOT NULL,
@@ -34,6 +38,7 @@ CREATE TABLE IF NOT EXISTS {{table}} (
     locked_by      VARCHAR(128),
     locked_at      TIMESTAMPTZ,
     ordering_key   VARCHAR(255) COLLATE "C",
+    subscribers    TEXT,
     seq            BIGSERIAL,
     CHECK ((payload IS NULL) <> (payload_bytes IS NULL))
 );

@@ -7,6 +7,10 @@
 -- serialized, so it follows the commit order): of two events of one key,
 -- the one with the lower rowid is delivered first. Migrate adds the
 -- column to tables made before it (see sqliteUpgrade).
+-- subscribers are the names of the subscribers an event still owes (of an
+-- event type with several, see Registry.Subscribe), comma-separated, once
+-- a delivery to some of them failed; NULL for every other event. Migrate
+-- adds it to tables made before it.
 CREATE TABLE IF NOT EXISTS {{table}} (
     event_id       VARCHAR(36)  NOT NULL PRIMARY KEY,
     event_type     VARCHAR(128) NOT NULL,
@@ -27,6 +31,7 @@ CREATE TABLE IF NOT EXISTS {{table}} (
     locked_by      VARCHAR(64),
     locked_at      INTEGER,
     ordering_key   VARCHAR(255),
+    subscribers    TEXT,
     CHECK ((payload IS NULL) <> (payload_bytes IS NULL))
 );
 
