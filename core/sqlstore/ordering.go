@@ -377,7 +377,7 @@ type keysSQL struct {
 
 func newKeysSQL(d *dialect, prefix, col string) *keysSQL {
 	if d.idsArray != "" {
-		return &keysSQL{d: d, array: d.rebind(prefix+col+" = ANY(CAST(? AS TEXT)::TEXT[])", 1)}
+		return &keysSQL{d: d, array: d.rebind(prefix+col+" = ANY(CAST(? AS TEXT[]))", 1)}
 	}
 	return &keysSQL{d: d, list: newBatchSQL(d, prefix+col+" IN (", "?", 1, ", ", ")")}
 }
