@@ -35,6 +35,11 @@ type Route struct {
 	Event outbox.EventType
 	// Listener handles the events (required). It must be idempotent.
 	Listener outbox.Listener
+	// Subscriber, when set, makes Listener the subscriber of that name of
+	// Event (outbox.Client.Subscribe): several routes of one event type
+	// with different subscribers each get every event, and retry on their
+	// own. A subscriber's route names no Aggregate.
+	Subscriber string
 }
 
 // RouteGroup returns the fx value group that holds a data source's routes:
@@ -78,6 +83,13 @@ func Routes(dataSource string, constructors ...any) fx.Option {
 // aggregate type) of a data source to l.
 func Listen(dataSource string, at outbox.AggregateType, et outbox.EventType, l outbox.Listener) fx.Option {
 	return fx.Supply(fx.Annotated{Group: RouteGroup(dataSource), Target: Route{Aggregate: at, Event: et, Listener: l}})
+}
+
+// Subscribe supplies l as the subscriber called name of the events of type
+// et of a data source (a Route with Subscriber set): the subscribers of one
+// event type each get every event and retry on their own.
+func Subscribe(dataSource, name string, et outbox.EventType, l outbox.Listener) fx.Option {
+	return fx.Supply(fx.Annotated{Group: RouteGroup(dataSource), Target: Route{Event: et, Listener: l, Subscriber: name}})
 }
 
 // Option configures a data source's wiring.
@@ -306,14 +318,22 @@ func checkRoutes(routes []Route) error {
 	return nil
 }
 
-// register adds r to a Registry or a Client: with Handle when it names no
-// aggregate type, else with Register.
+// register adds r to a Registry or a Client: with Subscribe when it names
+// a subscriber, with Handle when it names no aggregate type, else with
+// Register.
 func register(to interface {
 	Handle(outbox.EventType, func(context.Context, outbox.Envelope) error) error
 	Register(outbox.AggregateType, outbox.EventType, outbox.Listener) error
+	Subscribe(string, outbox.EventType, outbox.Listener) error
 }, r Route) error {
 	if r.Event == nil || r.Listener == nil {
 		return fmt.Errorf("%w: the route has no event type or no listener", outbox.ErrInvalidConfig)
+	}
+	if r.Subscriber != "" {
+		if r.Aggregate != nil {
+			return fmt.Errorf("%w: subscriber %q: a subscriber's route names no aggregate type", outbox.ErrInvalidConfig, r.Subscriber)
+		}
+		return to.Subscribe(r.Subscriber, r.Event, r.Listener)
 	}
 	if r.Aggregate == nil {
 		return to.Handle(r.Event, r.Listener.Handle)

@@ -335,6 +335,33 @@ func TestRouteWithoutAggregateMatchesAnyAndLosesToAnExactOne(t *testing.T) {
 	}
 }
 
+func TestSubscribersEachGetEveryEvent(t *testing.T) {
+	l := newLedger()
+	var deps struct {
+		fx.In
+		Client *outbox.Client
+		Tx     *outboxsql.TxManager
+	}
+	app := fxtest.New(t, fx.NopLogger,
+		outboxfx.SQLDB("", "sqlite", dsn(t, "db")),
+		outboxfx.Module(outboxfx.WithConfig(fastConfig)),
+		outboxfx.Subscribe("", "mail", orderPlaced, l.listener("mail")),
+		outboxfx.Subscribe("", "stock", orderPlaced, l.listener("stock")),
+		fx.Populate(&deps))
+	app.RequireStart()
+	defer app.RequireStop()
+	ids := write(t, deps.Tx, deps.Client, orderAggregate, orderPlaced, 3)
+	eventually(t, "3 DONE", func() bool { return countStatus(t, deps.Client, outbox.StatusDone) == 3 })
+	for _, sub := range []string{"mail", "stock"} {
+		got := l.ids(sub)
+		for _, id := range ids {
+			if got[id] != 1 {
+				t.Errorf("subscriber %s got %s %d times, want once", sub, id, got[id])
+			}
+		}
+	}
+}
+
 func TestClientOfOneDataSourceIgnoresTheOthersTransaction(t *testing.T) {
 	var deps twoClients
 	app := fxtest.New(t,
@@ -453,6 +480,13 @@ func TestBadConfigurationFailsTheApp(t *testing.T) {
 		{"two listeners for one event type on any aggregate", func(t *testing.T) []fx.Option {
 			return []fx.Option{db(t), outboxfx.DataSource("orders"), anyRoute, anyRoute}
 		}, `outbox: listener already registered: event type OrderPlaced (any aggregate)`},
+		{"a subscriber of one aggregate type", func(t *testing.T) []fx.Option {
+			return []fx.Option{db(t), outboxfx.DataSource("orders"), fx.Supply(fx.Annotated{Group: outboxfx.RouteGroup("orders"),
+				Target: outboxfx.Route{Aggregate: orderAggregate, Event: orderPlaced, Listener: nop, Subscriber: "mail"}})}
+		}, `subscriber "mail": a subscriber's route names no aggregate type`},
+		{"a subscriber and a listener of one event type", func(t *testing.T) []fx.Option {
+			return []fx.Option{db(t), outboxfx.DataSource("orders"), anyRoute, outboxfx.Subscribe("orders", "mail", orderPlaced, nop)}
+		}, `outbox: listener already registered: event type OrderPlaced has `}, // a listener, or subscribers: whichever came first
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := appErr(tc.opts(t)...)

@@ -22,10 +22,11 @@
 //
 // Listeners are contributed as Route values to the data source's value group
 // (RouteGroup: "outbox_routes" for the default data source,
-// "outbox_routes_orders" for "orders"), with Routes or Listen, and are
-// registered on the data source's Client: a route without an aggregate type
-// with Client.Handle (the event type on any aggregate), one with an
-// aggregate type with Client.Register. A data source without routes still
+// "outbox_routes_orders" for "orders"), with Routes, Listen or Subscribe,
+// and are registered on the data source's Client: a route without an
+// aggregate type with Client.Handle (the event type on any aggregate), one
+// with an aggregate type with Client.Register, one with a Subscriber with
+// Client.Subscribe. A data source without routes still
 // starts: it logs a warning, and every event it delivers goes to DEAD as
 // unroutable (replayable with Client.Dead once a listener exists). Two
 // routes for the same event type (on any aggregate, or on the same
