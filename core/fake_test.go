@@ -315,6 +315,7 @@ func (s *memStore) match(q Query) []*Record {
 		if (len(q.Statuses) == 0 || slices.Contains(q.Statuses, r.Status)) &&
 			(q.AggregateType == "" || q.AggregateType == r.Envelope.AggregateType()) &&
 			(q.EventType == "" || q.EventType == r.Envelope.Type()) && r.ID > q.AfterID &&
+			(q.TenantID == "" || q.TenantID == r.Envelope.TenantID()) &&
 			(len(q.IDs) == 0 || slices.Contains(q.IDs, r.ID)) &&
 			(!q.Blocking || r.Status == StatusDead && r.Envelope.Ordered() && s.head(r, false)) {
 			out = append(out, r)
@@ -425,7 +426,7 @@ func (s *memStore) Replay(_ context.Context, ids []string, now time.Time) (int64
 	return n, nil
 }
 
-func (s *memStore) Purge(_ context.Context, status Status, before time.Time, limit int) (int64, error) {
+func (s *memStore) Purge(_ context.Context, req PurgeRequest) (int64, error) {
 	err := s.enter("Purge")
 	defer s.mu.Unlock()
 	if err != nil {
@@ -433,14 +434,14 @@ func (s *memStore) Purge(_ context.Context, status Status, before time.Time, lim
 	}
 	var n int64
 	for _, r := range s.sorted() {
-		if int(n) == limit {
+		if int(n) == req.Limit {
 			break
 		}
 		end := r.DoneAt
 		if end.IsZero() {
 			end = r.CreatedAt
 		}
-		if r.Status == status && end.Before(before) {
+		if r.Status == req.Status && end.Before(req.Before) && (req.TenantID == "" || r.Envelope.TenantID() == req.TenantID) {
 			delete(s.rows, r.ID)
 			n++
 		}

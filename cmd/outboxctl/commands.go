@@ -431,7 +431,7 @@ func (c *cli) purge(args []string) error {
 			if *limit > 0 {
 				batch = min(batch, *limit-int(total))
 			}
-			n, err := s.store.Purge(c.ctx, st, before, batch)
+			n, err := s.store.Purge(c.ctx, outbox.PurgeRequest{Status: st, Before: before, Limit: batch})
 			total += n
 			if err != nil {
 				return fmt.Errorf("purged %d %s events, then: %w", total, st, err)

@@ -50,16 +50,25 @@ const (
 	freshWhere = "status IN (0, 2) AND locked_by IS NULL AND ordering_key IS NULL AND available_at <= ? AND created_at <= ?"
 )
 
-// queryWhere filters List and Count. Parameters: four status slots, the
-// aggregate type twice, the event type twice, the keyset id.
-const queryWhere = " WHERE status IN (?, ?, ?, ?) AND (? = '' OR aggregate_type = ?) AND (? = '' OR event_type = ?) AND event_id > ?"
+// queryWhere filters List and Count (see Store.where). Parameters: four
+// status slots (statusIs when one status is asked for), the aggregate type
+// twice, the event type twice, the keyset id; then, for a tenant's
+// events, tenantWhere and the tenant.
+const (
+	queryWhere = " WHERE status IN (?, ?, ?, ?) AND (? = '' OR aggregate_type = ?) AND (? = '' OR event_type = ?) AND event_id > ?"
+	statusIs   = " WHERE status = ? AND "
+	// tenantWhere selects one tenant's events. Its second term is what
+	// the tenant index of PostgreSQL and SQLite is partial on (only events
+	// with a tenant are in it): written out, it lets the planner use the
+	// index whatever the bound tenant, in generic plans too.
+	tenantWhere = " AND tenant_id = ? AND tenant_id <> ''"
+)
 
 // queries is every statement of one Store, built once by buildQueries.
 type queries struct {
-	columns    string // the select list (see selectList)
-	queryWhere string // queryWhere, rebound: List and Count append to it
-	get        string
-	insert     *batchSQL
+	columns string // the select list (see selectList)
+	get     string
+	insert  *batchSQL
 	// existing selects which of some ids are stored; undoInsert deletes
 	// the rows an Insert wrote before it found a duplicate id.
 	existing     *idsSQL
@@ -76,7 +85,8 @@ type queries struct {
 	deleteDead   *idsSQL
 	stats        string
 	oldest       string
-	purge        string
+	purge        string        // Purge of every tenant
+	purgeTenant  string        // Purge of one tenant
 	ord          *orderQueries // ordered delivery, see ordering.go
 }
 
@@ -99,7 +109,6 @@ func buildQueries(d *dialect, t string) *queries {
 			" locked_by = NULL, locked_at = NULL WHERE status = 3 AND "),
 		deleteDead: newIDsSQL(d, "DELETE FROM "+t+" WHERE status = 3 AND "),
 		columns:    d.selectList(),
-		queryWhere: queryWhere,
 		get:        d.rebind("SELECT "+d.selectList()+" FROM "+t+" WHERE event_id = ?", 1),
 		stats:      "SELECT status, COUNT(*) FROM " + t + " GROUP BY status",
 		oldest:     "SELECT MIN(created_at) FROM " + t + " WHERE status IN (0, 2)",
@@ -111,12 +120,14 @@ func buildQueries(d *dialect, t string) *queries {
 	q.ord = buildOrderQueries(d, t, d.selectList())
 	q.recoverClaim = claim(recoverSet, recoverWhere, "locked_at")
 	q.freshClaim = claim(freshSet, freshWhere, "available_at, event_id")
-	if d.purgeSQL != nil {
-		q.purge = d.purgeSQL(t)
-	} else {
-		q.purge = d.rebind("DELETE FROM "+t+" WHERE "+d.inSubquery("SELECT event_id FROM "+t+
-			" WHERE status IN (1, 3) AND status = ? AND COALESCE(done_at, created_at) < ? LIMIT ?"), 1)
+	purge := func(tenant string) string {
+		if d.purgeSQL != nil {
+			return d.rebind(d.purgeSQL(t, tenant), 1)
+		}
+		return d.rebind("DELETE FROM "+t+" WHERE "+d.inSubquery("SELECT event_id FROM "+t+
+			" WHERE status IN (1, 3) AND status = ? AND COALESCE(done_at, created_at) < ?"+tenant+" LIMIT ?"), 1)
 	}
+	q.purge, q.purgeTenant = purge(""), purge(tenantWhere)
 	return q
 }
 
