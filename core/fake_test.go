@@ -514,18 +514,18 @@ func (m *countingMetrics) get(name string) int {
 }
 
 // The counters keep the names the tests were written with.
-func (m *countingMetrics) EventEnqueued(_ string, p Path) {
+func (m *countingMetrics) EventEnqueued(_ EventLabels, p Path) {
 	if p == PathHot {
 		m.inc("HotEnqueued", 1)
 	} else {
 		m.inc("ColdEnqueued", 1)
 	}
 }
-func (m *countingMetrics) EventDropped(string)           { m.inc("HotDropped", 1) }
-func (m *countingMetrics) Delivered(string)              { m.inc("DispatchSuccess", 1) }
-func (m *countingMetrics) Failed(string)                 { m.inc("DispatchFailure", 1) }
-func (m *countingMetrics) Dead(string)                   { m.inc("DispatchDead", 1) }
-func (m *countingMetrics) EventsWritten(_ string, n int) { m.inc("EventsWritten", n) }
+func (m *countingMetrics) EventDropped(EventLabels)           { m.inc("HotDropped", 1) }
+func (m *countingMetrics) Delivered(EventLabels)              { m.inc("DispatchSuccess", 1) }
+func (m *countingMetrics) Failed(EventLabels)                 { m.inc("DispatchFailure", 1) }
+func (m *countingMetrics) Dead(EventLabels)                   { m.inc("DispatchDead", 1) }
+func (m *countingMetrics) EventsWritten(_ EventLabels, n int) { m.inc("EventsWritten", n) }
 func (m *countingMetrics) StaleUpdates(n int)            { m.inc("StaleUpdates", n) }
 func (m *countingMetrics) KeyBlocked()                   { m.inc("KeyBlocked", 1) }
 
