@@ -113,12 +113,13 @@ func TestCheckDeadManyIDs(t *testing.T) {
 func TestCheckDeadOf(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t)
-	_, _, done, none := f.seed(t, 1)
-	ev := func(tenant string) outboxadmintest.Event {
+	ev := func(tenant string, status outbox.Status) outboxadmintest.Event {
 		return outboxadmintest.Event{Envelope: outbox.MustEnvelope(outbox.EventName("OrderPlaced"), outbox.WithJSON([]byte(`{}`)), outbox.WithTenant(tenant)),
-			Status: outbox.StatusDead, At: time.Now().UTC(), Error: "boom"}
+			Status: status, At: time.Now().UTC(), Error: "boom"}
 	}
-	ids := outboxadmintest.Seed(t, f.client, f.store, f.store, ev("acme"), ev("acme"), ev("globex"))
+	seeded := outboxadmintest.Seed(t, f.client, f.store, f.store, ev("acme", outbox.StatusDead), ev("acme", outbox.StatusDead),
+		ev("globex", outbox.StatusDead), ev("", outbox.StatusDead), ev("acme", outbox.StatusDone))
+	ids, none, done := seeded[:3], seeded[3:4], seeded[4]
 	if err := outboxadmin.CheckDeadOf(ctx, f.client, "outbox", "acme", ids[:2]); err != nil {
 		t.Fatalf("the DEAD events of acme: %v", err)
 	}
