@@ -526,8 +526,8 @@ func (m *countingMetrics) Delivered(EventLabels)              { m.inc("DispatchS
 func (m *countingMetrics) Failed(EventLabels)                 { m.inc("DispatchFailure", 1) }
 func (m *countingMetrics) Dead(EventLabels)                   { m.inc("DispatchDead", 1) }
 func (m *countingMetrics) EventsWritten(_ EventLabels, n int) { m.inc("EventsWritten", n) }
-func (m *countingMetrics) StaleUpdates(n int)            { m.inc("StaleUpdates", n) }
-func (m *countingMetrics) KeyBlocked()                   { m.inc("KeyBlocked", 1) }
+func (m *countingMetrics) StaleUpdates(n int)                 { m.inc("StaleUpdates", n) }
+func (m *countingMetrics) KeyBlocked()                        { m.inc("KeyBlocked", 1) }
 
 func (s *memStore) CountAttempt(_ context.Context, owner, id string) (bool, error) {
 	err := s.enter("CountAttempt")
