@@ -33,7 +33,7 @@ var mysqlDialect = &dialect{
 	// the oldest id instead: the purge index holds every tenant's rows.
 	purgeSQL: func(table, tenant string) string {
 		if tenant != "" {
-			return "DELETE FROM " + table + " WHERE purge_at < ? AND status = ?" + tenant + " ORDER BY event_id LIMIT ?"
+			return "DELETE FROM " + table + " WHERE purge_at < ? AND status = ?" + tenant + tenantOrder + " LIMIT ?"
 		}
 		return "DELETE FROM " + table + " WHERE purge_at < ? AND status = ? ORDER BY purge_at LIMIT ?"
 	},

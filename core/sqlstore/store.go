@@ -507,11 +507,13 @@ func (s *Store) Get(ctx context.Context, id string) (outbox.Record, error) {
 	return recs[0], nil
 }
 
-// where returns the WHERE clause of List and Count for q (see queryWhere),
-// without q.IDs, and its arguments. The status slots hold the wanted
-// statuses, repeated to fill them, or all four when q asks for none; one
-// wanted status is an equality instead, which an index on (…, status,
-// event_id) serves in id order. Statuses outside NEW..DEAD match no row.
+// where returns the WHERE clause of List and Count for q, without q.IDs,
+// and its arguments. Only the filters q sets are written out, so that a
+// count reads an index alone where it can. The statuses are one equality
+// when q asks for one (an index on (…, status, event_id) then serves a page
+// in id order), else four slots holding the wanted statuses, repeated to
+// fill them, or all four when q asks for none. Statuses outside NEW..DEAD
+// match no row.
 func (s *Store) where(q outbox.Query) (string, []any) {
 	statuses := []any{int(outbox.StatusNew), int(outbox.StatusDone), int(outbox.StatusRetry), int(outbox.StatusDead)}
 	if len(q.Statuses) > 0 {
@@ -525,17 +527,26 @@ func (s *Store) where(q outbox.Query) (string, []any) {
 			statuses = append(statuses, -1) // only unknown statuses: match nothing
 		}
 	}
-	where := queryWhere
-	args := make([]any, 0, 11)
+	where := " WHERE status = ?"
+	args := make([]any, 0, 9)
 	if len(statuses) == 1 {
-		where = statusIs + where[strings.Index(where, "(? = ''"):]
 		args = append(args, statuses[0])
 	} else {
+		where = " WHERE status IN (?, ?, ?, ?)"
 		for i := range 4 {
 			args = append(args, statuses[i%len(statuses)])
 		}
 	}
-	args = append(args, q.AggregateType, q.AggregateType, q.EventType, q.EventType, q.AfterID)
+	for _, f := range []struct{ cond, arg string }{
+		{" AND aggregate_type = ?", q.AggregateType},
+		{" AND event_type = ?", q.EventType},
+		{" AND event_id > ?", q.AfterID},
+	} {
+		if f.arg != "" {
+			where += f.cond
+			args = append(args, f.arg)
+		}
+	}
 	if q.TenantID != "" {
 		where += tenantWhere
 		args = append(args, q.TenantID)
