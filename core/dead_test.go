@@ -57,3 +57,30 @@ func TestDeadEvents(t *testing.T) {
 		t.Errorf("Replay store error: err = %v", err)
 	}
 }
+
+// TestReplayAllOfATenant: ReplayAll with Query.TenantID replays that
+// tenant's DEAD events only, page after page.
+func TestReplayAllOfATenant(t *testing.T) {
+	st, clk := newMemStore(), newStepClock()
+	for i := range 7 {
+		e := MustEnvelope(EventName("E"), WithID(fmt.Sprint("dead-", i)), WithJSON([]byte(`{}`)), WithTenant([]string{"acme", "globex"}[i%2]))
+		st.put(Record{ID: e.ID(), Envelope: e, Status: StatusDead, Attempts: 10})
+	}
+	d := newDeadEvents(st, clk)
+	ctx := context.Background()
+	if n, err := d.Count(ctx, Query{TenantID: "acme"}); err != nil || n != 4 {
+		t.Fatalf("Count(acme) = %d, %v; want 4", n, err)
+	}
+	if n, err := d.ReplayAll(ctx, Query{TenantID: "acme", Limit: 3}); err != nil || n != 4 {
+		t.Fatalf("ReplayAll(acme) = %d, %v; want 4", n, err)
+	}
+	for i := range 7 {
+		want := StatusDead
+		if i%2 == 0 {
+			want = StatusNew
+		}
+		if r := st.get(fmt.Sprint("dead-", i)); r.Status != want {
+			t.Errorf("%s of %s: %v, want %v", r.ID, r.Envelope.TenantID(), r.Status, want)
+		}
+	}
+}

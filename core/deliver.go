@@ -23,7 +23,7 @@ func (d *Dispatcher) deliver(ctx context.Context, q queued) {
 	d.holds.start(q.hold, utcNow(d.clock).Add(d.cfg.ListenerTimeout))
 	lctx, cancel := context.WithTimeout(withSubscribers(context.WithValue(ctx, attemptKey{}, attempt), q.subscribers), d.cfg.ListenerTimeout)
 	if !q.created.IsZero() {
-		d.metrics.CommitToDelivery(e.Type(), utcNow(d.clock).Sub(q.created))
+		d.metrics.CommitToDelivery(labelsOf(e), utcNow(d.clock).Sub(q.created))
 	}
 	started := time.Now() // durations of real work: the monotonic clock
 	// A listener that returns an error after its timeout failed (its
@@ -31,9 +31,9 @@ func (d *Dispatcher) deliver(ctx context.Context, q queued) {
 	// work, and a stale ack is fenced off anyway.
 	err := d.dispatch(lctx, e)
 	cancel()
-	d.metrics.ListenerDuration(e.Type(), time.Since(started))
+	d.metrics.ListenerDuration(labelsOf(e), time.Since(started))
 	if err == nil {
-		d.metrics.Delivered(e.Type())
+		d.metrics.Delivered(labelsOf(e))
 		d.acks <- q.hold // released once the ack is written
 		return
 	}
@@ -53,28 +53,28 @@ func (d *Dispatcher) deliver(ctx context.Context, q queued) {
 			return n > 0, err
 		})
 	case errors.Is(err, ErrUnroutable):
-		d.metrics.Dead(e.Type())
-		d.log.Error("outbox: event has no listener, moved to DEAD", "event_id", e.ID(), "event_type", e.Type(), "aggregate_type", e.AggregateType())
+		d.metrics.Dead(labelsOf(e))
+		d.log.Error("outbox: event has no listener, moved to DEAD", eventAttrs(e), "aggregate_type", e.AggregateType())
 		d.record(ctx, e, "dead", func(ctx context.Context) (bool, error) {
 			return d.cfg.Store.MarkDead(ctx, Outcome{Owner: d.owner, ID: e.ID(), At: now, Error: err.Error(), Subscribers: subs})
 		})
 		d.deadEnds(e)
 	case errors.As(err, &ra):
-		d.log.Debug("outbox: listener asked for a retry", "event_id", e.ID(), "delay", ra.Delay)
+		d.log.Debug("outbox: listener asked for a retry", eventAttrs(e), "delay", ra.Delay)
 		d.record(ctx, e, "retry", func(ctx context.Context) (bool, error) {
 			return d.cfg.Store.MarkRetry(ctx, Outcome{Owner: d.owner, ID: e.ID(), At: now.Add(ra.Delay), Error: TruncateError(err.Error()), Subscribers: subs})
 		})
 	case attempt >= d.cfg.MaxAttempts:
-		d.metrics.Dead(e.Type())
-		d.log.Error("outbox: event failed its last attempt, moved to DEAD", "event_id", e.ID(), "event_type", e.Type(), "attempts", attempt, "error", err)
+		d.metrics.Dead(labelsOf(e))
+		d.log.Error("outbox: event failed its last attempt, moved to DEAD", eventAttrs(e), "attempts", attempt, "error", err)
 		d.record(ctx, e, "dead", func(ctx context.Context) (bool, error) {
 			return d.cfg.Store.MarkDead(ctx, Outcome{Owner: d.owner, ID: e.ID(), At: now, Error: TruncateError(err.Error()), CountAttempt: count, Subscribers: subs})
 		})
 		d.deadEnds(e)
 	default:
-		d.metrics.Failed(e.Type())
+		d.metrics.Failed(labelsOf(e))
 		delay := d.cfg.RetryPolicy.Delay(attempt)
-		d.log.Warn("outbox: delivery failed, will retry", "event_id", e.ID(), "event_type", e.Type(), "attempts", attempt, "retry_in", delay, "error", err)
+		d.log.Warn("outbox: delivery failed, will retry", eventAttrs(e), "attempts", attempt, "retry_in", delay, "error", err)
 		d.record(ctx, e, "retry", func(ctx context.Context) (bool, error) {
 			return d.cfg.Store.MarkRetry(ctx, Outcome{Owner: d.owner, ID: e.ID(), At: now.Add(delay), Error: TruncateError(err.Error()), CountAttempt: count, Subscribers: subs})
 		})
@@ -94,7 +94,7 @@ func (d *Dispatcher) deadEnds(e Envelope) {
 	}
 	d.metrics.KeyBlocked()
 	d.log.Error("outbox: ordering key blocked by a DEAD event: its later events wait until it is replayed or skipped (Client.Dead)",
-		"ordering_key", e.OrderingKey(), "event_id", e.ID(), "event_type", e.Type())
+		"ordering_key", e.OrderingKey(), eventAttrs(e))
 }
 
 // record writes a RETRY, DEAD or release outcome, retrying database errors.
@@ -108,10 +108,10 @@ func (d *Dispatcher) record(ctx context.Context, e Envelope, what string, update
 	})
 	switch {
 	case err != nil:
-		d.log.Error("outbox: could not record delivery outcome; the event will be delivered again", "event_id", e.ID(), "outcome", what, "error", err)
+		d.log.Error("outbox: could not record delivery outcome; the event will be delivered again", eventAttrs(e), "outcome", what, "error", err)
 	case !changed:
 		d.metrics.StaleUpdates(1)
-		d.log.Warn("outbox: claim was taken over, outcome not recorded", "event_id", e.ID(), "outcome", what)
+		d.log.Warn("outbox: claim was taken over, outcome not recorded", eventAttrs(e), "outcome", what)
 	}
 }
 

@@ -249,7 +249,7 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 func (d *Dispatcher) enqueueHot(e Envelope, created time.Time) bool {
 	ok, _ := d.enqueue(d.hot, queued{env: e, created: created}, utcNow(d.clock))
 	if ok {
-		d.metrics.EventEnqueued(e.Type(), PathHot)
+		d.metrics.EventEnqueued(labelsOf(e), PathHot)
 	}
 	return ok
 }
@@ -275,7 +275,7 @@ func (d *Dispatcher) enqueueCold(r Record) bool {
 		return true // being delivered here already: its renewals failed for a lease, and this claim took it back
 	}
 	if ok {
-		d.metrics.EventEnqueued(r.Envelope.Type(), PathCold)
+		d.metrics.EventEnqueued(labelsOf(r.Envelope), PathCold)
 	}
 	return ok
 }
@@ -406,7 +406,7 @@ func (d *Dispatcher) expired(q queued) bool {
 		return false
 	}
 	d.holds.release(q.hold)
-	d.log.Info("outbox: claim expired while queued, leaving the event to a new claim", "event_id", q.env.ID(), "unrenewed_for", age)
+	d.log.Info("outbox: claim expired while queued, leaving the event to a new claim", eventAttrs(q.env), "unrenewed_for", age)
 	return true
 }
 
@@ -487,12 +487,12 @@ func (d *Dispatcher) deliverSuspect(q queued) {
 	switch {
 	case err != nil:
 		d.holds.release(q.hold)
-		d.log.Error("outbox: could not count the attempt of a taken-over event; not starting it", "event_id", id, "error", err)
+		d.log.Error("outbox: could not count the attempt of a taken-over event; not starting it", eventAttrs(q.env), "error", err)
 		return
 	case !ok:
 		d.holds.release(q.hold)
 		d.metrics.StaleUpdates(1)
-		d.log.Warn("outbox: claim was taken over before delivery, not starting it", "event_id", id)
+		d.log.Warn("outbox: claim was taken over before delivery, not starting it", eventAttrs(q.env))
 		return
 	}
 	q.attempts, q.charged = q.attempts+1, true

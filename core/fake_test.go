@@ -315,6 +315,7 @@ func (s *memStore) match(q Query) []*Record {
 		if (len(q.Statuses) == 0 || slices.Contains(q.Statuses, r.Status)) &&
 			(q.AggregateType == "" || q.AggregateType == r.Envelope.AggregateType()) &&
 			(q.EventType == "" || q.EventType == r.Envelope.Type()) && r.ID > q.AfterID &&
+			(q.TenantID == "" || q.TenantID == r.Envelope.TenantID()) &&
 			(len(q.IDs) == 0 || slices.Contains(q.IDs, r.ID)) &&
 			(!q.Blocking || r.Status == StatusDead && r.Envelope.Ordered() && s.head(r, false)) {
 			out = append(out, r)
@@ -425,7 +426,7 @@ func (s *memStore) Replay(_ context.Context, ids []string, now time.Time) (int64
 	return n, nil
 }
 
-func (s *memStore) Purge(_ context.Context, status Status, before time.Time, limit int) (int64, error) {
+func (s *memStore) Purge(_ context.Context, req PurgeRequest) (int64, error) {
 	err := s.enter("Purge")
 	defer s.mu.Unlock()
 	if err != nil {
@@ -433,14 +434,14 @@ func (s *memStore) Purge(_ context.Context, status Status, before time.Time, lim
 	}
 	var n int64
 	for _, r := range s.sorted() {
-		if int(n) == limit {
+		if int(n) == req.Limit {
 			break
 		}
 		end := r.DoneAt
 		if end.IsZero() {
 			end = r.CreatedAt
 		}
-		if r.Status == status && end.Before(before) {
+		if r.Status == req.Status && end.Before(req.Before) && (req.TenantID == "" || r.Envelope.TenantID() == req.TenantID) {
 			delete(s.rows, r.ID)
 			n++
 		}
@@ -513,20 +514,20 @@ func (m *countingMetrics) get(name string) int {
 }
 
 // The counters keep the names the tests were written with.
-func (m *countingMetrics) EventEnqueued(_ string, p Path) {
+func (m *countingMetrics) EventEnqueued(_ EventLabels, p Path) {
 	if p == PathHot {
 		m.inc("HotEnqueued", 1)
 	} else {
 		m.inc("ColdEnqueued", 1)
 	}
 }
-func (m *countingMetrics) EventDropped(string)           { m.inc("HotDropped", 1) }
-func (m *countingMetrics) Delivered(string)              { m.inc("DispatchSuccess", 1) }
-func (m *countingMetrics) Failed(string)                 { m.inc("DispatchFailure", 1) }
-func (m *countingMetrics) Dead(string)                   { m.inc("DispatchDead", 1) }
-func (m *countingMetrics) EventsWritten(_ string, n int) { m.inc("EventsWritten", n) }
-func (m *countingMetrics) StaleUpdates(n int)            { m.inc("StaleUpdates", n) }
-func (m *countingMetrics) KeyBlocked()                   { m.inc("KeyBlocked", 1) }
+func (m *countingMetrics) EventDropped(EventLabels)           { m.inc("HotDropped", 1) }
+func (m *countingMetrics) Delivered(EventLabels)              { m.inc("DispatchSuccess", 1) }
+func (m *countingMetrics) Failed(EventLabels)                 { m.inc("DispatchFailure", 1) }
+func (m *countingMetrics) Dead(EventLabels)                   { m.inc("DispatchDead", 1) }
+func (m *countingMetrics) EventsWritten(_ EventLabels, n int) { m.inc("EventsWritten", n) }
+func (m *countingMetrics) StaleUpdates(n int)                 { m.inc("StaleUpdates", n) }
+func (m *countingMetrics) KeyBlocked()                        { m.inc("KeyBlocked", 1) }
 
 func (s *memStore) CountAttempt(_ context.Context, owner, id string) (bool, error) {
 	err := s.enter("CountAttempt")

@@ -18,7 +18,7 @@ func (d *Dispatcher) claimOwner(events []Envelope) string {
 	if len(d.hot) == cap(d.hot) {
 		for _, e := range events {
 			if !e.Delayed() {
-				d.metrics.EventDropped(e.Type())
+				d.metrics.EventDropped(labelsOf(e))
 			}
 		}
 		d.wakePoller()
@@ -42,7 +42,7 @@ func (d *Dispatcher) afterCommit(hot []Envelope, release []string, created time.
 		if d.enqueueHot(e, created) {
 			continue
 		}
-		d.metrics.EventDropped(e.Type())
+		d.metrics.EventDropped(labelsOf(e))
 		release = append(release, e.ID())
 	}
 	if len(release) == 0 {

@@ -8,40 +8,41 @@ import "time"
 // paths). Embed NopMetrics to implement only some of the methods (and stay
 // compatible when methods are added).
 //
-// Counters and observations carry the event type (Envelope.Type) where
-// there is one. A Client has no name of its own: a Metrics shared by
+// Counters and observations about events carry the event's EventLabels:
+// its type (Envelope.Type) and its tenant (Envelope.TenantID), where there
+// is one. A Client has no name of its own: a Metrics shared by
 // several Clients (one per data source) tells them apart by being one
 // instance per Client, each with its own constant label (see the
 // metrics/prometheus and otel modules).
 type Metrics interface {
-	// EventsWritten counts n events of eventType inserted by a transaction
+	// EventsWritten counts n events of l inserted by a transaction
 	// that committed.
-	EventsWritten(eventType string, n int)
+	EventsWritten(l EventLabels, n int)
 	// EventEnqueued counts an event queued for delivery in this process,
 	// by the hot path right after commit (PathHot) or by the poller
 	// (PathCold).
-	EventEnqueued(eventType string, path Path)
+	EventEnqueued(l EventLabels, path Path)
 	// EventDropped counts a committed event the hot path could not queue
 	// (its queue was full, or the dispatcher was closing): it is left to a
 	// poller.
-	EventDropped(eventType string)
+	EventDropped(l EventLabels)
 	// Delivered counts a delivery whose listener succeeded.
-	Delivered(eventType string)
+	Delivered(l EventLabels)
 	// Failed counts a delivery that failed and will be retried. A
 	// listener's RetryAfter is not a failure and is not counted.
-	Failed(eventType string)
+	Failed(l EventLabels)
 	// Dead counts an event moved to DEAD: its last attempt failed, it has
 	// no listener, it cannot be decoded, or its deliveries kept ending
 	// without an outcome.
-	Dead(eventType string)
+	Dead(l EventLabels)
 	// ListenerDuration observes how long one delivery ran: interceptors
 	// and listener, whatever its outcome.
-	ListenerDuration(eventType string, d time.Duration)
+	ListenerDuration(l EventLabels, d time.Duration)
 	// CommitToDelivery observes, when a delivery starts, how long ago its
 	// event was inserted (now minus its created_at): the time from commit
 	// to delivery, plus the length of the writing transaction after the
 	// insert. Retries and delayed events report their whole age.
-	CommitToDelivery(eventType string, d time.Duration)
+	CommitToDelivery(l EventLabels, d time.Duration)
 	// Claimed observes one claim of the poller: how long the query took
 	// and how many events it claimed (also 0).
 	Claimed(d time.Duration, n int)
@@ -64,6 +65,22 @@ type Metrics interface {
 	// Config.MetricsInterval.
 	Backlog(b Backlog)
 }
+
+// EventLabels are what a counter or an observation about events knows of
+// them: their type and their tenant. An implementation picks which become
+// labels; the tenant is best left out unless asked for (tenants can be
+// many, and every one multiplies the series), as the metrics/prometheus
+// and otel modules do.
+type EventLabels struct {
+	// Type is the event type (Envelope.Type); "" for a stored event that
+	// cannot be decoded.
+	Type string
+	// Tenant is the event's tenant (Envelope.TenantID); "" for none.
+	Tenant string
+}
+
+// labelsOf returns the EventLabels of e.
+func labelsOf(e Envelope) EventLabels { return EventLabels{Type: e.Type(), Tenant: e.TenantID()} }
 
 // Path says how an event reached the dispatcher.
 type Path uint8
@@ -109,28 +126,28 @@ type Backlog struct {
 type NopMetrics struct{}
 
 // EventsWritten does nothing.
-func (NopMetrics) EventsWritten(string, int) {}
+func (NopMetrics) EventsWritten(EventLabels, int) {}
 
 // EventEnqueued does nothing.
-func (NopMetrics) EventEnqueued(string, Path) {}
+func (NopMetrics) EventEnqueued(EventLabels, Path) {}
 
 // EventDropped does nothing.
-func (NopMetrics) EventDropped(string) {}
+func (NopMetrics) EventDropped(EventLabels) {}
 
 // Delivered does nothing.
-func (NopMetrics) Delivered(string) {}
+func (NopMetrics) Delivered(EventLabels) {}
 
 // Failed does nothing.
-func (NopMetrics) Failed(string) {}
+func (NopMetrics) Failed(EventLabels) {}
 
 // Dead does nothing.
-func (NopMetrics) Dead(string) {}
+func (NopMetrics) Dead(EventLabels) {}
 
 // ListenerDuration does nothing.
-func (NopMetrics) ListenerDuration(string, time.Duration) {}
+func (NopMetrics) ListenerDuration(EventLabels, time.Duration) {}
 
 // CommitToDelivery does nothing.
-func (NopMetrics) CommitToDelivery(string, time.Duration) {}
+func (NopMetrics) CommitToDelivery(EventLabels, time.Duration) {}
 
 // Claimed does nothing.
 func (NopMetrics) Claimed(time.Duration, int) {}

@@ -36,22 +36,31 @@ func (m *recordingMetrics) get(key string) int {
 	return m.counts[key]
 }
 
-func (m *recordingMetrics) EventsWritten(et string, n int) { m.add("written/"+et, n) }
-func (m *recordingMetrics) EventEnqueued(et string, p outbox.Path) {
-	m.add("enqueued/"+p.String()+"/"+et, 1)
+// key names a counter of l: its type, then "@tenant" for an event with a
+// tenant.
+func key(l outbox.EventLabels) string {
+	if l.Tenant != "" {
+		return l.Type + "@" + l.Tenant
+	}
+	return l.Type
 }
-func (m *recordingMetrics) EventDropped(et string) { m.add("dropped/"+et, 1) }
-func (m *recordingMetrics) Delivered(et string)    { m.add("delivered/"+et, 1) }
-func (m *recordingMetrics) Failed(et string)       { m.add("failed/"+et, 1) }
-func (m *recordingMetrics) Dead(et string)         { m.add("dead/"+et, 1) }
-func (m *recordingMetrics) ListenerDuration(et string, d time.Duration) {
+
+func (m *recordingMetrics) EventsWritten(l outbox.EventLabels, n int) { m.add("written/"+key(l), n) }
+func (m *recordingMetrics) EventEnqueued(l outbox.EventLabels, p outbox.Path) {
+	m.add("enqueued/"+p.String()+"/"+key(l), 1)
+}
+func (m *recordingMetrics) EventDropped(l outbox.EventLabels) { m.add("dropped/"+key(l), 1) }
+func (m *recordingMetrics) Delivered(l outbox.EventLabels)    { m.add("delivered/"+key(l), 1) }
+func (m *recordingMetrics) Failed(l outbox.EventLabels)       { m.add("failed/"+key(l), 1) }
+func (m *recordingMetrics) Dead(l outbox.EventLabels)         { m.add("dead/"+key(l), 1) }
+func (m *recordingMetrics) ListenerDuration(l outbox.EventLabels, d time.Duration) {
 	if d >= 0 {
-		m.add("duration/"+et, 1)
+		m.add("duration/"+key(l), 1)
 	}
 }
-func (m *recordingMetrics) CommitToDelivery(et string, d time.Duration) {
+func (m *recordingMetrics) CommitToDelivery(l outbox.EventLabels, d time.Duration) {
 	if d >= 0 {
-		m.add("latency/"+et, 1)
+		m.add("latency/"+key(l), 1)
 	}
 }
 func (m *recordingMetrics) Claimed(_ time.Duration, n int) { m.add("claims", 1); m.add("claimed", n) }
@@ -86,7 +95,8 @@ func TestMetricsCountWritesDeliveriesFailuresAndDead(t *testing.T) {
 	if err := c.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	bad := outbox.MustEnvelope(outbox.EventName("Bad"), outbox.WithJSON([]byte(`{}`)))
+	// The failing event has a tenant: every counter of it carries it.
+	bad := outbox.MustEnvelope(outbox.EventName("Bad"), outbox.WithJSON([]byte(`{}`)), outbox.WithTenant("acme"))
 	if _, err := writeIn(store, c, ping(), ping(), bad, ping()); err != nil {
 		t.Fatal(err)
 	}
@@ -98,13 +108,13 @@ func TestMetricsCountWritesDeliveriesFailuresAndDead(t *testing.T) {
 		return errors.New("roll back")
 	})
 	outboxtest.Eventually(t, 5*time.Second, "3 delivered, 1 dead", func() bool {
-		return m.get("delivered/Ping") == 3 && m.get("dead/Bad") == 1 && m.get("acked") == 3
+		return m.get("delivered/Ping") == 3 && m.get("dead/Bad@acme") == 1 && m.get("acked") == 3
 	})
 	for key, want := range map[string]int{
-		"written/Ping": 3, "written/Bad": 1,
-		"enqueued/hot/Ping": 3, "enqueued/hot/Bad": 1, "enqueued/cold/Bad": 1, // its retry came from the poller
-		"failed/Bad": 1, "dead/Bad": 1, "delivered/Bad": 0, "failed/Ping": 0, "dropped/Ping": 0,
-		"duration/Ping": 3, "duration/Bad": 2, "latency/Ping": 3, "latency/Bad": 2,
+		"written/Ping": 3, "written/Bad@acme": 1, "written/Bad": 0,
+		"enqueued/hot/Ping": 3, "enqueued/hot/Bad@acme": 1, "enqueued/cold/Bad@acme": 1, // its retry came from the poller
+		"failed/Bad@acme": 1, "dead/Bad@acme": 1, "delivered/Bad@acme": 0, "failed/Ping": 0, "dropped/Ping": 0,
+		"duration/Ping": 3, "duration/Bad@acme": 2, "latency/Ping": 3, "latency/Bad@acme": 2, "dead/Bad": 0,
 	} {
 		if got := m.get(key); got != want {
 			t.Errorf("%s = %d, want %d", key, got, want)

@@ -81,14 +81,15 @@ func backlogOf(st Stats, now time.Time) Backlog {
 }
 
 // countWritten reports the events of a committed write, one call per run
-// of events of one type.
+// of events of one type and tenant.
 func countWritten(m Metrics, events []Envelope) {
 	for i := 0; i < len(events); {
+		l := labelsOf(events[i])
 		j := i + 1
-		for j < len(events) && events[j].Type() == events[i].Type() {
+		for j < len(events) && labelsOf(events[j]) == l {
 			j++
 		}
-		m.EventsWritten(events[i].Type(), j-i)
+		m.EventsWritten(l, j-i)
 		i = j
 	}
 }

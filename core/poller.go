@@ -214,7 +214,7 @@ func (p *poller) poll(ctx context.Context) (queued int, more, busy bool, err err
 	for i, r := range recs {
 		if r.Err != nil {
 			d.log.Error("outbox: stored event cannot be decoded, moved to DEAD", "event_id", r.ID, "error", r.Err)
-			d.metrics.Dead("") // its type cannot be read
+			d.metrics.Dead(EventLabels{}) // its type cannot be read
 			if _, err := d.cfg.Store.MarkDead(ctx, Outcome{Owner: d.owner, ID: r.ID, At: now, Error: TruncateError("decode: " + r.Err.Error()), Subscribers: r.Subscribers}); err != nil {
 				d.log.Error("outbox: could not move undecodable event to DEAD", "event_id", r.ID, "error", err)
 			}
@@ -225,11 +225,11 @@ func (p *poller) poll(ctx context.Context) (queued int, more, busy bool, err err
 			// DEAD when it stores its last failure): attempts of taken-over
 			// deliveries that stored no outcome either. The listener kills
 			// or hangs its process; do not start it again.
-			d.metrics.Dead(r.Envelope.Type())
-			d.log.Error("outbox: deliveries ended without an outcome too often, moved to DEAD", "event_id", r.ID, "event_type", r.Envelope.Type(), "attempts", r.Attempts)
+			d.metrics.Dead(labelsOf(r.Envelope))
+			d.log.Error("outbox: deliveries ended without an outcome too often, moved to DEAD", eventAttrs(r.Envelope), "attempts", r.Attempts)
 			msg := fmt.Sprintf("%s (%d attempts used, the last ones without an outcome: does the listener kill or hang its process?)", ErrClaimExpired, r.Attempts)
 			if _, err := d.cfg.Store.MarkDead(ctx, Outcome{Owner: d.owner, ID: r.ID, At: now, Error: msg, Subscribers: r.Subscribers}); err != nil {
-				d.log.Error("outbox: could not move the event to DEAD", "event_id", r.ID, "error", err)
+				d.log.Error("outbox: could not move the event to DEAD", eventAttrs(r.Envelope), "error", err)
 			} else {
 				d.deadEnds(r.Envelope)
 			}

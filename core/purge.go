@@ -73,7 +73,7 @@ func (s *PurgeScheduler) PurgeOnce(ctx context.Context) (int64, error) {
 func (s *PurgeScheduler) purge(ctx context.Context, status Status, before time.Time) (int64, error) {
 	var total int64
 	for {
-		n, err := s.cfg.Purger.Purge(ctx, status, before, s.cfg.BatchSize)
+		n, err := s.cfg.Purger.Purge(ctx, PurgeRequest{Status: status, Before: before, Limit: s.cfg.BatchSize})
 		total += n
 		if err != nil {
 			return total, fmt.Errorf("outbox: purge %s events: %w", status, err)

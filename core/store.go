@@ -121,6 +121,11 @@ type Query struct {
 	// AggregateType and EventType filter when not empty.
 	AggregateType string
 	EventType     string
+	// TenantID, when not empty, selects only the events of this tenant
+	// (Envelope.TenantID); empty selects the events of every tenant, and
+	// those without one. SQL stores serve a tenant's queries from an index
+	// of the events that carry a tenant (see docs/tenants.md).
+	TenantID string
 	// AfterID returns only events with an id greater than this (keyset paging).
 	AfterID string
 	// Limit caps the rows returned by List (default 100). Count ignores it.
@@ -254,12 +259,27 @@ type Store interface {
 	PendingKeys(ctx context.Context, tx Tx, keys []string) ([]string, error)
 }
 
+// PurgeRequest selects the terminal events one Purge deletes.
+type PurgeRequest struct {
+	// Status is StatusDone or StatusDead; any other status is an error
+	// wrapping ErrInvalidConfig.
+	Status Status
+	// Before is the cutoff: events whose completion time (or creation
+	// time, if none) is before it are deleted.
+	Before time.Time
+	// Limit is the most events deleted; zero or less deletes none.
+	Limit int
+	// TenantID, when not empty, deletes only the events of this tenant
+	// (Envelope.TenantID); empty deletes those of every tenant.
+	TenantID string
+}
+
 // Purger deletes terminal events.
 type Purger interface {
-	// Purge deletes at most limit events in status (StatusDone or
-	// StatusDead) whose completion time (or creation time, if none) is
-	// before before, and returns how many.
-	Purge(ctx context.Context, status Status, before time.Time, limit int) (int64, error)
+	// Purge deletes at most req.Limit events in req.Status (StatusDone or
+	// StatusDead), of req.TenantID when set, whose completion time (or
+	// creation time, if none) is before req.Before, and returns how many.
+	Purge(ctx context.Context, req PurgeRequest) (int64, error)
 }
 
 // AddDeadSubscribers adds n DEAD events owing the subscribers names to

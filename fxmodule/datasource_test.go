@@ -528,7 +528,7 @@ type countingMetrics struct {
 	hot, cold atomic.Int64
 }
 
-func (m *countingMetrics) EventEnqueued(_ string, p outbox.Path) {
+func (m *countingMetrics) EventEnqueued(_ outbox.EventLabels, p outbox.Path) {
 	if p == outbox.PathHot {
 		m.hot.Add(1)
 	} else {

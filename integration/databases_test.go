@@ -115,7 +115,7 @@ func TestMissingTable(t *testing.T) {
 		check("MarkDone", err)
 		_, err = store.Get(ctx, "x")
 		check("Get", err)
-		_, err = store.Purge(ctx, outbox.StatusDone, time.Now(), 10)
+		_, err = store.Purge(ctx, outbox.PurgeRequest{Status: outbox.StatusDone, Before: time.Now(), Limit: 10})
 		check("Purge", err)
 	})
 }

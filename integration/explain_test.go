@@ -33,17 +33,7 @@ const (
 // in the custom and in the generic plan. The plans are logged so that they
 // can be quoted.
 func TestExplainClaim(t *testing.T) {
-	if os.Getenv(envExplain) != "1" {
-		t.Skipf("set %s=1 (make explain) to load a 1M-row backlog per backend and check the claim's plans", envExplain)
-	}
-	rows := 1_000_000
-	if v := os.Getenv(envExplainRows); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1000 {
-			t.Fatalf("%s=%q: want a number of rows, at least 1000", envExplainRows, v)
-		}
-		rows = n
-	}
+	rows := explainRows(t, "the claim's plans")
 	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
 		ctx := context.Background()
 		db := b.Open(t)
@@ -104,6 +94,25 @@ func TestExplainClaim(t *testing.T) {
 		}
 		explainOrderedClaim(t, b, db, rows)
 	})
+}
+
+// explainRows skips t unless OUTBOX_TEST_EXPLAIN=1 (make explain) and
+// returns the size of the backlog to load: OUTBOX_TEST_EXPLAIN_ROWS, by
+// default 1,000,000. what says what the test checks.
+func explainRows(t *testing.T, what string) int {
+	t.Helper()
+	if os.Getenv(envExplain) != "1" {
+		t.Skipf("set %s=1 (make explain) to load a 1M-row backlog per backend and check %s", envExplain, what)
+	}
+	rows := 1_000_000
+	if v := os.Getenv(envExplainRows); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1000 {
+			t.Fatalf("%s=%q: want a number of rows, at least 1000", envExplainRows, v)
+		}
+		rows = n
+	}
+	return rows
 }
 
 // explainOrderedClaim checks the ordered claim (Config.Ordered) at a backlog
@@ -356,7 +365,8 @@ func bulkLoad(t *testing.T, b outboxsqltest.Backend, db *sql.DB, store *outboxsq
 // (which the test rolls back) and remembers the queries run through it.
 type stmtRecorder struct {
 	tx    *sql.Tx
-	stmts []recordedStmt
+	stmts []recordedStmt // the queries
+	execs []recordedStmt // the statements run with Exec
 }
 
 type recordedStmt struct {
@@ -365,6 +375,7 @@ type recordedStmt struct {
 }
 
 func (r *stmtRecorder) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+	r.execs = append(r.execs, recordedStmt{query, args})
 	res, err := r.tx.ExecContext(ctx, query, args...)
 	if err != nil {
 		return 0, err
@@ -426,7 +437,6 @@ var pgRowsRemoved = regexp.MustCompile(`Rows Removed by Filter: (\d+)`)
 // get) and the generic plan (what a cached prepared statement, as pgx
 // keeps them, may switch to after five runs) of one claim statement.
 func explainPostgres(t *testing.T, db *sql.DB, what, index string, st recordedStmt) {
-	ctx := context.Background()
 	check := func(plan string, kind string) {
 		t.Helper()
 		t.Logf("%s %s plan:\n%s", kind, what, plan)
@@ -445,12 +455,24 @@ func explainPostgres(t *testing.T, db *sql.DB, what, index string, st recordedSt
 			}
 		}
 	}
+	custom, generic := pgPlans(t, db, st)
+	check(custom, "custom")
+	check(generic, "generic")
+}
+
+// pgPlans returns EXPLAIN (ANALYZE, BUFFERS) of st in its custom plan (what
+// lib/pq's unnamed statements get) and in its generic plan (what a cached
+// prepared statement, as pgx keeps them, may switch to after five runs),
+// in a transaction that is rolled back.
+func pgPlans(t *testing.T, db *sql.DB, st recordedStmt) (custom, generic string) {
+	t.Helper()
+	ctx := context.Background()
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = tx.Rollback() }() // EXPLAIN ANALYZE runs the UPDATE: undo it
-	check(planText(t, tx, "EXPLAIN (ANALYZE, BUFFERS) "+st.query, st.args...), "custom")
+	defer func() { _ = tx.Rollback() }() // EXPLAIN ANALYZE runs an UPDATE or DELETE: undo it
+	custom = planText(t, tx, "EXPLAIN (ANALYZE, BUFFERS) "+st.query, st.args...)
 
 	if _, err := tx.ExecContext(ctx, "SET LOCAL plan_cache_mode = force_generic_plan"); err != nil {
 		t.Fatal(err)
@@ -465,7 +487,8 @@ func explainPostgres(t *testing.T, db *sql.DB, what, index string, st recordedSt
 	for i, a := range st.args {
 		params[i] = pgLiteral(t, a)
 	}
-	check(planText(t, tx, "EXPLAIN (ANALYZE, BUFFERS) EXECUTE outbox_claim_probe("+strings.Join(params, ", ")+")"), "generic")
+	generic = planText(t, tx, "EXPLAIN (ANALYZE, BUFFERS) EXECUTE outbox_claim_probe("+strings.Join(params, ", ")+")")
+	return custom, generic
 }
 
 // pgLiteral writes one of the claim's arguments as a PostgreSQL literal.

@@ -10,12 +10,14 @@ import (
 	"go.opentelemetry.io/otel/metric"
 )
 
-// EventTypeKey, PathKey, QueueKey and DataSourceKey are the attributes of
-// the measurements: the event type, the path (hot, cold) of
+// EventTypeKey, TenantKey, PathKey, QueueKey and DataSourceKey are the
+// attributes of the measurements: the event type, the event's tenant (with
+// MetricsOptions.TenantAttribute), the path (hot, cold) of
 // outbox.enqueued, the queue (hot, cold) of outbox.queue.depth, and the
 // Client's MetricsOptions.DataSource.
 const (
 	EventTypeKey  = attribute.Key("outbox.event_type")
+	TenantKey     = attribute.Key("outbox.tenant")
 	PathKey       = attribute.Key("outbox.path")
 	QueueKey      = attribute.Key("outbox.queue")
 	DataSourceKey = attribute.Key("outbox.datasource")
@@ -28,6 +30,11 @@ type MetricsOptions struct {
 	DataSource string
 	// Attributes are added to every measurement.
 	Attributes []attribute.KeyValue
+	// TenantAttribute adds TenantKey (the event's tenant, "" for none) to
+	// the measurements that carry EventTypeKey. Off by default: every
+	// tenant multiplies those series, so switch it on only for a bounded
+	// number of tenants.
+	TenantAttribute bool
 }
 
 // Metrics implements outbox.Metrics with OpenTelemetry instruments: the
@@ -47,7 +54,8 @@ type Metrics struct {
 	common metric.MeasurementOption
 	hot    metric.MeasurementOption
 	cold   metric.MeasurementOption
-	byType sync.Map // event type -> *typeAttrs
+	tenant bool     // MetricsOptions.TenantAttribute
+	byType sync.Map // outbox.EventLabels (Tenant "" unless tenant) -> *typeAttrs
 }
 
 type typeAttrs struct{ plain, hot, cold metric.MeasurementOption }
@@ -60,7 +68,7 @@ func NewMetrics(mp metric.MeterProvider, opts ...MetricsOptions) (*Metrics, erro
 		o = opts[0]
 	}
 	meter := mp.Meter(ScopeName)
-	m := &Metrics{}
+	m := &Metrics{tenant: o.TenantAttribute}
 	m.base = append([]attribute.KeyValue(nil), o.Attributes...)
 	if o.DataSource != "" {
 		m.base = append(m.base, DataSourceKey.String(o.DataSource))
@@ -132,18 +140,25 @@ func NewMetrics(mp metric.MeterProvider, opts ...MetricsOptions) (*Metrics, erro
 	return m, nil
 }
 
-// attrs returns the measurement options of event type et, built once.
-func (m *Metrics) attrs(et string) *typeAttrs {
-	if a, ok := m.byType.Load(et); ok {
+// attrs returns the measurement options of l (its event type, and its
+// tenant with MetricsOptions.TenantAttribute), built once.
+func (m *Metrics) attrs(l outbox.EventLabels) *typeAttrs {
+	if !m.tenant {
+		l.Tenant = ""
+	}
+	if a, ok := m.byType.Load(l); ok {
 		return a.(*typeAttrs)
 	}
-	kv := append(m.base[:len(m.base):len(m.base)], EventTypeKey.String(et))
+	kv := append(m.base[:len(m.base):len(m.base)], EventTypeKey.String(l.Type))
+	if m.tenant {
+		kv = append(kv, TenantKey.String(l.Tenant))
+	}
 	a := &typeAttrs{
 		plain: metric.WithAttributeSet(attribute.NewSet(kv...)),
 		hot:   metric.WithAttributeSet(attribute.NewSet(append(kv[:len(kv):len(kv)], PathKey.String(outbox.PathHot.String()))...)),
 		cold:  metric.WithAttributeSet(attribute.NewSet(append(kv[:len(kv):len(kv)], PathKey.String(outbox.PathCold.String()))...)),
 	}
-	actual, _ := m.byType.LoadOrStore(et, a)
+	actual, _ := m.byType.LoadOrStore(l, a)
 	return actual.(*typeAttrs)
 }
 
@@ -152,13 +167,13 @@ func (m *Metrics) attrs(et string) *typeAttrs {
 var bg = context.Background()
 
 // EventsWritten adds n to outbox.events.written.
-func (m *Metrics) EventsWritten(eventType string, n int) {
-	m.written.Add(bg, int64(n), m.attrs(eventType).plain)
+func (m *Metrics) EventsWritten(l outbox.EventLabels, n int) {
+	m.written.Add(bg, int64(n), m.attrs(l).plain)
 }
 
 // EventEnqueued adds 1 to outbox.enqueued.
-func (m *Metrics) EventEnqueued(eventType string, p outbox.Path) {
-	a := m.attrs(eventType)
+func (m *Metrics) EventEnqueued(l outbox.EventLabels, p outbox.Path) {
+	a := m.attrs(l)
 	if p == outbox.PathHot {
 		m.enqueued.Add(bg, 1, a.hot)
 	} else {
@@ -167,25 +182,25 @@ func (m *Metrics) EventEnqueued(eventType string, p outbox.Path) {
 }
 
 // EventDropped adds 1 to outbox.hot.dropped.
-func (m *Metrics) EventDropped(eventType string) { m.dropped.Add(bg, 1, m.attrs(eventType).plain) }
+func (m *Metrics) EventDropped(l outbox.EventLabels) { m.dropped.Add(bg, 1, m.attrs(l).plain) }
 
 // Delivered adds 1 to outbox.delivered.
-func (m *Metrics) Delivered(eventType string) { m.delivered.Add(bg, 1, m.attrs(eventType).plain) }
+func (m *Metrics) Delivered(l outbox.EventLabels) { m.delivered.Add(bg, 1, m.attrs(l).plain) }
 
 // Failed adds 1 to outbox.failed.
-func (m *Metrics) Failed(eventType string) { m.failed.Add(bg, 1, m.attrs(eventType).plain) }
+func (m *Metrics) Failed(l outbox.EventLabels) { m.failed.Add(bg, 1, m.attrs(l).plain) }
 
 // Dead adds 1 to outbox.dead.
-func (m *Metrics) Dead(eventType string) { m.dead.Add(bg, 1, m.attrs(eventType).plain) }
+func (m *Metrics) Dead(l outbox.EventLabels) { m.dead.Add(bg, 1, m.attrs(l).plain) }
 
 // ListenerDuration records outbox.delivery.duration.
-func (m *Metrics) ListenerDuration(eventType string, d time.Duration) {
-	m.delivery.Record(bg, d.Seconds(), m.attrs(eventType).plain)
+func (m *Metrics) ListenerDuration(l outbox.EventLabels, d time.Duration) {
+	m.delivery.Record(bg, d.Seconds(), m.attrs(l).plain)
 }
 
 // CommitToDelivery records outbox.commit_to_delivery.duration.
-func (m *Metrics) CommitToDelivery(eventType string, d time.Duration) {
-	m.latency.Record(bg, d.Seconds(), m.attrs(eventType).plain)
+func (m *Metrics) CommitToDelivery(l outbox.EventLabels, d time.Duration) {
+	m.latency.Record(bg, d.Seconds(), m.attrs(l).plain)
 }
 
 // Claimed records outbox.claim.duration and outbox.claim.size.

@@ -283,3 +283,62 @@ func TestEnvelopeOptions(t *testing.T) {
 		t.Errorf("traceparent %q", v)
 	}
 }
+
+// TestTenantAttribute: the tenant attribute appears on the per-event
+// measurements only with MetricsOptions.TenantAttribute.
+func TestTenantAttribute(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		reader := sdkmetric.NewManualReader()
+		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+		m, err := outboxotel.NewMetrics(mp, outboxotel.MetricsOptions{TenantAttribute: on})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range []outbox.EventLabels{{Type: "Ping", Tenant: "acme"}, {Type: "Ping"}} {
+			m.EventsWritten(l, 1)
+			m.EventEnqueued(l, outbox.PathCold)
+			m.Delivered(l)
+			m.Dead(l)
+			m.ListenerDuration(l, time.Millisecond)
+		}
+		m.AckBatch(2)
+		var rm metricdata.ResourceMetrics
+		if err := reader.Collect(context.Background(), &rm); err != nil {
+			t.Fatal(err)
+		}
+		_ = mp.Shutdown(context.Background())
+		tenants := map[string]bool{}
+		for _, sm := range rm.ScopeMetrics {
+			for _, md := range sm.Metrics {
+				var sets []attribute.Set
+				switch d := md.Data.(type) {
+				case metricdata.Sum[int64]:
+					for _, dp := range d.DataPoints {
+						sets = append(sets, dp.Attributes)
+					}
+				case metricdata.Histogram[float64]:
+					for _, dp := range d.DataPoints {
+						sets = append(sets, dp.Attributes)
+					}
+				case metricdata.Histogram[int64]:
+					for _, dp := range d.DataPoints {
+						sets = append(sets, dp.Attributes)
+					}
+				}
+				for _, set := range sets {
+					_, typed := set.Value(outboxotel.EventTypeKey)
+					v, has := set.Value(outboxotel.TenantKey)
+					if has != (on && typed) {
+						t.Errorf("TenantAttribute %v: %s %v has the tenant: %v", on, md.Name, set, has)
+					}
+					if has {
+						tenants[v.AsString()] = true
+					}
+				}
+			}
+		}
+		if on && (!tenants["acme"] || !tenants[""]) {
+			t.Errorf("tenants seen %v, want acme and none", tenants)
+		}
+	}
+}

@@ -62,10 +62,10 @@ type filter struct {
 }
 
 // parseFilter reads the query parameters of a list: status (when
-// withStatus), type, aggregate, after and limit. Anything else, a
+// withStatus), type, aggregate, tenant, after and limit. Anything else, a
 // parameter given twice or a value out of range is a bad request.
 func parseFilter(v url.Values, withStatus bool) (filter, error) {
-	known := []string{"type", "aggregate", "after", "limit"}
+	known := []string{"type", "aggregate", "tenant", "after", "limit"}
 	if withStatus {
 		known = append(known, "status")
 	}
@@ -75,8 +75,9 @@ func parseFilter(v url.Values, withStatus bool) (filter, error) {
 	f := filter{limit: defaultLimit}
 	f.q.EventType = v.Get("type")
 	f.q.AggregateType = v.Get("aggregate")
+	f.q.TenantID = v.Get("tenant")
 	f.q.AfterID = v.Get("after")
-	if err := checkNames(f.q.EventType, f.q.AggregateType); err != nil {
+	if err := checkNames(f.q.EventType, f.q.AggregateType, f.q.TenantID); err != nil {
 		return f, err
 	}
 	if len(f.q.AfterID) > outbox.MaxEventIDLen {
@@ -115,14 +116,17 @@ func onlyParams(v url.Values, known ...string) error {
 	return nil
 }
 
-// checkNames checks an event type and an aggregate type filter: longer
-// names than an envelope takes match nothing and are a mistake.
-func checkNames(eventType, aggregate string) error {
+// checkNames checks an event type, an aggregate type and a tenant filter:
+// longer names than an envelope takes match nothing and are a mistake.
+func checkNames(eventType, aggregate, tenant string) error {
 	if len(eventType) > outbox.MaxEventTypeLen {
 		return badRequest("type: longer than an event type can be (%d characters)", outbox.MaxEventTypeLen)
 	}
 	if len(aggregate) > outbox.MaxAggregateTypeLen {
 		return badRequest("aggregate: longer than an aggregate type can be (%d characters)", outbox.MaxAggregateTypeLen)
+	}
+	if len(tenant) > outbox.MaxTenantIDLen {
+		return badRequest("tenant: longer than a tenant id can be (%d characters)", outbox.MaxTenantIDLen)
 	}
 	return nil
 }
@@ -285,17 +289,17 @@ func readIDs(w http.ResponseWriter, r *http.Request, allowAll bool) (idsRequest,
 	case err != nil:
 		return req, badRequest("body: %v", err)
 	}
-	if !allowAll && (req.All || req.Type != "" || req.Aggregate != "") {
+	if !allowAll && (req.All || req.Type != "" || req.Aggregate != "" || req.Tenant != "") {
 		return req, badRequest("delete takes ids only: {\"ids\": [\"…\"]}")
 	}
 	if req.All {
 		if len(req.IDs) > 0 {
 			return req, badRequest("give either ids or \"all\": true, not both")
 		}
-		return req, checkNames(req.Type, req.Aggregate)
+		return req, checkNames(req.Type, req.Aggregate, req.Tenant)
 	}
-	if req.Type != "" || req.Aggregate != "" {
-		return req, badRequest("type and aggregate filter a replay of \"all\": true only")
+	if req.Type != "" || req.Aggregate != "" || req.Tenant != "" {
+		return req, badRequest("type, aggregate and tenant filter a replay of \"all\": true only")
 	}
 	switch {
 	case len(req.IDs) == 0 && allowAll:
@@ -371,15 +375,16 @@ func (h *Handler) replayMany(w http.ResponseWriter, r *http.Request, src *source
 	}
 	dead := src.client.Dead()
 	if req.All {
-		n, err := dead.ReplayAll(r.Context(), outbox.Query{EventType: req.Type, AggregateType: req.Aggregate})
+		n, err := dead.ReplayAll(r.Context(), outbox.Query{EventType: req.Type, AggregateType: req.Aggregate, TenantID: req.Tenant})
+		filter := []any{"type", req.Type, "aggregate", req.Aggregate, "tenant", req.Tenant}
 		if err != nil {
 			if n > 0 {
-				h.audit(r, src, "replayed DEAD events, then failed", n, nil, "type", req.Type, "aggregate", req.Aggregate)
+				h.audit(r, src, "replayed DEAD events, then failed", n, nil, filter...)
 			}
 			h.fail(w, r, src, err)
 			return
 		}
-		h.audit(r, src, "replayed DEAD events", n, nil, "type", req.Type, "aggregate", req.Aggregate)
+		h.audit(r, src, "replayed DEAD events", n, nil, filter...)
 		h.writeJSON(w, http.StatusOK, changeJSON{Replayed: &n})
 		return
 	}

@@ -47,12 +47,12 @@
 //	GET    api                               title, read_only, authorized, sources
 //	GET    api/{source}/stats                counts per status, oldest pending
 //	GET    api/{source}/events               events: ?status= (NEW, RETRY, DONE, DEAD, PENDING; comma-separated)
-//	                                         &type= &aggregate= &after= (keyset paging) &limit= (1–500, default 50)
+//	                                         &type= &aggregate= &tenant= &after= (keyset paging) &limit= (1–500, default 50)
 //	GET    api/{source}/events/{id}          one event with its headers and payload
-//	GET    api/{source}/dead                 DEAD events: ?type= &aggregate= &after= &limit=, and how many match
+//	GET    api/{source}/dead                 DEAD events: ?type= &aggregate= &tenant= &after= &limit=, and how many match
 //	POST   api/{source}/dead/{id}/replay     replay one DEAD event
 //	POST   api/{source}/dead/replay          {"ids": [...]}: replay these (every one must be DEAD),
-//	                                         or {"all": true, "type": "…", "aggregate": "…"}: every DEAD event that matches
+//	                                         or {"all": true, "type": "…", "aggregate": "…", "tenant": "…"}: every DEAD event that matches
 //	DELETE api/{source}/dead/{id}            delete one DEAD event for good
 //	POST   api/{source}/dead/delete          {"ids": [...]}: delete these for good (every one must be DEAD)
 //

@@ -58,6 +58,10 @@ func TestReadEndpoints(t *testing.T) {
 			"?aggregate=Invoice":                 {s.invoice},
 			"?type=OrderShipped":                 {s.retry},
 			"?type=NoSuchEvent":                  {},
+			"?tenant=acme":                       {s.placed},
+			"?tenant=acme&status=DEAD":           {s.placed},
+			"?tenant=acme&status=pending":        {},
+			"?tenant=nobody":                     {},
 			"?after=" + s.done[1] + "&limit=500": s.all[5:],
 		} {
 			l := list(query)
@@ -120,6 +124,8 @@ func TestReadEndpoints(t *testing.T) {
 			"?type=OrderPlaced":                   {s.placed, s.placed2},
 			"?aggregate=Order":                    {s.placed, s.placed2, s.cancelled},
 			"?type=OrderPlaced&aggregate=Invoice": {},
+			"?tenant=acme":                        {s.placed},
+			"?tenant=acme&type=InvoiceSent":       {},
 		} {
 			l := dead(query)
 			if got := ids(l.Events); !slices.Equal(got, want) || *l.Matching != int64(len(want)) || l.NextAfter != "" {
@@ -235,6 +241,21 @@ func TestMutations(t *testing.T) {
 				t.Errorf("DONE events: %q", got)
 			}
 		})
+		t.Run("ReplayAllOfATenant", func(t *testing.T) {
+			e := newEnv(t, b, nil)
+			s := e.seed()
+			var c changeJSON
+			e.req("POST", "/api/orders/dead/replay", `{"all": true, "tenant": "acme"}`).want(t, http.StatusOK, &c)
+			if c.Replayed == nil || *c.Replayed != 1 {
+				t.Errorf("replay all of tenant acme: %+v", c)
+			}
+			if got := e.statuses(s.dead()...); !slices.Equal(got, []string{"NEW", "DEAD", "DEAD", "DEAD"}) {
+				t.Errorf("statuses: %q", got)
+			}
+			if !strings.Contains(e.log.String(), "tenant=acme") {
+				t.Errorf("the audit log does not name the tenant:\n%s", e.log)
+			}
+		})
 		t.Run("Delete", func(t *testing.T) {
 			e := newEnv(t, b, nil)
 			s := e.seed()
@@ -293,6 +314,9 @@ func TestBadInput(t *testing.T) {
 		{"GET", "/api/orders/events?after=" + long, "", nil, 400, codeBadRequest, "after"},
 		{"GET", "/api/orders/events?type=" + long, "", nil, 400, codeBadRequest, "type"},
 		{"GET", "/api/orders/events?aggregate=" + long, "", nil, 400, codeBadRequest, "aggregate"},
+		{"GET", "/api/orders/events?tenant=" + long, "", nil, 400, codeBadRequest, "tenant"},
+		{"GET", "/api/orders/dead?tenant=" + long, "", nil, 400, codeBadRequest, "tenant"},
+		{"GET", "/api/orders/dead?tenant=a&tenant=b", "", nil, 400, codeBadRequest, "given 2 times"},
 		{"GET", "/api/orders/events?stauts=DEAD", "", nil, 400, codeBadRequest, `unknown query parameter "stauts"`},
 		{"GET", "/api/orders/events?type=A&type=B", "", nil, 400, codeBadRequest, "given 2 times"},
 		{"GET", "/api/orders/dead?status=NEW", "", nil, 400, codeBadRequest, `unknown query parameter "status"`},
@@ -323,6 +347,10 @@ func TestBadInput(t *testing.T) {
 		{"POST", "/api/orders/dead/replay", `{"all": true, "ids": ["` + s.placed + `"]}`, nil, 400, codeBadRequest, "not both"},
 		{"POST", "/api/orders/dead/replay", `{"all": false, "type": "OrderPlaced"}`, nil, 400, codeBadRequest, `"all": true only`},
 		{"POST", "/api/orders/dead/replay", `{"all": true, "type": "` + long + `"}`, nil, 400, codeBadRequest, "type"},
+		{"POST", "/api/orders/dead/replay", `{"all": true, "tenant": "` + long + `"}`, nil, 400, codeBadRequest, "tenant"},
+		{"POST", "/api/orders/dead/replay", `{"ids": ["` + s.placed + `"], "tenant": "acme"}`, nil, 400, codeBadRequest, `"all": true only`},
+		{"POST", "/api/orders/dead/replay", `{"all": true, "tenant": 7}`, nil, 400, codeBadRequest, "body"},
+		{"POST", "/api/orders/dead/delete", `{"ids": ["` + s.placed + `"], "tenant": "acme"}`, nil, 400, codeBadRequest, "delete takes ids only"},
 		{"POST", "/api/orders/dead/delete", `{"all": true}`, nil, 400, codeBadRequest, "delete takes ids only"},
 		{"POST", "/api/orders/dead/delete", `{"ids": [], "type": "OrderPlaced"}`, nil, 400, codeBadRequest, "delete takes ids only"},
 		{"POST", "/api/orders/dead/replay", `{"ids": ["` + strings.Repeat("a", maxBody) + `"]}`, nil, 413, codeTooLarge, "larger than"},

@@ -59,9 +59,10 @@ type changeJSON struct {
 type idsRequest struct {
 	// IDs names the events; every one must be DEAD.
 	IDs []string `json:"ids"`
-	// All replays every DEAD event that Type and Aggregate select
+	// All replays every DEAD event that Type, Aggregate and Tenant select
 	// (replay only; instead of IDs).
 	All       bool   `json:"all"`
 	Type      string `json:"type"`
 	Aggregate string `json:"aggregate"`
+	Tenant    string `json:"tenant"`
 }

@@ -134,7 +134,7 @@ func (*PostgresEvent) AfterCreateTable(ctx context.Context, q *bun.CreateTableQu
 }
 
 // BeforeCreateTable adds the generated columns due_at, lease_at, purge_at
-// and open_key, their indexes, the key of the sequence and the CHECK
+// and open_key, their indexes, the tenant index, the key of the sequence and the CHECK
 // constraint: MySQL and MariaDB have no partial indexes, these columns are
 // NULL for the rows the indexes need not hold.
 func (*MySQLEvent) BeforeCreateTable(_ context.Context, q *bun.CreateTableQuery) error {
@@ -147,6 +147,7 @@ func (*MySQLEvent) BeforeCreateTable(_ context.Context, q *bun.CreateTableQuery)
 		ColumnExpr("KEY outbox_lease_idx (lease_at)").
 		ColumnExpr("KEY outbox_purge_idx (purge_at)").
 		ColumnExpr("KEY outbox_order_idx (open_key, seq)").
+		ColumnExpr("KEY outbox_tnt_idx (tenant_id, status, event_id)").
 		ColumnExpr(payloadCheck)
 	return nil
 }

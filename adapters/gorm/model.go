@@ -11,16 +11,16 @@ import (
 
 // SQLiteEvent is the outbox table on SQLite.
 type SQLiteEvent struct {
-	EventID       string  `gorm:"column:event_id;type:VARCHAR(36);primaryKey;not null;index:outbox_event_due_idx,priority:2"`
+	EventID       string  `gorm:"column:event_id;type:VARCHAR(36);primaryKey;not null;index:outbox_event_due_idx,priority:2;index:outbox_event_tnt_idx,priority:3"`
 	EventType     string  `gorm:"column:event_type;type:VARCHAR(128);not null"`
 	AggregateType string  `gorm:"column:aggregate_type;type:VARCHAR(64);not null"`
 	AggregateID   string  `gorm:"column:aggregate_id;type:VARCHAR(128);not null;default:''"`
-	TenantID      string  `gorm:"column:tenant_id;type:VARCHAR(64);not null;default:''"`
+	TenantID      string  `gorm:"column:tenant_id;type:VARCHAR(64);not null;default:'';index:outbox_event_tnt_idx,priority:1,where:tenant_id <> ''"`
 	SchemaVersion int     `gorm:"column:schema_version;type:INTEGER;not null;default:1"`
 	Payload       *string `gorm:"column:payload;type:TEXT;check:(payload IS NULL) <> (payload_bytes IS NULL)"`
 	PayloadBytes  []byte  `gorm:"column:payload_bytes;type:BLOB"`
 	Headers       *string `gorm:"column:headers;type:TEXT"`
-	Status        int16   `gorm:"column:status;type:SMALLINT;not null;default:0"`
+	Status        int16   `gorm:"column:status;type:SMALLINT;not null;default:0;index:outbox_event_tnt_idx,priority:2"`
 	Attempts      int32   `gorm:"column:attempts;type:INTEGER;not null;default:0"`
 	OccurredAt    int64   `gorm:"column:occurred_at;type:INTEGER;not null"`
 	AvailableAt   int64   `gorm:"column:available_at;type:INTEGER;not null;index:outbox_event_due_idx,priority:1,where:status IN (0\\, 2) AND locked_by IS NULL AND ordering_key IS NULL"`
@@ -34,16 +34,16 @@ type SQLiteEvent struct {
 
 // PostgresEvent is the outbox table on PostgreSQL.
 type PostgresEvent struct {
-	EventID       string     `gorm:"column:event_id;type:VARCHAR(36) COLLATE \"C\";primaryKey;not null;index:outbox_event_due_idx,priority:2"`
+	EventID       string     `gorm:"column:event_id;type:VARCHAR(36) COLLATE \"C\";primaryKey;not null;index:outbox_event_due_idx,priority:2;index:outbox_event_tnt_idx,priority:3"`
 	EventType     string     `gorm:"column:event_type;type:VARCHAR(128);not null"`
 	AggregateType string     `gorm:"column:aggregate_type;type:VARCHAR(64);not null"`
 	AggregateID   string     `gorm:"column:aggregate_id;type:VARCHAR(128);not null;default:''"`
-	TenantID      string     `gorm:"column:tenant_id;type:VARCHAR(64);not null;default:''"`
+	TenantID      string     `gorm:"column:tenant_id;type:VARCHAR(64);not null;default:'';index:outbox_event_tnt_idx,priority:1,where:tenant_id <> ''"`
 	SchemaVersion int        `gorm:"column:schema_version;type:INTEGER;not null;default:1"`
 	Payload       *string    `gorm:"column:payload;type:JSON;check:(payload IS NULL) <> (payload_bytes IS NULL)"`
 	PayloadBytes  []byte     `gorm:"column:payload_bytes;type:BYTEA"`
 	Headers       *string    `gorm:"column:headers;type:TEXT"`
-	Status        int16      `gorm:"column:status;type:SMALLINT;not null;default:0"`
+	Status        int16      `gorm:"column:status;type:SMALLINT;not null;default:0;index:outbox_event_tnt_idx,priority:2"`
 	Attempts      int32      `gorm:"column:attempts;type:INTEGER;not null;default:0"`
 	OccurredAt    time.Time  `gorm:"column:occurred_at;type:TIMESTAMPTZ;not null"`
 	AvailableAt   time.Time  `gorm:"column:available_at;type:TIMESTAMPTZ;not null;index:outbox_event_due_idx,priority:1,where:status IN (0\\, 2) AND locked_by IS NULL AND ordering_key IS NULL"`
@@ -63,16 +63,16 @@ type PostgresEvent struct {
 // expired claims, the purge and the ordered claim are indexed by; they and
 // Seq (AUTO_INCREMENT) are read-only.
 type MySQLEvent struct {
-	EventID       string     `gorm:"column:event_id;type:VARCHAR(36) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;primaryKey;not null;index:outbox_due_idx,priority:2"`
+	EventID       string     `gorm:"column:event_id;type:VARCHAR(36) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;primaryKey;not null;index:outbox_due_idx,priority:2;index:outbox_tnt_idx,priority:3"`
 	EventType     string     `gorm:"column:event_type;type:VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;not null"`
 	AggregateType string     `gorm:"column:aggregate_type;type:VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;not null"`
 	AggregateID   string     `gorm:"column:aggregate_id;type:VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;not null;default:''"`
-	TenantID      string     `gorm:"column:tenant_id;type:VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;not null;default:''"`
+	TenantID      string     `gorm:"column:tenant_id;type:VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;not null;default:'';index:outbox_tnt_idx,priority:1"`
 	SchemaVersion int        `gorm:"column:schema_version;type:INTEGER;not null;default:1"`
 	Payload       *string    `gorm:"column:payload;type:LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;check:(payload IS NULL) <> (payload_bytes IS NULL)"`
 	PayloadBytes  []byte     `gorm:"column:payload_bytes;type:LONGBLOB"`
 	Headers       *string    `gorm:"column:headers;type:LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"`
-	Status        int8       `gorm:"column:status;type:TINYINT;not null;default:0"`
+	Status        int8       `gorm:"column:status;type:TINYINT;not null;default:0;index:outbox_tnt_idx,priority:2"`
 	Attempts      int32      `gorm:"column:attempts;type:INT;not null;default:0"`
 	OccurredAt    time.Time  `gorm:"column:occurred_at;type:DATETIME(6);not null"`
 	AvailableAt   time.Time  `gorm:"column:available_at;type:DATETIME(6);not null"`

@@ -442,3 +442,56 @@ func compact(raw json.RawMessage) string {
 	}
 	return b.String()
 }
+
+// TestTenant: --tenant limits stats, dead list, dead replay-all, dead
+// delete and purge to the events of one tenant.
+func TestTenant(t *testing.T) {
+	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
+		t.Parallel()
+		e := newEnv(t, b)
+		s := e.seed()
+		var st statsJSON
+		e.run("stats", "--tenant", "acme", "--json").wantOK(t).decode(t, &st)
+		want := map[string]int64{"NEW": 0, "RETRY": 0, "DONE": 1, "DEAD": 1}
+		if !jsonEqual(st.Counts, want) || st.Total != 2 || st.Tenant != "acme" || st.OldestPendingAt != nil {
+			t.Errorf("stats --tenant acme: %+v, want counts %v", st, want)
+		}
+		if r := e.run("stats", "--tenant", "acme").wantOK(t); !strings.Contains(r.stdout, "events of tenant acme") || strings.Contains(r.stdout, "oldest pending") {
+			t.Errorf("stats --tenant acme printed:\n%s", r.stdout)
+		}
+		for tenant, wantIDs := range map[string][]string{"acme": {s.placedOld}, "nobody": nil, "ACME": nil} {
+			var doc listJSON
+			e.run("dead", "list", "--json", "--tenant", tenant).wantOK(t).decode(t, &doc)
+			var got []string
+			for _, ev := range doc.Events {
+				got = append(got, ev.ID)
+			}
+			if !slices.Equal(got, wantIDs) {
+				t.Errorf("dead list --tenant %s: %q, want %q", tenant, got, wantIDs)
+			}
+		}
+		long := strings.Repeat("t", 65)
+		for _, args := range [][]string{{"stats"}, {"dead", "list"}, {"dead", "replay-all"}, {"dead", "delete", s.placedOld}, {"purge", "--status", "done", "--older-than", "1d"}} {
+			e.run(append(args, "--tenant", long)...).wantErr(t, exitUsage, "--tenant: longer than a tenant id can be")
+		}
+		before := e.snapshot()
+		e.run("dead", "delete", "--yes", "--tenant", "nobody", s.placedOld).wantErr(t, exitNotFound,
+			"event "+s.placedOld+" is not an event of tenant nobody; nothing changed")
+		e.run("dead", "replay", "--yes", "--tenant", "acme", s.placedOld, s.placedNew).wantErr(t, exitNotFound,
+			"event "+s.placedNew+" is not an event of tenant acme; nothing changed")
+		e.wantUnchanged(before)
+
+		var doc changeJSON
+		e.run("dead", "replay-all", "--tenant", "acme", "--yes", "--json").wantOK(t).decode(t, &doc)
+		if doc.Replayed == nil || *doc.Replayed != 1 || !slices.Equal(doc.IDs, []string{s.placedOld}) {
+			t.Errorf("dead replay-all --tenant acme: %+v", doc)
+		}
+		r := e.run("purge", "--status", "done", "--older-than", "1d", "--tenant", "acme", "--yes").wantOK(t)
+		if !regexp.MustCompile(`^purged 1 DONE event of tenant acme completed before \S+Z\n$`).MatchString(r.stdout) {
+			t.Errorf("purge --tenant acme printed %q", r.stdout)
+		}
+		if got := e.statuses(append(s.doneOld, s.doneNew, s.placedOld, s.placedNew)...); !slices.Equal(got, []string{"gone", "DONE", "DONE", "NEW", "DEAD"}) {
+			t.Errorf("after replay-all and purge of acme: %q", got)
+		}
+	})
+}

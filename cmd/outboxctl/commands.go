@@ -54,6 +54,28 @@ func someIDs(name string, pos []string) ([]string, error) {
 	return ids, nil
 }
 
+// tenantFlag registers --tenant on fs: only the events of one tenant.
+func tenantFlag(fs *flag.FlagSet, tenant *string) {
+	fs.StringVar(tenant, "tenant", "", "only events of this tenant")
+}
+
+// checkTenant fails unless tenant is "" (every tenant) or a tenant id an
+// event can carry.
+func checkTenant(name, tenant string) error {
+	if len(tenant) > outbox.MaxTenantIDLen {
+		return usageErr("%s: --tenant: longer than a tenant id can be (%d characters)", name, outbox.MaxTenantIDLen)
+	}
+	return nil
+}
+
+// ofTenant is " of tenant T" for a tenant, "" for every tenant.
+func ofTenant(tenant string) string {
+	if tenant == "" {
+		return ""
+	}
+	return " of tenant " + tenant
+}
+
 func (c *cli) migrate(args []string) error {
 	fs := c.flagSet("migrate", false)
 	apply := fs.Bool("apply", false, "create the table and its indexes")
@@ -89,6 +111,8 @@ func (c *cli) migrate(args []string) error {
 
 func (c *cli) stats(args []string) error {
 	fs := c.flagSet("stats", false)
+	var tenant string
+	tenantFlag(fs, &tenant)
 	pos, err := c.parse(fs, "stats", args)
 	if err != nil {
 		return err
@@ -96,15 +120,30 @@ func (c *cli) stats(args []string) error {
 	if err := noArgs("stats", pos); err != nil {
 		return err
 	}
+	if err := checkTenant("stats", tenant); err != nil {
+		return err
+	}
 	s, err := c.open(false)
 	if err != nil {
 		return err
+	}
+	if tenant != "" {
+		// Counts of one tenant, one indexed count per status.
+		st := outbox.Stats{ByStatus: map[outbox.Status]int64{}}
+		for _, status := range outboxadmin.Statuses() {
+			n, err := s.store.Count(c.ctx, outbox.Query{Statuses: []outbox.Status{status}, TenantID: tenant})
+			if err != nil {
+				return err
+			}
+			st.ByStatus[status] = n
+		}
+		return c.printStats(s.store.Table(), tenant, st)
 	}
 	st, err := s.client.Stats(c.ctx)
 	if err != nil {
 		return err
 	}
-	return c.printStats(s.store.Table(), st)
+	return c.printStats(s.store.Table(), "", st)
 }
 
 func (c *cli) get(args []string) error {
@@ -142,18 +181,19 @@ func (c *cli) lookup(id string) (outbox.Record, error) {
 
 // deadFilter is the filter of `dead list` and `dead replay-all`.
 type deadFilter struct {
-	eventType, aggregate string
-	olderThan            durationFlag
+	eventType, aggregate, tenant string
+	olderThan                    durationFlag
 }
 
 func (f *deadFilter) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.eventType, "type", "", "only events of this event type")
 	fs.StringVar(&f.aggregate, "aggregate", "", "only events of this aggregate type")
+	tenantFlag(fs, &f.tenant)
 	fs.Var(&f.olderThan, "older-than", "only events DEAD for longer than this (24h, 7d, 1d12h)")
 }
 
 func (f *deadFilter) query() outbox.Query {
-	return outbox.Query{EventType: f.eventType, AggregateType: f.aggregate}
+	return outbox.Query{EventType: f.eventType, AggregateType: f.aggregate, TenantID: f.tenant}
 }
 
 // cutoff is the time before which matching events went DEAD; zero when
@@ -216,6 +256,9 @@ func (c *cli) deadList(args []string) error {
 	if err := noArgs("dead list", pos); err != nil {
 		return err
 	}
+	if err := checkTenant("dead list", f.tenant); err != nil {
+		return err
+	}
 	if *limit < 0 {
 		return usageErr("dead list: --limit must not be negative, got %d", *limit)
 	}
@@ -251,17 +294,15 @@ func (c *cli) deadShow(args []string) error {
 	return c.printEvent(rec)
 }
 
-// checkDead fails unless every id is a DEAD event: with an
-// *outboxadmin.NotDeadError, which wraps outbox.ErrNotFound (exit code 3).
-func (c *cli) checkDead(ids []string) error {
-	return outboxadmin.CheckDead(c.ctx, c.sess.client, c.sess.store.Table(), ids)
-}
-
 // deadIDs parses the arguments of command name (dead replay, dead
-// delete): ids and the confirmation flags; it opens the database and
-// checks that every id is DEAD.
+// delete): ids, --tenant and the confirmation flags; it opens the database
+// and checks that every id is a DEAD event (of the tenant, with --tenant):
+// if not, with an *outboxadmin.NotDeadError, which wraps
+// outbox.ErrNotFound (exit code 3).
 func (c *cli) deadIDs(name string, args []string) (*session, []string, error) {
 	fs := c.flagSet(name, true)
+	var tenant string
+	tenantFlag(fs, &tenant)
 	pos, err := c.parse(fs, name, args)
 	if err != nil {
 		return nil, nil, err
@@ -270,11 +311,14 @@ func (c *cli) deadIDs(name string, args []string) (*session, []string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := checkTenant(name, tenant); err != nil {
+		return nil, nil, err
+	}
 	s, err := c.open(false)
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := c.checkDead(ids); err != nil {
+	if err := outboxadmin.CheckDeadOf(c.ctx, s.client, s.store.Table(), tenant, ids); err != nil {
 		return nil, nil, err
 	}
 	return s, ids, nil
@@ -310,6 +354,9 @@ func (c *cli) deadReplayAll(args []string) error {
 		return err
 	}
 	if err := noArgs("dead replay-all", pos); err != nil {
+		return err
+	}
+	if err := checkTenant("dead replay-all", f.tenant); err != nil {
 		return err
 	}
 	s, err := c.open(false)
@@ -348,6 +395,9 @@ func (f *deadFilter) describe() string {
 	if f.aggregate != "" {
 		parts = append(parts, "aggregate "+f.aggregate)
 	}
+	if f.tenant != "" {
+		parts = append(parts, "tenant "+f.tenant)
+	}
 	if f.olderThan.set {
 		parts = append(parts, "DEAD for more than "+f.olderThan.String())
 	}
@@ -382,6 +432,8 @@ func (c *cli) purge(args []string) error {
 	var olderThan durationFlag
 	fs.Var(&olderThan, "older-than", "purge events completed longer ago than this (required)")
 	limit := fs.Int("limit", 0, "purge at most this many events (0: all that match)")
+	var tenant string
+	tenantFlag(fs, &tenant)
 	pos, err := c.parse(fs, "purge", args)
 	if err != nil {
 		return err
@@ -406,6 +458,9 @@ func (c *cli) purge(args []string) error {
 	if *limit < 0 {
 		return usageErr("purge: --limit must not be negative, got %d", *limit)
 	}
+	if err := checkTenant("purge", tenant); err != nil {
+		return err
+	}
 	s, err := c.open(false)
 	if err != nil {
 		return err
@@ -413,13 +468,13 @@ func (c *cli) purge(args []string) error {
 	before := c.now().Add(-olderThan.d)
 	// A cheap read first: it finds a missing table before the prompt, and
 	// an empty status needs no confirmation.
-	some, err := s.store.List(c.ctx, outbox.Query{Statuses: []outbox.Status{st}, Limit: 1})
+	some, err := s.store.List(c.ctx, outbox.Query{Statuses: []outbox.Status{st}, TenantID: tenant, Limit: 1})
 	if err != nil {
 		return err
 	}
 	var total int64
 	if len(some) > 0 {
-		what := fmt.Sprintf("delete the %s events of %s completed before %s for good", st, s.store.Table(), before.Format(time.RFC3339))
+		what := fmt.Sprintf("delete the %s events%s of %s completed before %s for good", st, ofTenant(tenant), s.store.Table(), before.Format(time.RFC3339))
 		if *limit > 0 {
 			what += fmt.Sprintf(" (at most %d)", *limit)
 		}
@@ -431,7 +486,7 @@ func (c *cli) purge(args []string) error {
 			if *limit > 0 {
 				batch = min(batch, *limit-int(total))
 			}
-			n, err := s.store.Purge(c.ctx, st, before, batch)
+			n, err := s.store.Purge(c.ctx, outbox.PurgeRequest{Status: st, Before: before, Limit: batch, TenantID: tenant})
 			total += n
 			if err != nil {
 				return fmt.Errorf("purged %d %s events, then: %w", total, st, err)
@@ -441,5 +496,5 @@ func (c *cli) purge(args []string) error {
 			}
 		}
 	}
-	return c.printPurge(st, before, total)
+	return c.printPurge(st, tenant, before, total)
 }

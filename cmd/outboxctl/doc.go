@@ -15,6 +15,7 @@
 //	outboxctl dead list --older-than 1d # dead letters, with their last error
 //	outboxctl get 01JD5K3Q8V4N2M7XGZ6P1R9T0B
 //	outboxctl dead replay-all --type OrderPlaced
+//	outboxctl dead list --tenant acme   # one tenant's dead letters
 //	outboxctl --json dead list | jq -r '.events[].id'
 //	outboxctl purge --status done --older-than 7d --yes
 //

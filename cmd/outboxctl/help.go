@@ -11,14 +11,14 @@ Usage:
 
 Commands:
   migrate [--apply]          print the table's DDL, or create the table and its indexes
-  stats                      events per status, age of the oldest pending event
+  stats [--tenant T]         events per status, age of the oldest pending event
   get <id>                   one event: state, headers, payload
-  dead list [filters]        DEAD events (--type, --aggregate, --older-than, --limit, --after)
+  dead list [filters]        DEAD events (--type, --aggregate, --tenant, --older-than, --limit, --after)
   dead show <id>             one DEAD event
   dead replay <id>...        make DEAD events NEW again, due now, with zero attempts
   dead replay-all [filters]  replay every DEAD event the filters select
   dead delete <id>...        delete DEAD events for good
-  purge --status done|dead --older-than DURATION [--limit N]
+  purge --status done|dead --older-than DURATION [--limit N] [--tenant T]
                              delete DONE or DEAD events completed before now - DURATION
   help [command]             this help, or a command's
 
@@ -57,10 +57,12 @@ connection is made), for a migration tool of your own.
             (a new SQLite file is created), then check that every index is there.
             Safe to run again.
 `,
-	"stats": `Usage: outboxctl stats
+	"stats": `Usage: outboxctl stats [--tenant T]
 
 Counts the table's events per status (NEW, RETRY, DONE, DEAD) and gives the
 creation time and age of the oldest pending (NEW or RETRY) event.
+
+  --tenant T   count the events of tenant T only (no oldest pending event)
 `,
 	"get": `Usage: outboxctl get <id>
 
@@ -72,25 +74,27 @@ bytes. Exit code 3 if there is no such event.
 
   dead list [filters] [--limit N] [--after ID]   DEAD events, by id
   dead show <id>                                 one DEAD event
-  dead replay <id>...                            replay DEAD events
+  dead replay [--tenant T] <id>...               replay DEAD events
   dead replay-all [filters]                      replay every DEAD event the filters select
-  dead delete <id>...                            delete DEAD events for good
+  dead delete [--tenant T] <id>...               delete DEAD events for good
 
 Filters:
   --type T          events of event type T
   --aggregate A     events of aggregate type A
+  --tenant T        events of tenant T
   --older-than D    events that went DEAD more than D ago (24h, 7d, 1d12h)
 
 ` + ageFilterHelp + `
 
 See ` + "`outboxctl dead <subcommand> -h`" + `.
 `,
-	"dead list": `Usage: outboxctl dead list [--type T] [--aggregate A] [--older-than D] [--limit N] [--after ID]
+	"dead list": `Usage: outboxctl dead list [--type T] [--aggregate A] [--tenant T] [--older-than D] [--limit N] [--after ID]
 
 Lists DEAD events by id, with their last error.
 
   --type T          only events of event type T
   --aggregate A     only events of aggregate type A
+  --tenant T        only events of tenant T
   --older-than D    only events that went DEAD more than D ago (24h, 7d, 1d12h)
   --limit N         at most N events (default 100; 0: all)
   --after ID        only events with ids after ID: when more match than
@@ -103,35 +107,38 @@ Lists DEAD events by id, with their last error.
 Shows one DEAD event, as ` + "`outboxctl get`" + ` does. Exit code 3 if there is no
 such event or it is not DEAD.
 `,
-	"dead replay": `Usage: outboxctl dead replay [--yes] <id>...
+	"dead replay": `Usage: outboxctl dead replay [--tenant T] [--yes] <id>...
 
 Makes DEAD events NEW again: zero attempts, due now, unclaimed. A running
-outbox delivers them at its next poll. Every id must be a DEAD event, or
-nothing is replayed (exit code 3). Replaying more than one id asks for
-confirmation (see --yes).
+outbox delivers them at its next poll. Every id must be a DEAD event (of
+tenant T, with --tenant), or nothing is replayed (exit code 3). Replaying
+more than one id asks for confirmation (see --yes).
 
-  --yes   do not ask for confirmation
+  --tenant T   every id must be an event of tenant T
+  --yes        do not ask for confirmation
 `,
-	"dead replay-all": `Usage: outboxctl dead replay-all [--type T] [--aggregate A] [--older-than D] [--yes]
+	"dead replay-all": `Usage: outboxctl dead replay-all [--type T] [--aggregate A] [--tenant T] [--older-than D] [--yes]
 
 Replays every DEAD event the filters select (all DEAD events without
 filters), after confirmation: exactly the events counted for the prompt.
 
   --type T          only events of event type T
   --aggregate A     only events of aggregate type A
+  --tenant T        only events of tenant T
   --older-than D    only events that went DEAD more than D ago (24h, 7d, 1d12h)
   --yes             do not ask for confirmation
 
 ` + ageFilterHelp + `
 `,
-	"dead delete": `Usage: outboxctl dead delete [--yes] <id>...
+	"dead delete": `Usage: outboxctl dead delete [--tenant T] [--yes] <id>...
 
 Deletes DEAD events for good, after confirmation. Every id must be a DEAD
-event, or nothing is deleted (exit code 3).
+event (of tenant T, with --tenant), or nothing is deleted (exit code 3).
 
-  --yes   do not ask for confirmation
+  --tenant T   every id must be an event of tenant T
+  --yes        do not ask for confirmation
 `,
-	"purge": `Usage: outboxctl purge --status done|dead --older-than D [--limit N] [--yes]
+	"purge": `Usage: outboxctl purge --status done|dead --older-than D [--limit N] [--tenant T] [--yes]
 
 Deletes DONE or DEAD events completed (or, without a completion time, created)
 more than D ago, in batches of 500, after confirmation — what the outbox's
@@ -140,6 +147,7 @@ purge scheduler does by its retention settings.
   --status done|dead   which events (required)
   --older-than D       completed more than D ago: 90m, 36h, 7d, 1d12h (required)
   --limit N            at most N events (default 0: every matching event)
+  --tenant T           only events of tenant T
   --yes                do not ask for confirmation
 `,
 }

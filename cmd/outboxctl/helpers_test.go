@@ -194,7 +194,8 @@ var invoiceBytes = []byte{0x00, 0x01, 0xfe, 0xff, 'p', 'd', 'f'}
 
 // seed writes nine events through an outbox Client in one transaction of
 // outboxsql's TxManager, then drives them, as a dispatcher would, with the
-// Store: two stay NEW, three end DONE and four DEAD, at chosen times.
+// Store: two stay NEW, three end DONE and four DEAD, at chosen times. Two
+// are of tenant acme: the first old DONE event and the old DEAD OrderPlaced.
 func (e *env) seed() seeded {
 	t := e.t
 	t.Helper()
@@ -219,7 +220,7 @@ func (e *env) seed() seeded {
 	ids := outboxadmintest.Seed(t, client, e.store, txm,
 		outboxadmintest.Event{Envelope: placed(`{"n":1}`)},
 		outboxadmintest.Event{Envelope: placed(`{"n":2}`)},
-		outboxadmintest.Event{Envelope: placed(`{"n":3}`), Status: outbox.StatusDone, At: now.Add(-240 * time.Hour)},
+		outboxadmintest.Event{Envelope: placed(`{"n":3}`, outbox.WithTenant("acme")), Status: outbox.StatusDone, At: now.Add(-240 * time.Hour)},
 		outboxadmintest.Event{Envelope: placed(`{"n":4}`), Status: outbox.StatusDone, At: now.Add(-240 * time.Hour)},
 		outboxadmintest.Event{Envelope: placed(`{"n":5}`), Status: outbox.StatusDone, At: now.Add(-time.Hour)},
 		dead(placed(placedJSON, outbox.WithHeader("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"), outbox.WithTenant("acme")), 48*time.Hour),

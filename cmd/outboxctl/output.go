@@ -116,12 +116,16 @@ func (c *cli) printMigrate(dialect, table string, stmts []string, applied bool) 
 // statsJSON is the output of `stats --json`.
 type statsJSON struct {
 	Table string `json:"table"`
+	// Tenant is the tenant of stats --tenant: the counts are of its events.
+	Tenant string `json:"tenant,omitempty"`
 	outboxadmin.Stats
 }
 
-func (c *cli) printStats(table string, st outbox.Stats) error {
+// printStats prints the counts of st and its oldest pending event; for a
+// tenant ("" for the whole table) the counts only.
+func (c *cli) printStats(table, tenant string, st outbox.Stats) error {
 	now := c.now()
-	out := statsJSON{Table: table, Stats: outboxadmin.NewStats(st, now)}
+	out := statsJSON{Table: table, Tenant: tenant, Stats: outboxadmin.NewStats(st, now)}
 	if c.g.json {
 		return c.writeJSON(out)
 	}
@@ -139,6 +143,10 @@ func (c *cli) printStats(table string, st outbox.Stats) error {
 	c.printf(tw, "total\t%d\n", out.Total)
 	if err := flush(tw); err != nil {
 		return err
+	}
+	if tenant != "" {
+		c.printf(c.stdout, "\nevents of tenant %s\n", tenant)
+		return nil
 	}
 	if st.OldestPending.IsZero() {
 		c.printf(c.stdout, "\noldest pending: none\n")
@@ -329,14 +337,15 @@ func plural(n int64, word string) string {
 // purgeJSON is the output of `purge --json`.
 type purgeJSON struct {
 	Status string    `json:"status"`
+	Tenant string    `json:"tenant,omitempty"`
 	Before time.Time `json:"before"`
 	Purged int64     `json:"purged"`
 }
 
-func (c *cli) printPurge(st outbox.Status, before time.Time, n int64) error {
+func (c *cli) printPurge(st outbox.Status, tenant string, before time.Time, n int64) error {
 	if c.g.json {
-		return c.writeJSON(purgeJSON{Status: st.String(), Before: before.UTC(), Purged: n})
+		return c.writeJSON(purgeJSON{Status: st.String(), Tenant: tenant, Before: before.UTC(), Purged: n})
 	}
-	c.printf(c.stdout, "purged %d %s %s completed before %s\n", n, st, plural(n, "event"), fmtTime(before, timeLayout))
+	c.printf(c.stdout, "purged %d %s %s%s completed before %s\n", n, st, plural(n, "event"), ofTenant(tenant), fmtTime(before, timeLayout))
 	return nil
 }

@@ -311,16 +311,17 @@ func (g *Guard) Purge(ctx context.Context, olderThan time.Duration) (int64, erro
 //	purger, err := outbox.NewPurgeScheduler(outbox.PurgeConfig{Purger: g.Purger(), Retention: 24 * time.Hour})
 //
 // Its Purge deletes the records created before the cutoff for
-// outbox.StatusDone (the Retention) and nothing for other statuses.
+// outbox.StatusDone (the Retention) and nothing for other statuses or for
+// a tenant (the records carry none).
 func (g *Guard) Purger() outbox.Purger { return purger{g} }
 
 type purger struct{ g *Guard }
 
-func (p purger) Purge(ctx context.Context, status outbox.Status, before time.Time, limit int) (int64, error) {
-	if status != outbox.StatusDone {
+func (p purger) Purge(ctx context.Context, req outbox.PurgeRequest) (int64, error) {
+	if req.Status != outbox.StatusDone || req.TenantID != "" { // no dead records, no tenants
 		return 0, nil
 	}
-	n, err := p.g.store.Purge(ctx, before, limit)
+	n, err := p.g.store.Purge(ctx, req.Before, req.Limit)
 	if err != nil {
 		return n, fmt.Errorf("idempotency: %w", err)
 	}

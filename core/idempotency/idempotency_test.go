@@ -258,7 +258,7 @@ func TestDo(t *testing.T) {
 	if out, err := e.do("k1", "other", created); err != nil || out.Replayed {
 		t.Fatalf("a purged key = %+v, %v; want a fresh run", out, err)
 	}
-	if n, _ := e.guard.Purger().Purge(context.Background(), outbox.StatusDead, e.clock.Now(), 10); n != 0 {
+	if n, _ := e.guard.Purger().Purge(context.Background(), outbox.PurgeRequest{Status: outbox.StatusDead, Before: e.clock.Now(), Limit: 10}); n != 0 {
 		t.Fatalf("Purger().Purge(DEAD) = %d", n)
 	}
 }

@@ -193,14 +193,15 @@ func (in *Inbox) Purge(ctx context.Context, before time.Time, limit int) (int64,
 //
 // Its Purge deletes the ids processed before the cutoff for
 // outbox.StatusDone (the Retention) and nothing for other statuses (an
-// inbox has no dead events: DeadRetention does nothing).
+// inbox has no dead events: DeadRetention does nothing) or for a tenant
+// (the ids carry none).
 func (in *Inbox) Purger() outbox.Purger { return purger{in} }
 
 type purger struct{ in *Inbox }
 
-func (p purger) Purge(ctx context.Context, status outbox.Status, before time.Time, limit int) (int64, error) {
-	if status != outbox.StatusDone {
+func (p purger) Purge(ctx context.Context, req outbox.PurgeRequest) (int64, error) {
+	if req.Status != outbox.StatusDone || req.TenantID != "" { // no dead records, no tenants
 		return 0, nil
 	}
-	return p.in.Purge(ctx, before, limit)
+	return p.in.Purge(ctx, req.Before, req.Limit)
 }

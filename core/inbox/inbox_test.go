@@ -118,7 +118,7 @@ func TestPurgerPurgesOnlyDone(t *testing.T) {
 	}
 	// DEAD and a zero limit run no SQL (noSQL fails the test if they did).
 	for _, status := range []outbox.Status{outbox.StatusDead, outbox.StatusNew} {
-		if n, err := in.Purger().Purge(context.Background(), status, time.Now(), 10); n != 0 || err != nil {
+		if n, err := in.Purger().Purge(context.Background(), outbox.PurgeRequest{Status: status, Before: time.Now(), Limit: 10}); n != 0 || err != nil {
 			t.Errorf("Purge(%s) = %d, %v; want 0", status, n, err)
 		}
 	}

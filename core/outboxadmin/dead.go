@@ -28,6 +28,9 @@ type NotDeadError struct {
 	// Where names the outbox in the message of an id that does not exist,
 	// such as "source orders" ("no event with id … in source orders").
 	Where string
+	// Tenant is the tenant the change was limited to (CheckDeadOf): an
+	// event found DEAD is of another tenant.
+	Tenant string
 }
 
 // Error says which event is not DEAD and why, and that nothing changed:
@@ -35,6 +38,8 @@ type NotDeadError struct {
 func (e *NotDeadError) Error() string {
 	msg := "no event with id " + e.ID
 	switch {
+	case e.Found && e.Status == outbox.StatusDead && e.Tenant != "":
+		msg = fmt.Sprintf("event %s is not an event of tenant %s", e.ID, e.Tenant)
 	case e.Found:
 		msg = fmt.Sprintf("event %s is %s, not DEAD", e.ID, e.Status)
 	case e.Where != "":
@@ -55,10 +60,16 @@ func (e *NotDeadError) Unwrap() error { return outbox.ErrNotFound }
 // deletes exactly these events, so that a mistyped or stale id refuses the
 // whole change. It changes nothing; any other error is the store's.
 func CheckDead(ctx context.Context, client *outbox.Client, where string, ids []string) error {
+	return CheckDeadOf(ctx, client, where, "", ids)
+}
+
+// CheckDeadOf is CheckDead for a change limited to the events of tenant
+// ("" for every tenant): a DEAD event of another tenant is refused too.
+func CheckDeadOf(ctx context.Context, client *outbox.Client, where, tenant string, ids []string) error {
 	found := make(map[string]bool, len(ids))
 	dead := client.Dead()
 	for batch := range slices.Chunk(ids, idBatch) {
-		recs, err := dead.List(ctx, outbox.Query{IDs: batch, Limit: len(batch)})
+		recs, err := dead.List(ctx, outbox.Query{IDs: batch, Limit: len(batch), TenantID: tenant})
 		if err != nil {
 			return err
 		}
@@ -75,7 +86,7 @@ func CheckDead(ctx context.Context, client *outbox.Client, where string, ids []s
 	if len(missing) == 0 {
 		return nil
 	}
-	return whyNotDead(ctx, client, where, missing[0], len(missing)-1)
+	return whyNotDead(ctx, client, where, tenant, missing[0], len(missing)-1)
 }
 
 // WhyNotDead returns the *NotDeadError of id, an event that a change of
@@ -84,14 +95,14 @@ func CheckDead(ctx context.Context, client *outbox.Client, where string, ids []s
 // in another status. where names the outbox as for CheckDead. It returns an
 // error of the store as it is.
 func WhyNotDead(ctx context.Context, client *outbox.Client, where, id string) error {
-	return whyNotDead(ctx, client, where, id, 0)
+	return whyNotDead(ctx, client, where, "", id, 0)
 }
 
-func whyNotDead(ctx context.Context, client *outbox.Client, where, id string, others int) error {
+func whyNotDead(ctx context.Context, client *outbox.Client, where, tenant, id string, others int) error {
 	rec, err := client.Get(ctx, id)
 	switch {
 	case err == nil:
-		return &NotDeadError{ID: id, Found: true, Status: rec.Status, Others: others, Where: where}
+		return &NotDeadError{ID: id, Found: true, Status: rec.Status, Others: others, Where: where, Tenant: tenant}
 	case errors.Is(err, outbox.ErrNotFound):
 		return &NotDeadError{ID: id, Others: others, Where: where}
 	}

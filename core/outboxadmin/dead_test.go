@@ -108,6 +108,42 @@ func TestCheckDeadManyIDs(t *testing.T) {
 	}
 }
 
+// TestCheckDeadOf: limited to a tenant, a DEAD event of another tenant
+// (or of none) is refused as well.
+func TestCheckDeadOf(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	ev := func(tenant string, status outbox.Status) outboxadmintest.Event {
+		return outboxadmintest.Event{Envelope: outbox.MustEnvelope(outbox.EventName("OrderPlaced"), outbox.WithJSON([]byte(`{}`)), outbox.WithTenant(tenant)),
+			Status: status, At: time.Now().UTC(), Error: "boom"}
+	}
+	seeded := outboxadmintest.Seed(t, f.client, f.store, f.store, ev("acme", outbox.StatusDead), ev("acme", outbox.StatusDead),
+		ev("globex", outbox.StatusDead), ev("", outbox.StatusDead), ev("acme", outbox.StatusDone))
+	ids, none, done := seeded[:3], seeded[3:4], seeded[4]
+	if err := outboxadmin.CheckDeadOf(ctx, f.client, "outbox", "acme", ids[:2]); err != nil {
+		t.Fatalf("the DEAD events of acme: %v", err)
+	}
+	if err := outboxadmin.CheckDeadOf(ctx, f.client, "outbox", "", append(ids, none...)); err != nil {
+		t.Fatalf("DEAD events of any tenant: %v", err)
+	}
+	for _, tc := range []struct {
+		ids  []string
+		want outboxadmin.NotDeadError
+		msg  string
+	}{
+		{[]string{ids[0], ids[2]}, outboxadmin.NotDeadError{ID: ids[2], Found: true, Status: outbox.StatusDead, Where: "outbox", Tenant: "acme"},
+			"event " + ids[2] + " is not an event of tenant acme; nothing changed"},
+		{[]string{none[0], done, ids[1]}, outboxadmin.NotDeadError{ID: none[0], Found: true, Status: outbox.StatusDead, Others: 1, Where: "outbox", Tenant: "acme"},
+			"event " + none[0] + " is not an event of tenant acme (and 1 more of the ids are not DEAD events); nothing changed"},
+	} {
+		err := outboxadmin.CheckDeadOf(ctx, f.client, "outbox", "acme", tc.ids)
+		var nd *outboxadmin.NotDeadError
+		if !errors.As(err, &nd) || *nd != tc.want || err.Error() != tc.msg {
+			t.Errorf("CheckDeadOf(acme, %v) = %v, want %q", tc.ids, err, tc.msg)
+		}
+	}
+}
+
 func TestWhyNotDead(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t)

@@ -516,6 +516,7 @@ func (s *Store) matching(q outbox.Query) []*row {
 		if len(q.Statuses) > 0 && !slices.Contains(q.Statuses, r.status) ||
 			q.AggregateType != "" && r.f.AggregateType != q.AggregateType ||
 			q.EventType != "" && r.f.Type != q.EventType ||
+			q.TenantID != "" && r.f.TenantID != q.TenantID ||
 			r.f.ID <= q.AfterID || q.Blocking && !s.blocking(r) {
 			continue
 		}
@@ -592,20 +593,21 @@ func (s *Store) Stats(ctx context.Context, now time.Time) (outbox.Stats, error) 
 	return st, nil
 }
 
-// Purge deletes at most limit events in status (DONE or DEAD) completed
-// (or, without a completion time, created) before before, and returns how
-// many.
-func (s *Store) Purge(ctx context.Context, status outbox.Status, before time.Time, limit int) (int64, error) {
-	if limit <= 0 {
+// Purge deletes at most req.Limit events in req.Status (DONE or DEAD), of
+// req.TenantID when set, completed (or, without a completion time,
+// created) before req.Before, oldest id first, and returns how many.
+func (s *Store) Purge(ctx context.Context, req outbox.PurgeRequest) (int64, error) {
+	if req.Limit <= 0 {
 		return 0, nil
 	}
+	status := req.Status
 	if status != outbox.StatusDone && status != outbox.StatusDead {
 		return 0, fmt.Errorf("%w: outboxmem: purge of %s events: only DONE and DEAD events are purged", outbox.ErrInvalidConfig, status)
 	}
 	if err := ctx.Err(); err != nil {
 		return 0, fmt.Errorf("outboxmem: purge: %w", err)
 	}
-	before = ts(before)
+	before := ts(req.Before)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var old []*row
@@ -614,12 +616,12 @@ func (s *Store) Purge(ctx context.Context, status outbox.Status, before time.Tim
 		if end.IsZero() {
 			end = r.createdAt
 		}
-		if r.status == status && end.Before(before) {
+		if r.status == status && end.Before(before) && (req.TenantID == "" || r.f.TenantID == req.TenantID) {
 			old = append(old, r)
 		}
 	}
 	slices.SortFunc(old, byID)
-	old = old[:min(len(old), limit)]
+	old = old[:min(len(old), req.Limit)]
 	for _, r := range old {
 		delete(s.rows, r.f.ID)
 	}

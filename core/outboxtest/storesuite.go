@@ -65,6 +65,8 @@ func RunStoreSuite(t *testing.T, newFixture func(t *testing.T) Fixture) {
 		{"ListCountFiltersAndPaging", storeListCount},
 		{"Stats", storeStats},
 		{"Purge", storePurge},
+		{"TenantScope", storeTenantScope},
+		{"PurgeByTenant", storePurgeByTenant},
 		{"ErrorTruncation", storeErrorTruncation},
 		{"TimeZoneIndependence", storeTimeZones},
 		{"CorruptHeadersDoNotFailClaim", storeCorruptHeaders},
@@ -954,6 +956,159 @@ func storeListCount(t *testing.T, f Fixture) {
 	}
 }
 
+// tenants are the tenants of seedTenants: two named ones (one the
+// other's prefix) and none.
+var tenants = []string{"acme", "acme-eu", ""}
+
+// seedTenants inserts 36 events, a third of each tenant of tenants, and
+// moves them to every status (event i: tenant i%3, status i%4); it
+// returns the ids per tenant and status, in id order.
+func seedTenants(t *testing.T, f Fixture) map[string]map[outbox.Status][]string {
+	ctx := context.Background()
+	out := map[string]map[outbox.Status][]string{}
+	for i := range 36 {
+		tenant := tenants[i%3]
+		e := event(t, outbox.WithTenant(tenant))
+		insert(t, f, t0.Add(time.Duration(i)*time.Second), ownerA, e)
+		st := outbox.Status(i % 4)
+		var ok bool
+		var err error
+		switch st {
+		case outbox.StatusNew:
+			ok = true
+		case outbox.StatusDone:
+			var n int64
+			n, err = f.Store.MarkDone(ctx, ownerA, []string{e.ID()}, t0)
+			ok = n == 1
+		case outbox.StatusRetry:
+			ok, err = f.Store.MarkRetry(ctx, outbox.Outcome{Owner: ownerA, ID: e.ID(), At: t0, Error: "x", CountAttempt: true})
+		case outbox.StatusDead:
+			ok, err = f.Store.MarkDead(ctx, outbox.Outcome{Owner: ownerA, ID: e.ID(), At: t0, Error: "x", CountAttempt: true})
+		}
+		if err != nil || !ok {
+			t.Fatalf("move to %v: %v, %v", st, ok, err)
+		}
+		if out[tenant] == nil {
+			out[tenant] = map[outbox.Status][]string{}
+		}
+		out[tenant][st] = append(out[tenant][st], e.ID())
+	}
+	for _, byStatus := range out {
+		for _, ids := range byStatus {
+			slices.Sort(ids)
+		}
+	}
+	return out
+}
+
+// storeTenantScope: Query.TenantID selects one tenant's events (exactly:
+// not another tenant whose name it starts, not in another case) in List,
+// with keyset paging within the tenant, and in Count; "" selects every
+// tenant's and those without one.
+func storeTenantScope(t *testing.T, f Fixture) {
+	seeded := seedTenants(t, f)
+	want := func(tenant string, statuses ...outbox.Status) []string {
+		var ids []string
+		for tn, byStatus := range seeded {
+			if tenant != "" && tn != tenant {
+				continue
+			}
+			for st, got := range byStatus {
+				if len(statuses) == 0 || slices.Contains(statuses, st) {
+					ids = append(ids, got...)
+				}
+			}
+		}
+		slices.Sort(ids)
+		return ids
+	}
+	dead, pending := []outbox.Status{outbox.StatusDead}, []outbox.Status{outbox.StatusNew, outbox.StatusRetry}
+	for _, tc := range []struct {
+		q    outbox.Query
+		want []string
+	}{
+		{outbox.Query{}, want("")},
+		{outbox.Query{TenantID: "acme"}, want("acme")},
+		{outbox.Query{TenantID: "acme-eu"}, want("acme-eu")},
+		{outbox.Query{TenantID: "acme", Statuses: dead}, want("acme", dead...)},
+		{outbox.Query{TenantID: "acme-eu", Statuses: pending}, want("acme-eu", pending...)},
+		{outbox.Query{Statuses: dead}, want("", dead...)},
+		{outbox.Query{TenantID: "ACME"}, nil},
+		{outbox.Query{TenantID: "acm"}, nil},
+		{outbox.Query{TenantID: "acme", EventType: "Other"}, nil},
+		{outbox.Query{TenantID: "acme", IDs: append(want("acme-eu")[:2:2], want("acme")[:3]...)}, want("acme")[:3]},
+	} {
+		if n := countRows(t, f, tc.q); n != int64(len(tc.want)) {
+			t.Errorf("Count(%+v) = %d, want %d", tc.q, n, len(tc.want))
+		}
+		if got := recIDs(listAll(t, f, tc.q)); !slices.Equal(got, tc.want) {
+			t.Errorf("List(%+v) paged = %v, want %v", tc.q, got, tc.want)
+		}
+	}
+	for _, r := range listAll(t, f, outbox.Query{TenantID: "acme-eu"}) {
+		if r.Envelope.TenantID() != "acme-eu" {
+			t.Errorf("List of tenant acme-eu returned %s of tenant %q", r.ID, r.Envelope.TenantID())
+		}
+	}
+	// Keyset paging within a tenant and a status: each page starts after
+	// the previous page's last id and holds only the tenant's events.
+	acmeDone := want("acme", outbox.StatusDone)
+	q := outbox.Query{TenantID: "acme", Statuses: []outbox.Status{outbox.StatusDone}, AfterID: acmeDone[0], Limit: 2}
+	recs, err := f.Store.List(context.Background(), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := recIDs(recs); !slices.Equal(got, acmeDone[1:3]) {
+		t.Errorf("List(%+v) = %v, want %v", q, got, acmeDone[1:3])
+	}
+	if n := countRows(t, f, q); n != int64(len(acmeDone)-1) {
+		t.Errorf("Count(%+v) = %d, want %d (after the first id, Limit ignored)", q, n, len(acmeDone)-1)
+	}
+}
+
+// storePurgeByTenant: PurgeRequest.TenantID deletes only that tenant's
+// old terminal events; without it a purge deletes every tenant's.
+func storePurgeByTenant(t *testing.T, f Fixture) {
+	if f.Purger == nil {
+		t.Skip("the fixture has no Purger")
+	}
+	ctx := context.Background()
+	seeded := seedTenants(t, f) // DONE and DEAD at t0
+	cutoff := t0.Add(time.Hour)
+	n, err := f.Purger.Purge(ctx, outbox.PurgeRequest{Status: outbox.StatusDone, Before: cutoff, Limit: 2, TenantID: "acme"})
+	if err != nil || n != 2 {
+		t.Fatalf("Purge(DONE of acme, limit 2) = %d, %v; want 2", n, err)
+	}
+	n, err = f.Purger.Purge(ctx, outbox.PurgeRequest{Status: outbox.StatusDone, Before: cutoff, Limit: 100, TenantID: "acme"})
+	if want := len(seeded["acme"][outbox.StatusDone]) - 2; err != nil || n != int64(want) {
+		t.Fatalf("Purge(DONE of acme) = %d, %v; want %d", n, err, want)
+	}
+	if n, err := f.Purger.Purge(ctx, outbox.PurgeRequest{Status: outbox.StatusDead, Before: t0, Limit: 100, TenantID: "acme"}); err != nil || n != 0 {
+		t.Fatalf("Purge(DEAD of acme before they ended) = %d, %v; want 0", n, err)
+	}
+	if n, err := f.Purger.Purge(ctx, outbox.PurgeRequest{Status: outbox.StatusDone, Before: cutoff, Limit: 100, TenantID: "ACME"}); err != nil || n != 0 {
+		t.Fatalf("Purge(DONE of ACME) = %d, %v; want 0", n, err)
+	}
+	for _, tenant := range []string{"acme", "acme-eu"} {
+		byStatus := seeded[tenant]
+		wantDone := len(byStatus[outbox.StatusDone])
+		if tenant == "acme" {
+			wantDone = 0
+		}
+		if got := countRows(t, f, outbox.Query{TenantID: tenant, Statuses: []outbox.Status{outbox.StatusDone}}); got != int64(wantDone) {
+			t.Errorf("DONE events of %q after the purge of acme: %d, want %d", tenant, got, wantDone)
+		}
+		if got := countRows(t, f, outbox.Query{TenantID: tenant, Statuses: []outbox.Status{outbox.StatusDead}}); got != int64(len(byStatus[outbox.StatusDead])) {
+			t.Errorf("DEAD events of %q after a purge of DONE events: %d, want %d", tenant, got, len(byStatus[outbox.StatusDead]))
+		}
+	}
+	rest := len(seeded["acme-eu"][outbox.StatusDone]) + len(seeded[""][outbox.StatusDone])
+	n, err = f.Purger.Purge(ctx, outbox.PurgeRequest{Status: outbox.StatusDone, Before: cutoff, Limit: 100})
+	if err != nil || n != int64(rest) {
+		t.Fatalf("Purge(DONE of every tenant) = %d, %v; want %d", n, err, rest)
+	}
+}
+
 func storeStats(t *testing.T, f Fixture) {
 	ctx := context.Background()
 	st, err := f.Store.Stats(ctx, t0)
@@ -1014,27 +1169,27 @@ func storePurge(t *testing.T, f Fixture) {
 	if ok, err := f.Store.MarkRetry(ctx, outbox.Outcome{Owner: ownerA, ID: oldRetry.ID(), At: old, Error: "x", CountAttempt: true}); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
-	if n, err := f.Purger.Purge(ctx, outbox.StatusDone, cutoff, 0); err != nil || n != 0 {
+	if n, err := f.Purger.Purge(ctx, outbox.PurgeRequest{Status: outbox.StatusDone, Before: cutoff, Limit: 0}); err != nil || n != 0 {
 		t.Fatalf("Purge with limit 0 = %d, %v; want 0", n, err)
 	}
-	if _, err := f.Purger.Purge(ctx, outbox.StatusNew, cutoff, 10); !errors.Is(err, outbox.ErrInvalidConfig) {
+	if _, err := f.Purger.Purge(ctx, outbox.PurgeRequest{Status: outbox.StatusNew, Before: cutoff, Limit: 10}); !errors.Is(err, outbox.ErrInvalidConfig) {
 		t.Fatalf("Purge of NEW events = %v, want ErrInvalidConfig", err)
 	}
-	n, err := f.Purger.Purge(ctx, outbox.StatusDone, cutoff.In(zoneWest), 1)
+	n, err := f.Purger.Purge(ctx, outbox.PurgeRequest{Status: outbox.StatusDone, Before: cutoff.In(zoneWest), Limit: 1})
 	if err != nil || n != 1 {
 		t.Fatalf("Purge(DONE, limit 1) = %d, %v; want 1", n, err)
 	}
-	if n, err := f.Purger.Purge(ctx, outbox.StatusDone, cutoff, 10); err != nil || n != 0 {
+	if n, err := f.Purger.Purge(ctx, outbox.PurgeRequest{Status: outbox.StatusDone, Before: cutoff, Limit: 10}); err != nil || n != 0 {
 		t.Fatalf("second Purge of DONE = %d, %v; want 0 (the old DEAD row is not DONE)", n, err)
 	}
 	if got := get(t, f, oldDead.ID()); got.Status != outbox.StatusDead {
 		t.Fatalf("the DEAD row: %+v, want it kept by a purge of DONE events", got)
 	}
-	n, err = f.Purger.Purge(ctx, outbox.StatusDead, cutoff, 10)
+	n, err = f.Purger.Purge(ctx, outbox.PurgeRequest{Status: outbox.StatusDead, Before: cutoff, Limit: 10})
 	if err != nil || n != 1 {
 		t.Fatalf("Purge(DEAD) = %d, %v; want 1 (the old DEAD row)", n, err)
 	}
-	if n, err := f.Purger.Purge(ctx, outbox.StatusDead, cutoff, 10); err != nil || n != 0 {
+	if n, err := f.Purger.Purge(ctx, outbox.PurgeRequest{Status: outbox.StatusDead, Before: cutoff, Limit: 10}); err != nil || n != 0 {
 		t.Fatalf("second Purge of DEAD = %d, %v; want 0", n, err)
 	}
 	got := recIDs(listAll(t, f, outbox.Query{}))

@@ -33,6 +33,24 @@ func Prefixed(prefix string) Topic {
 	return func(e outbox.Envelope) string { return prefix + e.Type() }
 }
 
+// PerTenant returns a Topic that puts the event's tenant and a dot before
+// the topic next gives (ByEventType when nil), such as "acme.OrderPlaced";
+// an event without a tenant gets next's topic unchanged. Consumers then
+// subscribe per tenant ("acme.>" on NATS, a topic per tenant on Kafka, a
+// binding per tenant on RabbitMQ). Tenant ids must be valid in the
+// broker's topic names (NATS: no dots, spaces or wildcards).
+func PerTenant(next Topic) Topic {
+	if next == nil {
+		next = ByEventType
+	}
+	return func(e outbox.Envelope) string {
+		if t := e.TenantID(); t != "" {
+			return t + "." + next(e)
+		}
+		return next(e)
+	}
+}
+
 // Message is what a sink publishes for one event.
 type Message struct {
 	// ID is the event id: the broker's message id, for its deduplication.

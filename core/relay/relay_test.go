@@ -102,3 +102,22 @@ func ExampleNewMessage() {
 	fmt.Println(m.Topic, m.Key, m.Headers[relay.HeaderEventID], string(m.Payload))
 	// Output: orders.OrderPlaced Order/o-1 01J0000000000000000000000A {"total":12}
 }
+
+func TestPerTenant(t *testing.T) {
+	acme := outbox.MustEnvelope(outbox.EventName("OrderPlaced"), outbox.WithTenant("acme"), outbox.WithJSON([]byte(`{}`)))
+	none := outbox.MustEnvelope(outbox.EventName("OrderPlaced"), outbox.WithJSON([]byte(`{}`)))
+	for _, tc := range []struct {
+		topic relay.Topic
+		e     outbox.Envelope
+		want  string
+	}{
+		{relay.PerTenant(nil), acme, "acme.OrderPlaced"},
+		{relay.PerTenant(nil), none, "OrderPlaced"},
+		{relay.PerTenant(relay.Prefixed("orders.")), acme, "acme.orders.OrderPlaced"},
+		{relay.PerTenant(relay.Prefixed("orders.")), none, "orders.OrderPlaced"},
+	} {
+		if got := relay.NewMessage(tc.e, tc.topic).Topic; got != tc.want {
+			t.Errorf("topic of %q's event = %q, want %q", tc.e.TenantID(), got, tc.want)
+		}
+	}
+}

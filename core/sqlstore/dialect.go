@@ -39,9 +39,10 @@ type dialect struct {
 	claim func(ctx context.Context, s *Store, req outbox.ClaimRequest) ([]outbox.Record, error)
 	// purgeSQL, when set, replaces the shared purge statement
 	// (DELETE … WHERE event_id IN (SELECT … LIMIT n)). It receives the
-	// table name and must bind the cutoff, the status and the limit, in
-	// the order purgeArgs gives.
-	purgeSQL func(table string) string
+	// table name and the condition on the tenant ("" for every tenant, or
+	// tenantWhere) and must bind the cutoff, the status, the condition's
+	// tenant and the limit, in this order.
+	purgeSQL func(table, tenant string) string
 	// idsFrom, when set, replaces "event_id IN (<sub>)", the condition by
 	// which the shared claim and purge find the rows their subquery sub
 	// selects.

@@ -29,7 +29,12 @@ var mysqlDialect = &dialect{
 	timeArg:     func(t time.Time) any { return t.UTC().Format(mysqlTimeFormat) },
 	scanTime:    scanMySQLTime,
 	claim:       mysqlClaim,
-	purgeSQL: func(table string) string {
+	// A tenant's purge walks the tenant index (tenant, status, id) from
+	// the oldest id instead: the purge index holds every tenant's rows.
+	purgeSQL: func(table, tenant string) string {
+		if tenant != "" {
+			return "DELETE FROM " + table + " WHERE purge_at < ? AND status = ?" + tenant + tenantOrder + " LIMIT ?"
+		}
 		return "DELETE FROM " + table + " WHERE purge_at < ? AND status = ? ORDER BY purge_at LIMIT ?"
 	},
 	missingTable:    func(err error) bool { return mysqlErrorNumber(err) == 1146 }, // ER_NO_SUCH_TABLE
@@ -61,13 +66,38 @@ const (
 	mysqlFreshWhere   = "due_at <= ? AND created_at <= ? ORDER BY due_at, event_id"
 )
 
-// mysqlUpgrade replaces the claim_at column of tables made by the earlier
-// schema (one claim index over every pending row, claimed or not) with
-// due_at and lease_at and their indexes, in one ALTER TABLE.
+// mysqlUpgrade brings a table made by an earlier schema up to date: the
+// ordering columns (mysqlOrderingUpgrade), the claim columns
+// (mysqlClaimUpgrade), then every KEY of the CREATE TABLE statement the
+// table lacks (such as the tenant index).
 func mysqlUpgrade(ctx context.Context, s *Store) error {
 	if err := mysqlOrderingUpgrade(ctx, s); err != nil {
 		return err
 	}
+	if err := mysqlClaimUpgrade(ctx, s); err != nil {
+		return err
+	}
+	missing, err := s.missingIndexes(ctx)
+	if err != nil {
+		return err
+	}
+	var alter []string
+	for _, idx := range missing {
+		if def := schemaLine(s.schema[0], "KEY "+idx+" "); def != "" {
+			alter = append(alter, "ADD "+def)
+		}
+	}
+	if len(alter) == 0 {
+		return nil
+	}
+	_, err = s.db.Exec(ctx, "ALTER TABLE "+s.table+" "+strings.Join(alter, ", "))
+	return err
+}
+
+// mysqlClaimUpgrade replaces the claim_at column of tables made by the
+// earlier schema (one claim index over every pending row, claimed or not)
+// with due_at and lease_at and their indexes, in one ALTER TABLE.
+func mysqlClaimUpgrade(ctx context.Context, s *Store) error {
 	old, err := s.hasColumn(ctx, "claim_at")
 	if err != nil || !old {
 		return err

@@ -50,16 +50,24 @@ const (
 	freshWhere = "status IN (0, 2) AND locked_by IS NULL AND ordering_key IS NULL AND available_at <= ? AND created_at <= ?"
 )
 
-// queryWhere filters List and Count. Parameters: four status slots, the
-// aggregate type twice, the event type twice, the keyset id.
-const queryWhere = " WHERE status IN (?, ?, ?, ?) AND (? = '' OR aggregate_type = ?) AND (? = '' OR event_type = ?) AND event_id > ?"
+// tenantWhere selects one tenant's events (List, Count, Purge). Its
+// second term is what the tenant index of PostgreSQL and SQLite is partial
+// on (only events with a tenant are in it): written out, it lets the
+// planner use the index whatever the bound tenant, in generic plans too.
+// A tenant's purge deletes in tenantOrder: the order of the tenant index,
+// oldest id first, which every database reads from the index (MariaDB's
+// DELETE sorts "ORDER BY event_id" even after equalities on the index's
+// first columns).
+const (
+	tenantWhere = " AND tenant_id = ? AND tenant_id <> ''"
+	tenantOrder = " ORDER BY tenant_id, status, event_id"
+)
 
 // queries is every statement of one Store, built once by buildQueries.
 type queries struct {
-	columns    string // the select list (see selectList)
-	queryWhere string // queryWhere, rebound: List and Count append to it
-	get        string
-	insert     *batchSQL
+	columns string // the select list (see selectList)
+	get     string
+	insert  *batchSQL
 	// existing selects which of some ids are stored; undoInsert deletes
 	// the rows an Insert wrote before it found a duplicate id.
 	existing     *idsSQL
@@ -76,7 +84,8 @@ type queries struct {
 	deleteDead   *idsSQL
 	stats        string
 	oldest       string
-	purge        string
+	purge        string        // Purge of every tenant
+	purgeTenant  string        // Purge of one tenant
 	ord          *orderQueries // ordered delivery, see ordering.go
 }
 
@@ -99,7 +108,6 @@ func buildQueries(d *dialect, t string) *queries {
 			" locked_by = NULL, locked_at = NULL WHERE status = 3 AND "),
 		deleteDead: newIDsSQL(d, "DELETE FROM "+t+" WHERE status = 3 AND "),
 		columns:    d.selectList(),
-		queryWhere: queryWhere,
 		get:        d.rebind("SELECT "+d.selectList()+" FROM "+t+" WHERE event_id = ?", 1),
 		// One pass counts each status and, of each, the rows due at now,
 		// apart for each list of subscribers owed (NULL for nearly all).
@@ -114,12 +122,18 @@ func buildQueries(d *dialect, t string) *queries {
 	q.ord = buildOrderQueries(d, t, d.selectList())
 	q.recoverClaim = claim(recoverSet, recoverWhere, "locked_at")
 	q.freshClaim = claim(freshSet, freshWhere, "available_at, event_id")
-	if d.purgeSQL != nil {
-		q.purge = d.purgeSQL(t)
-	} else {
-		q.purge = d.rebind("DELETE FROM "+t+" WHERE "+d.inSubquery("SELECT event_id FROM "+t+
-			" WHERE status IN (1, 3) AND status = ? AND COALESCE(done_at, created_at) < ? LIMIT ?"), 1)
+	purge := func(tenant string) string {
+		if d.purgeSQL != nil {
+			return d.rebind(d.purgeSQL(t, tenant), 1)
+		}
+		order := ""
+		if tenant != "" {
+			order = tenantOrder
+		}
+		return d.rebind("DELETE FROM "+t+" WHERE "+d.inSubquery("SELECT event_id FROM "+t+
+			" WHERE status IN (1, 3) AND status = ? AND COALESCE(done_at, created_at) < ?"+tenant+order+" LIMIT ?"), 1)
 	}
+	q.purge, q.purgeTenant = purge(""), purge(tenantWhere)
 	return q
 }
 

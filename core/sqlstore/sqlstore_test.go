@@ -53,8 +53,8 @@ func TestSchemaUsesTheTableName(t *testing.T) {
 		t.Fatal(err)
 	}
 	stmts := s.Schema()
-	if len(stmts) != 6 {
-		t.Fatalf("%d statements, want table, drop of the old claim index, 4 indexes:\n%s", len(stmts), strings.Join(stmts, "\n---\n"))
+	if len(stmts) != 7 {
+		t.Fatalf("%d statements, want table, drop of the old claim index, 5 indexes:\n%s", len(stmts), strings.Join(stmts, "\n---\n"))
 	}
 	if !strings.HasPrefix(stmts[0], "CREATE TABLE IF NOT EXISTS app.my_outbox (") {
 		t.Errorf("table statement: %s", stmts[0])
@@ -88,7 +88,7 @@ func TestNoStatementReadsTheDatabaseClock(t *testing.T) {
 			t.Fatal(err)
 		}
 		q := s.q
-		all := []string{q.recoverClaim, q.freshClaim, q.markRetry, q.markDead, q.get, q.stats, q.oldest, q.purge, q.insert.sql(3)}
+		all := []string{q.recoverClaim, q.freshClaim, q.markRetry, q.markDead, q.get, q.stats, q.oldest, q.purge, q.purgeTenant, q.insert.sql(3)}
 		for _, b := range []*idsSQL{q.markDone, q.renew, q.release, q.replay, q.deleteDead, q.existing, q.undoInsert} {
 			query, _ := b.bind(nil, []string{"a", "b"})
 			all = append(all, query)
@@ -107,7 +107,7 @@ func TestIDsSQL(t *testing.T) {
 	pg, _ := New(noDB{}, WithDialect(PostgreSQL), WithTable("t"))
 	q1, a1 := pg.q.release.bind([]any{"owner"}, []string{"a"})
 	q3, a3 := pg.q.release.bind([]any{"owner"}, []string{"a", `b"c`, `d\e`})
-	if q1 != q3 || !strings.HasSuffix(q1, "event_id = ANY(CAST($2 AS TEXT)::TEXT[])") {
+	if q1 != q3 || !strings.HasSuffix(q1, "event_id = ANY(CAST($2 AS TEXT[]))") {
 		t.Errorf("postgres statements %q and %q, want one text with an array parameter", q1, q3)
 	}
 	if !slices.Equal(a1, []any{"owner", `{"a"}`}) || !slices.Equal(a3, []any{"owner", `{"a","b\"c","d\\e"}`}) {
@@ -166,20 +166,46 @@ func TestRebindNumbersPlaceholders(t *testing.T) {
 	}
 }
 
-func TestQueryArgsStatusSlots(t *testing.T) {
+// TestWhereStatusSlots: the status slots of List and Count hold the
+// wanted statuses, repeated to fill them; one wanted status is an
+// equality; only the filters a query sets are written out, the tenant's
+// last.
+func TestWhereStatusSlots(t *testing.T) {
+	s, err := New(noDB{}, WithDialect(SQLite))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		in   []outbox.Status
 		want []any
 	}{
 		{nil, []any{0, 1, 2, 3}},
-		{[]outbox.Status{outbox.StatusDead}, []any{3, 3, 3, 3}},
+		{[]outbox.Status{outbox.StatusDead}, []any{3}},
+		{[]outbox.Status{outbox.StatusDead, outbox.StatusDead}, []any{3}},
 		{[]outbox.Status{outbox.StatusNew, outbox.StatusRetry, outbox.StatusNew}, []any{0, 2, 0, 2}},
-		{[]outbox.Status{outbox.Status(7)}, []any{-1, -1, -1, -1}},
+		{[]outbox.Status{outbox.Status(7)}, []any{-1}},
 		{[]outbox.Status{9, outbox.StatusDone, 8, outbox.StatusDone, outbox.StatusDead, outbox.StatusNew, outbox.StatusRetry}, []any{1, 3, 0, 2}},
 	} {
-		got := queryArgs(outbox.Query{Statuses: tc.in, AggregateType: "A", EventType: "E", AfterID: "id"})
-		if !slices.Equal(got[:4], tc.want) || !slices.Equal(got[4:], []any{"A", "A", "E", "E", "id"}) {
-			t.Errorf("queryArgs(%v) = %v, want %v + filters", tc.in, got, tc.want)
+		for _, f := range []struct {
+			q     outbox.Query
+			conds string
+			args  []any
+		}{
+			{outbox.Query{}, "", nil},
+			{outbox.Query{AggregateType: "A", EventType: "E", AfterID: "id"}, " AND aggregate_type = ? AND event_type = ? AND event_id > ?", []any{"A", "E", "id"}},
+			{outbox.Query{EventType: "E", TenantID: "acme"}, " AND event_type = ?" + tenantWhere, []any{"E", "acme"}},
+			{outbox.Query{AfterID: "id", TenantID: "acme"}, " AND event_id > ?" + tenantWhere, []any{"id", "acme"}},
+		} {
+			q := f.q
+			q.Statuses = tc.in
+			where, got := s.where(q)
+			status := " WHERE status IN (?, ?, ?, ?)"
+			if len(tc.want) == 1 {
+				status = " WHERE status = ?"
+			}
+			if want := append(slices.Clone(tc.want), f.args...); where != status+f.conds || !slices.Equal(got, want) {
+				t.Errorf("where(%+v) = %q %v, want %q %v", q, where, got, status+f.conds, want)
+			}
 		}
 	}
 }
@@ -204,13 +230,13 @@ func TestIdentifierLimits(t *testing.T) {
 		indexes []string
 	}{
 		{PostgreSQL, strings.Repeat("p", 53), true, []string{strings.Repeat("p", 53) + "_due_idx", strings.Repeat("p", 53) + "_lease_idx", strings.Repeat("p", 53) + "_purge_idx",
-			strings.Repeat("p", 53) + "_order_idx"}},
+			strings.Repeat("p", 53) + "_order_idx", strings.Repeat("p", 53) + "_tnt_idx"}},
 		{PostgreSQL, strings.Repeat("p", 54), false, nil},
 		{PostgreSQL, "app." + strings.Repeat("p", 53), true, nil},
 		{PostgreSQL, strings.Repeat("s", 64) + ".t", false, nil},
-		{MySQL, strings.Repeat("m", 64), true, []string{"outbox_seq_idx", "outbox_due_idx", "outbox_lease_idx", "outbox_purge_idx", "outbox_order_idx"}},
+		{MySQL, strings.Repeat("m", 64), true, []string{"outbox_seq_idx", "outbox_due_idx", "outbox_lease_idx", "outbox_purge_idx", "outbox_order_idx", "outbox_tnt_idx"}},
 		{SQLite, strings.Repeat("q", 64), true, []string{strings.Repeat("q", 64) + "_due_idx", strings.Repeat("q", 64) + "_lease_idx", strings.Repeat("q", 64) + "_purge_idx",
-			strings.Repeat("q", 64) + "_order_idx"}},
+			strings.Repeat("q", 64) + "_order_idx", strings.Repeat("q", 64) + "_tnt_idx"}},
 	} {
 		s, err := New(noDB{}, WithDialect(tc.d), WithTable(tc.table))
 		if !tc.ok {

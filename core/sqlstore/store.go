@@ -507,15 +507,19 @@ func (s *Store) Get(ctx context.Context, id string) (outbox.Record, error) {
 	return recs[0], nil
 }
 
-// queryArgs binds the filters of q (see queryWhere): the four status slots
-// hold the wanted statuses, repeated to fill them, or all four when q asks
-// for none. Statuses outside NEW..DEAD match no row.
-func queryArgs(q outbox.Query) []any {
-	statuses := []int{int(outbox.StatusNew), int(outbox.StatusDone), int(outbox.StatusRetry), int(outbox.StatusDead)}
+// where returns the WHERE clause of List and Count for q, without q.IDs,
+// and its arguments. Only the filters q sets are written out, so that a
+// count reads an index alone where it can. The statuses are one equality
+// when q asks for one (an index on (…, status, event_id) then serves a page
+// in id order), else four slots holding the wanted statuses, repeated to
+// fill them, or all four when q asks for none. Statuses outside NEW..DEAD
+// match no row.
+func (s *Store) where(q outbox.Query) (string, []any) {
+	statuses := []any{int(outbox.StatusNew), int(outbox.StatusDone), int(outbox.StatusRetry), int(outbox.StatusDead)}
 	if len(q.Statuses) > 0 {
 		statuses = statuses[:0]
 		for _, st := range q.Statuses {
-			if st >= outbox.StatusNew && st <= outbox.StatusDead && !slices.Contains(statuses, int(st)) {
+			if st >= outbox.StatusNew && st <= outbox.StatusDead && !slices.Contains(statuses, any(int(st))) {
 				statuses = append(statuses, int(st))
 			}
 		}
@@ -523,30 +527,50 @@ func queryArgs(q outbox.Query) []any {
 			statuses = append(statuses, -1) // only unknown statuses: match nothing
 		}
 	}
-	args := make([]any, 0, 10)
-	for i := range 4 {
-		args = append(args, statuses[i%len(statuses)])
+	where := " WHERE status = ?"
+	args := make([]any, 0, 9)
+	if len(statuses) == 1 {
+		args = append(args, statuses[0])
+	} else {
+		where = " WHERE status IN (?, ?, ?, ?)"
+		for i := range 4 {
+			args = append(args, statuses[i%len(statuses)])
+		}
 	}
-	return append(args, q.AggregateType, q.AggregateType, q.EventType, q.EventType, q.AfterID)
+	for _, f := range []struct{ cond, arg string }{
+		{" AND aggregate_type = ?", q.AggregateType},
+		{" AND event_type = ?", q.EventType},
+		{" AND event_id > ?", q.AfterID},
+	} {
+		if f.arg != "" {
+			where += f.cond
+			args = append(args, f.arg)
+		}
+	}
+	if q.TenantID != "" {
+		where += tenantWhere
+		args = append(args, q.TenantID)
+	}
+	if q.Blocking {
+		where += " AND " + s.blockingWhere("o")
+	}
+	return where, args
 }
 
 // filtered runs fn once per chunk of q.IDs (at most the dialect's batch
 // size), or once when q selects no ids, with the statement's WHERE clause
 // and its arguments.
 func (s *Store) filtered(q outbox.Query, fn func(where string, args []any) error) error {
-	where := s.q.queryWhere
-	if q.Blocking {
-		where += " AND " + s.blockingWhere("o")
-	}
+	where, args := s.where(q)
 	if len(q.IDs) == 0 {
-		return fn(where, queryArgs(q))
+		return fn(where, args)
 	}
 	for chunk := range slices.Chunk(q.IDs, s.d.maxBatch) {
-		args := queryArgs(q)
+		chunkArgs := slices.Clone(args)
 		for _, id := range chunk {
-			args = append(args, id)
+			chunkArgs = append(chunkArgs, id)
 		}
-		if err := fn(where+" AND event_id IN (?"+strings.Repeat(", ?", len(chunk)-1)+")", args); err != nil {
+		if err := fn(where+" AND event_id IN (?"+strings.Repeat(", ?", len(chunk)-1)+")", chunkArgs); err != nil {
 			return err
 		}
 	}
@@ -659,21 +683,24 @@ func (s *Store) Stats(ctx context.Context, now time.Time) (outbox.Stats, error) 
 	return st, nil
 }
 
-// Purge deletes at most limit events in status (DONE or DEAD) completed
-// (or, without a completion time, created) before before, and returns how
-// many.
-func (s *Store) Purge(ctx context.Context, status outbox.Status, before time.Time, limit int) (int64, error) {
-	if limit <= 0 {
+// Purge deletes at most req.Limit events in req.Status (DONE or DEAD), of
+// req.TenantID when set, completed (or, without a completion time,
+// created) before req.Before, and returns how many.
+func (s *Store) Purge(ctx context.Context, req outbox.PurgeRequest) (int64, error) {
+	if req.Limit <= 0 {
 		return 0, nil
 	}
-	if status != outbox.StatusDone && status != outbox.StatusDead {
-		return 0, fmt.Errorf("%w: sqlstore: purge of %s events: only DONE and DEAD events are purged", outbox.ErrInvalidConfig, status)
+	if req.Status != outbox.StatusDone && req.Status != outbox.StatusDead {
+		return 0, fmt.Errorf("%w: sqlstore: purge of %s events: only DONE and DEAD events are purged", outbox.ErrInvalidConfig, req.Status)
 	}
-	args := []any{int(status), s.t(before), limit}
+	query, args := s.q.purge, []any{int(req.Status), s.t(req.Before)}
 	if s.d.purgeSQL != nil {
-		args = []any{s.t(before), int(status), limit}
+		args[0], args[1] = args[1], args[0]
 	}
-	n, err := s.db.Exec(ctx, s.q.purge, args...)
+	if req.TenantID != "" {
+		query, args = s.q.purgeTenant, append(args, req.TenantID)
+	}
+	n, err := s.db.Exec(ctx, query, append(args, req.Limit)...)
 	if err != nil {
 		return 0, fmt.Errorf("sqlstore: purge %s: %w", s.table, s.explain(err))
 	}

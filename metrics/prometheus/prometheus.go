@@ -14,6 +14,11 @@ import (
 // registry apart.
 const DataSourceLabel = "datasource"
 
+// TenantLabelName is the label of the event's tenant, added to the
+// per-event series when Options.TenantLabel is set ("" for events without
+// a tenant).
+const TenantLabelName = "tenant"
+
 // DefaultDataSource is the DataSourceLabel value of a Metrics whose
 // Options name no data source.
 const DefaultDataSource = "default"
@@ -48,6 +53,11 @@ type Options struct {
 	ConstLabels prom.Labels
 	// Namespace prefixes every name (default "outbox").
 	Namespace string
+	// TenantLabel adds the TenantLabelName label (the event's tenant) to
+	// the series that have an event_type label. Off by default: every
+	// tenant multiplies those series, so switch it on only for a bounded
+	// number of tenants.
+	TenantLabel bool
 	// DeliveryBuckets, LatencyBuckets, ClaimBuckets and SizeBuckets
 	// override the histograms' buckets (defaults DefaultDeliveryBuckets,
 	// DefaultLatencyBuckets, DefaultClaimBuckets and DefaultSizeBuckets).
@@ -58,7 +68,8 @@ type Options struct {
 // itself a prometheus.Collector, registered by New. Give it to one
 // Client's Config.Metrics. It is safe for concurrent use.
 type Metrics struct {
-	reg prom.Registerer
+	reg    prom.Registerer
+	tenant bool // Options.TenantLabel
 
 	written, enqueued, dropped, delivered, failed, dead *prom.CounterVec
 	delivery, latency                                   *prom.HistogramVec
@@ -67,10 +78,10 @@ type Metrics struct {
 	queue                                               *prom.GaugeVec
 	pending, due, oldest, deadNow, blocked, sampled     prom.Gauge
 
-	byType sync.Map // event type -> *typeSeries
+	byType sync.Map // outbox.EventLabels (Tenant "" unless tenant) -> *typeSeries
 }
 
-// typeSeries are the series of one event type, looked up once.
+// typeSeries are the series of one event type (and tenant), looked up once.
 type typeSeries struct {
 	written, hot, cold, dropped, delivered, failed, dead prom.Counter
 	delivery, latency                                    prom.Observer
@@ -97,14 +108,23 @@ func New(opts Options) (*Metrics, error) {
 		labels[k] = v
 	}
 	ns := opts.Namespace
-	counter := func(name, help string, vars ...string) *prom.CounterVec {
-		return prom.NewCounterVec(prom.CounterOpts{Namespace: ns, Name: name, Help: help, ConstLabels: labels}, vars)
+	// The labels of the per-event series: event_type, the tenant if asked
+	// for, then extra.
+	event := func(extra ...string) []string {
+		vars := []string{"event_type"}
+		if opts.TenantLabel {
+			vars = append(vars, TenantLabelName)
+		}
+		return append(vars, extra...)
 	}
-	hist := func(name, help string, buckets, def []float64, vars ...string) *prom.HistogramVec {
+	counter := func(name, help string, extra ...string) *prom.CounterVec {
+		return prom.NewCounterVec(prom.CounterOpts{Namespace: ns, Name: name, Help: help, ConstLabels: labels}, event(extra...))
+	}
+	hist := func(name, help string, buckets, def []float64) *prom.HistogramVec {
 		if buckets == nil {
 			buckets = def
 		}
-		return prom.NewHistogramVec(prom.HistogramOpts{Namespace: ns, Name: name, Help: help, ConstLabels: labels, Buckets: buckets}, vars)
+		return prom.NewHistogramVec(prom.HistogramOpts{Namespace: ns, Name: name, Help: help, ConstLabels: labels, Buckets: buckets}, event())
 	}
 	gauge := func(name, help string) prom.Gauge {
 		return prom.NewGauge(prom.GaugeOpts{Namespace: ns, Name: name, Help: help, ConstLabels: labels})
@@ -120,14 +140,15 @@ func New(opts Options) (*Metrics, error) {
 	}
 	m := &Metrics{
 		reg:        opts.Registerer,
-		written:    counter("events_written_total", "Events inserted by transactions that committed.", "event_type"),
-		enqueued:   counter("enqueued_total", "Events queued for delivery in this process, by path (hot: right after commit, cold: claimed by the poller).", "event_type", "path"),
-		dropped:    counter("hot_dropped_total", "Committed events the hot path could not queue, left to a poller.", "event_type"),
-		delivered:  counter("delivered_total", "Deliveries whose listener succeeded.", "event_type"),
-		failed:     counter("failed_total", "Deliveries that failed and will be retried.", "event_type"),
-		dead:       counter("dead_total", "Events moved to DEAD.", "event_type"),
-		delivery:   hist("delivery_seconds", "Duration of one delivery: interceptors and listener.", opts.DeliveryBuckets, DefaultDeliveryBuckets, "event_type"),
-		latency:    hist("commit_to_delivery_seconds", "Age of the event when its delivery starts: from insert (commit) to delivery.", opts.LatencyBuckets, DefaultLatencyBuckets, "event_type"),
+		tenant:     opts.TenantLabel,
+		written:    counter("events_written_total", "Events inserted by transactions that committed."),
+		enqueued:   counter("enqueued_total", "Events queued for delivery in this process, by path (hot: right after commit, cold: claimed by the poller).", "path"),
+		dropped:    counter("hot_dropped_total", "Committed events the hot path could not queue, left to a poller."),
+		delivered:  counter("delivered_total", "Deliveries whose listener succeeded."),
+		failed:     counter("failed_total", "Deliveries that failed and will be retried."),
+		dead:       counter("dead_total", "Events moved to DEAD."),
+		delivery:   hist("delivery_seconds", "Duration of one delivery: interceptors and listener.", opts.DeliveryBuckets, DefaultDeliveryBuckets),
+		latency:    hist("commit_to_delivery_seconds", "Age of the event when its delivery starts: from insert (commit) to delivery.", opts.LatencyBuckets, DefaultLatencyBuckets),
 		claim:      single("claim_seconds", "Duration of one claim query of the poller.", opts.ClaimBuckets, DefaultClaimBuckets),
 		claimSize:  single("claim_size", "Events claimed by one claim of the poller.", opts.SizeBuckets, DefaultSizeBuckets),
 		ackBatch:   single("ack_batch_size", "Events marked DONE by one batched update.", opts.SizeBuckets, DefaultSizeBuckets),
@@ -177,27 +198,36 @@ func (m *Metrics) Collect(ch chan<- prom.Metric) {
 	}
 }
 
-// series returns the series of event type et, creating them once.
-func (m *Metrics) series(et string) *typeSeries {
-	if s, ok := m.byType.Load(et); ok {
+// series returns the series of l (its event type, and its tenant with
+// Options.TenantLabel), creating them once.
+func (m *Metrics) series(l outbox.EventLabels) *typeSeries {
+	if !m.tenant {
+		l.Tenant = ""
+	}
+	if s, ok := m.byType.Load(l); ok {
 		return s.(*typeSeries)
 	}
-	s := &typeSeries{
-		written: m.written.WithLabelValues(et), hot: m.enqueued.WithLabelValues(et, outbox.PathHot.String()),
-		cold: m.enqueued.WithLabelValues(et, outbox.PathCold.String()), dropped: m.dropped.WithLabelValues(et),
-		delivered: m.delivered.WithLabelValues(et), failed: m.failed.WithLabelValues(et), dead: m.dead.WithLabelValues(et),
-		delivery: m.delivery.WithLabelValues(et), latency: m.latency.WithLabelValues(et),
+	vals := []string{l.Type}
+	if m.tenant {
+		vals = append(vals, l.Tenant)
 	}
-	actual, _ := m.byType.LoadOrStore(et, s)
+	path := func(p outbox.Path) []string { return append(vals[:len(vals):len(vals)], p.String()) }
+	s := &typeSeries{
+		written: m.written.WithLabelValues(vals...), hot: m.enqueued.WithLabelValues(path(outbox.PathHot)...),
+		cold: m.enqueued.WithLabelValues(path(outbox.PathCold)...), dropped: m.dropped.WithLabelValues(vals...),
+		delivered: m.delivered.WithLabelValues(vals...), failed: m.failed.WithLabelValues(vals...), dead: m.dead.WithLabelValues(vals...),
+		delivery: m.delivery.WithLabelValues(vals...), latency: m.latency.WithLabelValues(vals...),
+	}
+	actual, _ := m.byType.LoadOrStore(l, s)
 	return actual.(*typeSeries)
 }
 
 // EventsWritten adds n to outbox_events_written_total.
-func (m *Metrics) EventsWritten(eventType string, n int) { m.series(eventType).written.Add(float64(n)) }
+func (m *Metrics) EventsWritten(l outbox.EventLabels, n int) { m.series(l).written.Add(float64(n)) }
 
 // EventEnqueued increments outbox_enqueued_total.
-func (m *Metrics) EventEnqueued(eventType string, p outbox.Path) {
-	s := m.series(eventType)
+func (m *Metrics) EventEnqueued(l outbox.EventLabels, p outbox.Path) {
+	s := m.series(l)
 	if p == outbox.PathHot {
 		s.hot.Inc()
 	} else {
@@ -206,25 +236,25 @@ func (m *Metrics) EventEnqueued(eventType string, p outbox.Path) {
 }
 
 // EventDropped increments outbox_hot_dropped_total.
-func (m *Metrics) EventDropped(eventType string) { m.series(eventType).dropped.Inc() }
+func (m *Metrics) EventDropped(l outbox.EventLabels) { m.series(l).dropped.Inc() }
 
 // Delivered increments outbox_delivered_total.
-func (m *Metrics) Delivered(eventType string) { m.series(eventType).delivered.Inc() }
+func (m *Metrics) Delivered(l outbox.EventLabels) { m.series(l).delivered.Inc() }
 
 // Failed increments outbox_failed_total.
-func (m *Metrics) Failed(eventType string) { m.series(eventType).failed.Inc() }
+func (m *Metrics) Failed(l outbox.EventLabels) { m.series(l).failed.Inc() }
 
 // Dead increments outbox_dead_total.
-func (m *Metrics) Dead(eventType string) { m.series(eventType).dead.Inc() }
+func (m *Metrics) Dead(l outbox.EventLabels) { m.series(l).dead.Inc() }
 
 // ListenerDuration observes outbox_delivery_seconds.
-func (m *Metrics) ListenerDuration(eventType string, d time.Duration) {
-	m.series(eventType).delivery.Observe(d.Seconds())
+func (m *Metrics) ListenerDuration(l outbox.EventLabels, d time.Duration) {
+	m.series(l).delivery.Observe(d.Seconds())
 }
 
 // CommitToDelivery observes outbox_commit_to_delivery_seconds.
-func (m *Metrics) CommitToDelivery(eventType string, d time.Duration) {
-	m.series(eventType).latency.Observe(d.Seconds())
+func (m *Metrics) CommitToDelivery(l outbox.EventLabels, d time.Duration) {
+	m.series(l).latency.Observe(d.Seconds())
 }
 
 // Claimed observes outbox_claim_seconds and outbox_claim_size.

@@ -268,3 +268,61 @@ func TestSeveralClientsShareARegistry(t *testing.T) {
 		t.Error("Unregister")
 	}
 }
+
+// TestTenantLabel: the tenant label appears on the per-event series only
+// with Options.TenantLabel, and then on every one of them.
+func TestTenantLabel(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		reg := prometheus.NewPedanticRegistry()
+		m, err := outboxprom.New(outboxprom.Options{Registerer: reg, TenantLabel: on})
+		if err != nil {
+			t.Fatal(err)
+		}
+		acme, none := outbox.EventLabels{Type: "Ping", Tenant: "acme"}, outbox.EventLabels{Type: "Ping"}
+		for _, l := range []outbox.EventLabels{acme, none, acme} {
+			m.EventsWritten(l, 1)
+			m.EventEnqueued(l, outbox.PathHot)
+			m.EventDropped(l)
+			m.Delivered(l)
+			m.Failed(l)
+			m.Dead(l)
+			m.ListenerDuration(l, time.Millisecond)
+			m.CommitToDelivery(l, time.Millisecond)
+		}
+		m.AckBatch(3)
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		perEvent := 0
+		for _, mf := range mfs {
+			for _, metric := range mf.GetMetric() {
+				var hasType, hasTenant bool
+				for _, lp := range metric.GetLabel() {
+					hasType = hasType || lp.GetName() == "event_type"
+					hasTenant = hasTenant || lp.GetName() == outboxprom.TenantLabelName
+				}
+				if hasType {
+					perEvent++
+				}
+				if hasTenant != (on && hasType) {
+					t.Errorf("TenantLabel %v: %s %v has the tenant label: %v", on, mf.GetName(), metric.GetLabel(), hasTenant)
+				}
+			}
+		}
+		if perEvent == 0 {
+			t.Fatal("no per-event series")
+		}
+		want := map[bool]float64{false: 3, true: 2}[on] // with the label, acme's own series
+		labels := map[string]string{"event_type": "Ping"}
+		if on {
+			labels[outboxprom.TenantLabelName] = "acme"
+		}
+		if got := value(t, reg, "outbox_delivered_total", labels); got != want {
+			t.Errorf("TenantLabel %v: delivered %v = %v, want %v", on, labels, got, want)
+		}
+		if got := sampleCount(t, reg, "outbox_delivery_seconds", labels); got != uint64(want) {
+			t.Errorf("TenantLabel %v: delivery samples %v = %v, want %v", on, labels, got, want)
+		}
+	}
+}

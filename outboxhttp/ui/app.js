@@ -10,8 +10,8 @@
     info: null,
     source: "",
     tab: "dead",
-    dead: { filter: { type: "", aggregate: "" }, pages: [""], matching: 0, selected: new Set(), ids: [] },
-    events: { filter: { status: "", type: "", aggregate: "" }, pages: [""] },
+    dead: { filter: { type: "", aggregate: "", tenant: "" }, pages: [""], matching: 0, selected: new Set(), ids: [] },
+    events: { filter: { status: "", type: "", aggregate: "", tenant: "" }, pages: [""] },
   };
 
   // el builds an element: attrs are properties (class, dataset, on…
@@ -203,7 +203,7 @@
   async function loadDead() {
     const d = state.dead;
     const after = d.pages[d.pages.length - 1];
-    const res = await api(src() + "/dead" + query({ type: d.filter.type, aggregate: d.filter.aggregate, after, limit: 50 }));
+    const res = await api(src() + "/dead" + query({ ...d.filter, after, limit: 50 }));
     d.matching = res.matching;
     d.ids = res.events.map((e) => e.id);
     for (const id of [...d.selected]) if (!d.ids.includes(id)) d.selected.delete(id);
@@ -226,7 +226,7 @@
     });
     $("dead-table").tBodies[0].replaceChildren(...rows);
     $("dead-empty").hidden = rows.length > 0;
-    const filtered = d.filter.type || d.filter.aggregate;
+    const filtered = d.filter.type || d.filter.aggregate || d.filter.tenant;
     $("dead-matching").textContent = plural(res.matching, "DEAD event") + (filtered ? " match the filter" : "");
     pager("dead", d.pages, res.next_after);
     updateDeadButtons();
@@ -336,13 +336,14 @@
     const what = [];
     if (d.filter.type) what.push("type " + d.filter.type);
     if (d.filter.aggregate) what.push("aggregate " + d.filter.aggregate);
+    if (d.filter.tenant) what.push("tenant " + d.filter.tenant);
     const ok = await confirmDialog("Replay all " + plural(d.matching, "matching DEAD event") + "?",
       "Every DEAD event " + (what.length ? "of " + what.join(", ") + " " : "") +
       "becomes NEW again, due now, with zero attempts — also any that went DEAD since this page was loaded.",
       [], "Replay all", false);
     if (!ok) return;
     try {
-      const res = await api(src() + "/dead/replay", { method: "POST", body: { all: true, type: d.filter.type, aggregate: d.filter.aggregate } });
+      const res = await api(src() + "/dead/replay", { method: "POST", body: { all: true, ...d.filter } });
       d.selected.clear();
       d.pages = [""];
       await afterChange("Replayed " + plural(res.replayed, "event") + ": NEW again, due now, with zero attempts.");

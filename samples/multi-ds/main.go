@@ -147,7 +147,7 @@ type paths struct {
 }
 
 // EventEnqueued counts an event by the path that queued it.
-func (p *paths) EventEnqueued(_ string, path outbox.Path) {
+func (p *paths) EventEnqueued(_ outbox.EventLabels, path outbox.Path) {
 	if path == outbox.PathHot {
 		p.hot.Add(1)
 	} else {
@@ -156,7 +156,7 @@ func (p *paths) EventEnqueued(_ string, path outbox.Path) {
 }
 
 // Dead counts an event moved to DEAD.
-func (p *paths) Dead(string) { p.dead.Add(1) }
+func (p *paths) Dead(outbox.EventLabels) { p.dead.Add(1) }
 
 // parts are what one data source provides, injected by its name.
 type parts struct {

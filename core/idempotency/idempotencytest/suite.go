@@ -603,7 +603,7 @@ func purge(t *testing.T, f outboxtest.AdapterFixture) {
 	if n, err := e.guard.Purge(ctx, 30*time.Minute); n != 0 || err != nil {
 		t.Fatalf("second Purge = %d, %v; want 0", n, err)
 	}
-	if n, err := e.guard.Purger().Purge(ctx, outbox.StatusDead, t0.Add(24*time.Hour), 10); n != 0 || err != nil {
+	if n, err := e.guard.Purger().Purge(ctx, outbox.PurgeRequest{Status: outbox.StatusDead, Before: t0.Add(24 * time.Hour), Limit: 10}); n != 0 || err != nil {
 		t.Fatalf("Purger().Purge(DEAD) = %d, %v; want 0", n, err)
 	}
 	e.ran(t, "a", "a2") // purged: runs again

@@ -480,7 +480,7 @@ func purge(t *testing.T, f outboxtest.AdapterFixture) {
 			t.Fatalf("Purge(limit %d) = %d, %v; want %d", tc.limit, n, err, tc.want)
 		}
 	}
-	if n, err := e.in.Purger().Purge(ctx, outbox.StatusDead, t0.Add(time.Hour*24), 10); n != 0 || err != nil {
+	if n, err := e.in.Purger().Purge(ctx, outbox.PurgeRequest{Status: outbox.StatusDead, Before: t0.Add(time.Hour * 24), Limit: 10}); n != 0 || err != nil {
 		t.Fatalf("Purger().Purge(DEAD) = %d, %v; want 0: an inbox has no dead events", n, err)
 	}
 	e.applied(t, "a", "a2") // purged: applied again

@@ -28,6 +28,13 @@
 -- keys with a loose index scan (GROUP BY open_key with MIN(seq)). due_at
 -- leaves ordered rows out. Migrate adds the columns to tables made before
 -- them.
+--
+-- The tenant index serves the admin queries of one tenant (a list by
+-- tenant and status in id order, a count, a purge by tenant, status and
+-- age, oldest id first). Without partial indexes it holds every row,
+-- those without a tenant ('') too. Migrate adds it to tables made before
+-- it (like every KEY of this statement a table lacks).
+--
 -- subscribers are the names of the subscribers an event still owes (of an
 -- event type with several, see Registry.Subscribe), comma-separated, once
 -- a delivery to some of them failed; NULL for every other event. Migrate
@@ -64,5 +71,6 @@ CREATE TABLE IF NOT EXISTS {{table}} (
     KEY outbox_lease_idx (lease_at),
     KEY outbox_purge_idx (purge_at),
     KEY outbox_order_idx (open_key, seq),
+    KEY outbox_tnt_idx (tenant_id, status, event_id),
     CHECK ((payload IS NULL) <> (payload_bytes IS NULL))
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;

@@ -1,8 +1,8 @@
 -- Outbox table for PostgreSQL 9.5+ (FOR UPDATE SKIP LOCKED).
 -- {{table}} is the (validated) table name, {{name}} the same without its
--- schema. Index names are {{name}}_due_idx, {{name}}_lease_idx and
--- {{name}}_purge_idx: keep the table name to 53 characters so that they fit
--- PostgreSQL's 63.
+-- schema. Index names are {{name}}_due_idx, {{name}}_lease_idx,
+-- {{name}}_purge_idx, {{name}}_order_idx and {{name}}_tnt_idx: keep the
+-- table name to 53 characters so that they fit PostgreSQL's 63.
 --
 -- Timestamps are TIMESTAMPTZ: instants, written by the application in UTC
 -- and compared as instants whatever the session's TimeZone.
@@ -72,3 +72,13 @@ CREATE INDEX IF NOT EXISTS {{name}}_purge_idx
 -- indexes made before it also held ordered rows: Migrate rebuilds them.)
 CREATE INDEX IF NOT EXISTS {{name}}_order_idx
     ON {{table}} (ordering_key, seq) WHERE ordering_key IS NOT NULL AND status IN (0, 2, 3);
+
+-- The tenant index serves the admin queries of one tenant (Query.TenantID,
+-- PurgeRequest.TenantID): a list by tenant and status in id order, read
+-- from the page's first id and stopped after it; a count by tenant and
+-- status; a purge by tenant, status and age, oldest id first. It holds
+-- only the events that carry a tenant: a table without tenants pays
+-- nothing for it. (The queries write "tenant_id <> ''" out, so that the
+-- planner can use it in generic plans too.)
+CREATE INDEX IF NOT EXISTS {{name}}_tnt_idx
+    ON {{table}} (tenant_id, status, event_id) WHERE tenant_id <> '';

@@ -54,3 +54,9 @@ CREATE INDEX IF NOT EXISTS {{schema}}{{name}}_purge_idx
 -- is its head, the one event of the key an ordered claim may take.
 CREATE INDEX IF NOT EXISTS {{schema}}{{name}}_order_idx
     ON {{name}} (ordering_key) WHERE ordering_key IS NOT NULL AND status IN (0, 2, 3);
+
+-- The tenant index serves the admin queries of one tenant (a list by
+-- tenant and status in id order, a count, a purge by tenant, status and
+-- age). It holds only the events that carry a tenant.
+CREATE INDEX IF NOT EXISTS {{schema}}{{name}}_tnt_idx
+    ON {{name}} (tenant_id, status, event_id) WHERE tenant_id <> '';

@@ -1,0 +1,194 @@
+package integration
+
+import (
+	"context"
+	"database/sql"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	outbox "github.com/go-outbox/outbox/core"
+	"github.com/go-outbox/outbox/core/outboxsql"
+	"github.com/go-outbox/outbox/core/outboxsql/outboxsqltest"
+	"github.com/go-outbox/outbox/core/sqlstore"
+)
+
+// explainTenant is the tenant whose admin queries TestExplainTenant checks.
+const explainTenant = "t7"
+
+// TestExplainTenant loads a table of 1M events (by default) of 45 tenants
+// and none (a tenth), 90% DONE, 5% DEAD and 5% NEW, and checks the plans of
+// the very statements the store runs for one tenant's admin queries: a
+// page of its DEAD events after the first page, the count of its DEAD
+// events, the count of all its events and a purge of its old DONE events.
+// Each must read the tenant index (no sequential scan); the page must read
+// it in id order (no sort) and stop after its rows. PostgreSQL is checked
+// in the custom and in the generic plan. The plans and the time of each
+// statement are logged so that they can be quoted (docs/databases.md).
+func TestExplainTenant(t *testing.T) {
+	rows := explainRows(t, "the plans of a tenant's admin queries")
+	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
+		ctx := context.Background()
+		db := b.Open(t)
+		store := b.NewStore(t, db)
+		table := store.Table()
+		base := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+		start := time.Now()
+		bulkLoadTenants(t, b, db, table, base, rows)
+		t.Logf("%s: loaded %d events of 45 tenants and none in %v", b.Name, rows, time.Since(start).Round(time.Millisecond))
+
+		dead := []outbox.Status{outbox.StatusDead}
+		first, err := store.List(ctx, outbox.Query{TenantID: explainTenant, Statuses: dead, Limit: 100})
+		if err != nil || len(first) != 100 {
+			t.Fatalf("the first page of %s's DEAD events: %d events, %v", explainTenant, len(first), err)
+		}
+		after := first[len(first)-1].ID
+		for _, c := range []struct {
+			what    string
+			ordered bool // read in id order: no sort
+			run     func(s *sqlstore.Store) error
+		}{
+			{"page of a tenant's DEAD events", true, func(s *sqlstore.Store) error {
+				recs, err := s.List(ctx, outbox.Query{TenantID: explainTenant, Statuses: dead, AfterID: after, Limit: 50})
+				if err == nil && (len(recs) != 50 || recs[0].ID <= after || recs[0].Envelope.TenantID() != explainTenant) {
+					t.Errorf("the page after %s: %d events", after, len(recs))
+				}
+				return err
+			}},
+			{"count of a tenant's DEAD events", false, func(s *sqlstore.Store) error {
+				n, err := s.Count(ctx, outbox.Query{TenantID: explainTenant, Statuses: dead})
+				t.Logf("%s has %d DEAD events", explainTenant, n)
+				return err
+			}},
+			{"count of a tenant's events", false, func(s *sqlstore.Store) error {
+				n, err := s.Count(ctx, outbox.Query{TenantID: explainTenant})
+				t.Logf("%s has %d events", explainTenant, n)
+				return err
+			}},
+			{"purge of a tenant's DONE events", false, func(s *sqlstore.Store) error {
+				n, err := s.Purge(ctx, outbox.PurgeRequest{Status: outbox.StatusDone, Before: base.Add(time.Duration(rows/2) * time.Millisecond),
+					Limit: 500, TenantID: explainTenant})
+				if err == nil && n != 500 {
+					t.Errorf("the purge deleted %d events, want 500", n)
+				}
+				return err
+			}},
+		} {
+			// The statement, as the store runs it, in a transaction that
+			// is rolled back (the purge deletes nothing for good).
+			tx, err := db.BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec := &stmtRecorder{tx: tx}
+			recorded, err := sqlstore.New(rec, sqlstore.WithDialect(b.Dialect), sqlstore.WithTable(table))
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			err = c.run(recorded)
+			took := time.Since(start)
+			_ = tx.Rollback()
+			if err != nil {
+				t.Fatalf("%s: %v", c.what, err)
+			}
+			stmts := append(rec.stmts, rec.execs...)
+			if len(stmts) != 1 {
+				t.Fatalf("%s ran %d statements, want 1", c.what, len(stmts))
+			}
+			st := stmts[0]
+			t.Logf("%s: %s at a %d-row table took %v; statement:\n%s", b.Name, c.what, rows, took, st.query)
+			switch b.Dialect {
+			case outboxsql.PostgreSQL:
+				custom, generic := pgPlans(t, db, st)
+				for kind, plan := range map[string]string{"custom": custom, "generic": generic} {
+					t.Logf("%s %s plan:\n%s", kind, c.what, plan)
+					checkTenantPlan(t, kind+" "+c.what, plan, pgIndex(table, "tnt"), c.ordered)
+				}
+			case outboxsql.MySQL:
+				explainMySQL(t, db, c.what, "outbox_tnt_idx", st)
+			case outboxsql.SQLite:
+				plan := explain(t, db, st.query, st.args...)
+				t.Logf("%s plan:\n%s", c.what, plan)
+				checkTenantPlan(t, c.what, plan, table+"_tnt_idx", c.ordered)
+			default:
+				t.Fatalf("no plan check for dialect %s", b.Dialect.Name())
+			}
+		}
+	})
+}
+
+// sqliteFullScan is a SQLite plan line that reads the whole table.
+var sqliteFullScan = regexp.MustCompile(`(?m)^SCAN \w+$`)
+
+// checkTenantPlan checks a PostgreSQL or SQLite plan of a tenant's query:
+// it reads index, never the whole table, and, when ordered, sorts nothing.
+func checkTenantPlan(t *testing.T, what, plan, index string, ordered bool) {
+	t.Helper()
+	if !strings.Contains(plan, index) {
+		t.Errorf("%s plan does not read %s", what, index)
+	}
+	if strings.Contains(plan, "Seq Scan") || sqliteFullScan.MatchString(plan) {
+		t.Errorf("%s plan reads the whole table", what)
+	}
+	if ordered && (pgSortNode.MatchString(plan) || strings.Contains(plan, "TEMP B-TREE")) {
+		t.Errorf("%s plan sorts", what)
+	}
+}
+
+// bulkLoadTenants inserts n events in one statement, created one
+// millisecond apart from base: event i is of tenant "t<(i/20)%50>", or of
+// none when (i/20)%10 is 0 (so 45 tenants), and DEAD when i%20 is 1, NEW
+// when it is 2, else DONE (ended when created); then it refreshes the
+// statistics (PostgreSQL: VACUUM ANALYZE, for index-only counts).
+func bulkLoadTenants(t *testing.T, b outboxsqltest.Backend, db *sql.DB, table string, base time.Time, n int) {
+	t.Helper()
+	ctx := context.Background()
+	const cols = "event_id, event_type, aggregate_type, payload, tenant_id, status, attempts, occurred_at, available_at, created_at, done_at"
+	var load, analyze string
+	var args []any
+	switch b.Dialect {
+	case outboxsql.PostgreSQL:
+		load = "INSERT INTO " + table + " (" + cols + ") SELECT lpad(i::text, 26, '0'), 'Bulk', '__GLOBAL__', '{\"n\":1}'," +
+			" CASE WHEN (i / 20) % 10 = 0 THEN '' ELSE 't' || ((i / 20) % 50) END," +
+			" CASE i % 20 WHEN 1 THEN 3 WHEN 2 THEN 0 ELSE 1 END, 0, at, at, at, CASE i % 20 WHEN 2 THEN NULL ELSE at END" +
+			" FROM (SELECT i, $1::timestamptz + i * interval '1 millisecond' AS at FROM generate_series(1, $2::int) AS g(i)) AS s"
+		args = []any{base, n}
+		analyze = "VACUUM ANALYZE " + table
+	case outboxsql.MySQL:
+		digits := "(SELECT 0 AS d UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4" +
+			" UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9)"
+		load = "INSERT INTO " + table + " (" + cols + ") SELECT LPAD(n, 26, '0'), 'Bulk', '__GLOBAL__', '{\"n\":1}'," +
+			" CASE WHEN (n DIV 20) % 10 = 0 THEN '' ELSE CONCAT('t', (n DIV 20) % 50) END," +
+			" CASE n % 20 WHEN 1 THEN 3 WHEN 2 THEN 0 ELSE 1 END, 0, at, at, at, CASE n % 20 WHEN 2 THEN NULL ELSE at END" +
+			" FROM (SELECT n, CAST(? AS DATETIME(6)) + INTERVAL n * 1000 MICROSECOND AS at FROM (SELECT " +
+			"d0.d + 10 * d1.d + 100 * d2.d + 1000 * d3.d + 10000 * d4.d + 100000 * d5.d + 1 AS n FROM " +
+			digits + " d0, " + digits + " d1, " + digits + " d2, " + digits + " d3, " + digits + " d4, " + digits + " d5" +
+			") AS s WHERE n <= ?) AS r"
+		args = []any{base.Format("2006-01-02 15:04:05"), n}
+		analyze = "ANALYZE TABLE " + table
+		if n > 1_000_000 {
+			t.Fatalf("the MySQL bulk load counts to 1,000,000 at most")
+		}
+	case outboxsql.SQLite:
+		us := base.UnixMicro()
+		load = "WITH RECURSIVE g(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM g WHERE i < ?) INSERT INTO " + table + " (" + cols + ")" +
+			" SELECT printf('%026d', i), 'Bulk', '__GLOBAL__', '{\"n\":1}'," +
+			" CASE WHEN (i / 20) % 10 = 0 THEN '' ELSE 't' || ((i / 20) % 50) END," +
+			" CASE i % 20 WHEN 1 THEN 3 WHEN 2 THEN 0 ELSE 1 END, 0, ? + i * 1000, ? + i * 1000, ? + i * 1000," +
+			" CASE i % 20 WHEN 2 THEN NULL ELSE ? + i * 1000 END FROM g"
+		args = []any{n, us, us, us, us}
+		analyze = "ANALYZE"
+	default:
+		t.Fatalf("no bulk load for dialect %s", b.Dialect.Name())
+	}
+	if _, err := db.ExecContext(ctx, load, args...); err != nil {
+		t.Fatalf("bulk load: %v", err)
+	}
+	r, err := db.QueryContext(ctx, analyze)
+	if err != nil {
+		t.Fatalf("%s: %v", analyze, err)
+	}
+	_ = r.Close()
+}
