@@ -34,7 +34,10 @@
 // AggregateName will do). Handle routes an event type on any aggregate;
 // Register routes one (aggregate type, event type) pair and wins over
 // Handle. Client.Dead lists and replays events that kept failing,
-// Client.Get and Client.Stats inspect the table.
+// Client.Get and Client.Stats inspect the table. A listener that is also a
+// BatchListener (the broker sinks are) is handed the events queued
+// together in one HandleBatch call, up to Config.ListenerBatchSize, with
+// an outcome per event.
 //
 // # Guarantees
 //
