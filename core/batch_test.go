@@ -112,35 +112,30 @@ func TestBatchMixedRoutes(t *testing.T) {
 	}
 }
 
-func TestBatchBound(t *testing.T) {
-	h := newHarness(t, func(c *DispatcherConfig) { c.Workers = 1; c.ListenerBatchSize = 3 })
-	rec := &batchRecorder{}
-	_ = h.reg.HandleAll(rec)
-	unblock := blockWorker(t, h)
-	ids := h.commit(t, evt("A"), evt("B"), evt("C"), evt("D"), evt("E"), evt("F"), evt("G"))
-	unblock()
-	for _, id := range ids {
-		h.waitStatus(t, id, StatusDone)
+func TestBatchSize(t *testing.T) {
+	tests := []struct {
+		name string
+		size int
+		want []string
+	}{
+		{"bound", 3, []string{"batch A,B,C", "batch D,E,F", "single G"}},
+		{"one is per event", 1, []string{"single A", "single B", "single C", "single D", "single E", "single F", "single G"}},
 	}
-	want := []string{"batch A,B,C", "batch D,E,F", "single G"}
-	if got := rec.log(); !slices.Equal(got, want) {
-		t.Errorf("calls = %q, want %q", got, want)
-	}
-}
-
-func TestBatchSizeOneIsPerEvent(t *testing.T) {
-	h := newHarness(t, func(c *DispatcherConfig) { c.Workers = 1; c.ListenerBatchSize = 1 })
-	rec := &batchRecorder{}
-	_ = h.reg.HandleAll(rec)
-	unblock := blockWorker(t, h)
-	ids := h.commit(t, evt("A"), evt("B"), evt("C"))
-	unblock()
-	for _, id := range ids {
-		h.waitStatus(t, id, StatusDone)
-	}
-	want := []string{"single A", "single B", "single C"}
-	if got := rec.log(); !slices.Equal(got, want) {
-		t.Errorf("calls = %q, want %q", got, want)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, func(c *DispatcherConfig) { c.Workers = 1; c.ListenerBatchSize = tc.size })
+			rec := &batchRecorder{}
+			_ = h.reg.HandleAll(rec)
+			unblock := blockWorker(t, h)
+			ids := h.commit(t, evt("A"), evt("B"), evt("C"), evt("D"), evt("E"), evt("F"), evt("G"))
+			unblock()
+			for _, id := range ids {
+				h.waitStatus(t, id, StatusDone)
+			}
+			if got := rec.log(); !slices.Equal(got, tc.want) {
+				t.Errorf("calls = %q, want %q", got, tc.want)
+			}
+		})
 	}
 }
 
@@ -323,13 +318,8 @@ func TestBatchCloseReleasesOnce(t *testing.T) {
 	ids := h.commit(t, evt("A"), evt("B"), evt("C"))
 	unblock()
 	<-started
-	if err := h.d.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	h.closeReleases(t, ids)
 	for _, id := range ids {
-		if r := h.st.get(id); r.Status != StatusNew || r.LockedBy != "" || r.Attempts != 0 {
-			t.Errorf("after Close, %s = %+v; want NEW, unclaimed, no attempt used", id, r)
-		}
 		rl.mu.Lock()
 		n := rl.released[id]
 		rl.mu.Unlock()

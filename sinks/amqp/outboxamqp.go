@@ -139,22 +139,16 @@ func (s *Sink) Handle(ctx context.Context, e outbox.Envelope) error {
 // Sink an outbox.BatchListener: the outbox hands it the events queued
 // together.
 func (s *Sink) HandleBatch(ctx context.Context, events []outbox.Envelope) []error {
-	errs := make([]error, len(events))
-	fail := func(err error) []error {
-		for i, e := range events {
-			errs[i] = fmt.Errorf("outboxamqp: event %s: %w", e.ID(), err)
-		}
-		return errs
-	}
 	if err := ctx.Err(); err != nil {
-		return fail(err)
+		return relay.Failed("outboxamqp", events, err)
 	}
 	pc, err := s.channel()
 	if err != nil {
-		return fail(err)
+		return relay.Failed("outboxamqp", events, err)
 	}
 	pctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
+	errs := make([]error, len(events))
 	pubs := make([]*publish, len(events))
 	keys := make([]string, len(events))
 	for i, e := range events {

@@ -148,21 +148,15 @@ func (s *Sink) Handle(ctx context.Context, e outbox.Envelope) error {
 // queued together, and the client sends them in as few requests as it
 // can.
 func (s *Sink) HandleBatch(ctx context.Context, events []outbox.Envelope) []error {
-	errs := make([]error, len(events))
-	fail := func(err error) []error {
-		for i, e := range events {
-			errs[i] = fmt.Errorf("outboxkafka: event %s: %w", e.ID(), err)
-		}
-		return errs
-	}
 	if s.closed.Load() {
-		return fail(fmt.Errorf("sink %w", outbox.ErrClosed))
+		return relay.Failed("outboxkafka", events, fmt.Errorf("sink %w", outbox.ErrClosed))
 	}
 	if err := ctx.Err(); err != nil {
-		return fail(err)
+		return relay.Failed("outboxkafka", events, err)
 	}
 	pctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
+	errs := make([]error, len(events))
 	// The promises run on the client's goroutines, possibly after
 	// HandleBatch returned: they report to p, which outlives the wait.
 	p := &promises{errs: make([]error, len(events)), outcome: make([]bool, len(events)), all: make(chan struct{})}

@@ -149,21 +149,15 @@ func (s *Sink) Handle(ctx context.Context, e outbox.Envelope) error {
 // the Sink an outbox.BatchListener: the outbox hands it the events queued
 // together.
 func (s *Sink) HandleBatch(ctx context.Context, events []outbox.Envelope) []error {
-	errs := make([]error, len(events))
-	fail := func(err error) []error {
-		for i, e := range events {
-			errs[i] = fmt.Errorf("outboxnats: event %s: %w", e.ID(), err)
-		}
-		return errs
-	}
 	if s.closed.Load() {
-		return fail(fmt.Errorf("sink %w", outbox.ErrClosed))
+		return relay.Failed("outboxnats", events, fmt.Errorf("sink %w", outbox.ErrClosed))
 	}
 	if err := ctx.Err(); err != nil {
-		return fail(err)
+		return relay.Failed("outboxnats", events, err)
 	}
 	pctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
+	errs := make([]error, len(events))
 	deadline, _ := pctx.Deadline()
 	futures := make([]jetstream.PubAckFuture, len(events))
 	subjects := make([]string, len(events))
