@@ -165,7 +165,7 @@ func (s *Sink) HandleBatch(ctx context.Context, events []outbox.Envelope) []erro
 		r := Record(e, s.topic)
 		records[i] = r
 		if r.Topic == "" {
-			p.errs[i], p.outcome[i] = fmt.Errorf("Topic returned no topic for event type %s", e.Type()), true
+			p.errs[i], p.outcome[i] = fmt.Errorf("the Topic mapping returned no topic for event type %s", e.Type()), true
 			continue
 		}
 		p.pending++
