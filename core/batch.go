@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // run delivers q, together with the events queued behind it that route
@@ -68,15 +69,20 @@ func sameListener(l Listener, bl BatchListener) bool {
 }
 
 // deliverBatch delivers qs, events that route to l, in one HandleBatch,
-// and records each event's outcome as deliver does. Each event runs
-// through its interceptors in a goroutine of its own, whose innermost
-// call joins the batch and waits for the event's result; the batch is
-// handed over once every event has joined or left it. The batch shares
-// one ListenerTimeout.
+// and records each event's outcome as deliver does; the batch shares one
+// ListenerTimeout. With an Around interceptor, each event runs through
+// its interceptors in a goroutine of its own, whose innermost call joins
+// the batch and waits for the event's result; the batch is handed over
+// once every event has joined or left it. Without one, deliverInline
+// does the same in the worker.
 func (d *Dispatcher) deliverBatch(ctx context.Context, l BatchListener, qs []queued) {
 	bctx, cancel := context.WithTimeout(ctx, d.cfg.ListenerTimeout)
 	defer cancel()
 	deadline := utcNow(d.clock).Add(d.cfg.ListenerTimeout)
+	if !slices.ContainsFunc(d.cfg.Interceptors, func(ic Interceptor) bool { return ic.Around != nil }) {
+		d.deliverInline(ctx, bctx, l, qs, deadline)
+		return
+	}
 	b := newBatch(qs)
 	var wg sync.WaitGroup
 	for i, q := range qs {
@@ -91,6 +97,59 @@ func (d *Dispatcher) deliverBatch(ctx context.Context, l BatchListener, qs []que
 	}
 	b.hand(bctx, l)
 	wg.Wait()
+}
+
+// deliverInline delivers a batch when no interceptor has an Around hook:
+// each event's Before hooks run, the events that passed them go to
+// l.HandleBatch, and each one's After hooks and outcome follow.
+func (d *Dispatcher) deliverInline(ctx, bctx context.Context, l BatchListener, qs []queued, deadline time.Time) {
+	type member struct {
+		dl  delivery
+		ctx context.Context
+		ran int // interceptors reached (after)
+	}
+	in := make([]member, 0, len(qs))
+	events := make([]Envelope, 0, len(qs))
+	for _, q := range qs {
+		dl := d.begin(q, deadline)
+		ectx := dl.context(bctx)
+		ran, err := d.before(ectx, q.env)
+		if err != nil {
+			d.after(ectx, q.env, ran, err)
+			d.settle(ctx, dl, err)
+			continue
+		}
+		in = append(in, member{dl: dl, ctx: ectx, ran: ran})
+		events = append(events, q.env)
+	}
+	if len(in) == 0 {
+		return
+	}
+	for k, err := range handleBatch(bctx, l, events) {
+		m := in[k]
+		d.after(m.ctx, m.dl.q.env, m.ran, err)
+		d.settle(ctx, m.dl, err)
+	}
+}
+
+// handleBatch calls l.HandleBatch and returns a result for each event:
+// ErrNoResult past the end of a short result slice, a *PanicError for
+// every event if HandleBatch panics.
+func handleBatch(ctx context.Context, l BatchListener, events []Envelope) []error {
+	var res []error
+	perr := guard(func() error { res = l.HandleBatch(ctx, events); return nil })
+	out := make([]error, len(events))
+	for i := range out {
+		switch {
+		case perr != nil:
+			out[i] = perr
+		case i < len(res):
+			out[i] = res[i]
+		default:
+			out[i] = fmt.Errorf("%w (%d results for %d events)", ErrNoResult, len(res), len(events))
+		}
+	}
+	return out
 }
 
 // What became of an event of a batch; each event's state leaves waiting
@@ -144,8 +203,7 @@ func (b *batch) leave(i int) {
 // hand waits until every event has joined or left, or ctx ends (then the
 // events still held by their interceptors fail), calls l.HandleBatch with
 // the events that joined, in the order they were queued, and publishes
-// each one's result: ErrNoResult past the end of a short result slice, a
-// *PanicError for every event if HandleBatch panics.
+// each one's result (see handleBatch).
 func (b *batch) hand(ctx context.Context, l BatchListener) {
 	defer close(b.done)
 	in := make([]int, 0, len(b.events))
@@ -175,16 +233,7 @@ func (b *batch) hand(ctx context.Context, l BatchListener) {
 	for k, i := range in {
 		events[k] = b.events[i]
 	}
-	var res []error
-	perr := guard(func() error { res = l.HandleBatch(ctx, events); return nil })
-	for k, i := range in {
-		switch {
-		case perr != nil:
-			b.results[i] = perr
-		case k < len(res):
-			b.results[i] = res[k]
-		default:
-			b.results[i] = fmt.Errorf("%w (%d results for %d events)", ErrNoResult, len(res), len(events))
-		}
+	for k, err := range handleBatch(ctx, l, events) {
+		b.results[in[k]] = err
 	}
 }

@@ -229,62 +229,82 @@ func TestBatchPanicFailsEveryEvent(t *testing.T) {
 	}
 }
 
+// Interceptors run per event, with or without an Around hook (with one,
+// each event's chain runs in a goroutine of its own).
 func TestBatchInterceptorsPerEvent(t *testing.T) {
-	var mu sync.Mutex
-	var trace []string
-	add := func(format string, args ...any) {
-		mu.Lock()
-		trace = append(trace, fmt.Sprintf(format, args...))
-		mu.Unlock()
+	tests := []struct {
+		name    string
+		around  bool
+		handed  string   // the batch handed over
+		skipped bool     // the Skip event is left out by its Around
+		want    []string // interceptor calls, sorted
+	}{
+		{"around", true, "batch A,B", true, []string{
+			"after A err=false", "after B err=false", "after Block err=false", "after Deny err=true", "after Skip err=true",
+			"around A attempt 1", "around B attempt 1", "around Block attempt 1", "around Skip attempt 1",
+			"before A", "before B", "before Block", "before Skip",
+		}},
+		{"without around", false, "batch A,Skip,B", false, []string{
+			"after A err=false", "after B err=false", "after Block err=false", "after Deny err=true", "after Skip err=false",
+			"before A", "before B", "before Block", "before Skip",
+		}},
 	}
-	ic := Interceptor{
-		Before: func(ctx context.Context, e Envelope) error {
-			if e.Type() == "Deny" {
-				return errors.New("denied")
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var trace []string
+			add := func(format string, args ...any) {
+				mu.Lock()
+				trace = append(trace, fmt.Sprintf(format, args...))
+				mu.Unlock()
 			}
-			add("before %s", e.Type())
-			return nil
-		},
-		Around: func(ctx context.Context, e Envelope, next func(context.Context) error) error {
-			add("around %s attempt %d", e.Type(), DeliveryAttempt(ctx))
-			if e.Type() == "Skip" {
-				return errors.New("skipped by the interceptor")
+			ic := Interceptor{
+				Before: func(ctx context.Context, e Envelope) error {
+					if e.Type() == "Deny" {
+						return errors.New("denied")
+					}
+					add("before %s", e.Type())
+					return nil
+				},
+				After: func(ctx context.Context, e Envelope, err error) { add("after %s err=%v", e.Type(), err != nil) },
 			}
-			return next(ctx)
-		},
-		After: func(ctx context.Context, e Envelope, err error) { add("after %s err=%v", e.Type(), err != nil) },
-	}
-	h := newHarness(t, func(c *DispatcherConfig) { c.Workers = 1; c.Interceptors = []Interceptor{ic} })
-	rec := &batchRecorder{}
-	_ = h.reg.HandleAll(rec)
-	unblock := blockWorker(t, h)
-	ids := h.commit(t, evt("A"), evt("Skip"), evt("Deny"), evt("B"))
-	unblock()
-	h.waitStatus(t, ids[0], StatusDone)
-	h.waitStatus(t, ids[3], StatusDone)
-	if r := h.waitStatus(t, ids[1], StatusRetry); !strings.Contains(r.LastError, "skipped by the interceptor") {
-		t.Errorf("skipped event: error %q", r.LastError)
-	}
-	if r := h.waitStatus(t, ids[2], StatusRetry); !strings.Contains(r.LastError, "denied") {
-		t.Errorf("denied event: error %q", r.LastError)
-	}
-	// Only the events whose Around called next were handed over.
-	if got := rec.log(); !slices.Equal(got, []string{"batch A,B"}) {
-		t.Errorf("calls = %q", got)
-	}
-	mu.Lock()
-	got := slices.Clone(trace)
-	mu.Unlock()
-	// Each event went through its own interceptors (concurrently: in any
-	// order across events).
-	slices.Sort(got)
-	want := []string{
-		"after A err=false", "after B err=false", "after Block err=false", "after Deny err=true", "after Skip err=true",
-		"around A attempt 1", "around B attempt 1", "around Block attempt 1", "around Skip attempt 1",
-		"before A", "before B", "before Block", "before Skip",
-	}
-	if !slices.Equal(got, want) {
-		t.Errorf("interceptor calls:\n%q\nwant\n%q", got, want)
+			if tc.around {
+				ic.Around = func(ctx context.Context, e Envelope, next func(context.Context) error) error {
+					add("around %s attempt %d", e.Type(), DeliveryAttempt(ctx))
+					if e.Type() == "Skip" {
+						return errors.New("skipped by the interceptor")
+					}
+					return next(ctx)
+				}
+			}
+			h := newHarness(t, func(c *DispatcherConfig) { c.Workers = 1; c.Interceptors = []Interceptor{ic} })
+			rec := &batchRecorder{}
+			_ = h.reg.HandleAll(rec)
+			unblock := blockWorker(t, h)
+			ids := h.commit(t, evt("A"), evt("Skip"), evt("Deny"), evt("B"))
+			unblock()
+			h.waitStatus(t, ids[0], StatusDone)
+			h.waitStatus(t, ids[3], StatusDone)
+			if !tc.skipped {
+				h.waitStatus(t, ids[1], StatusDone)
+			} else if r := h.waitStatus(t, ids[1], StatusRetry); !strings.Contains(r.LastError, "skipped by the interceptor") {
+				t.Errorf("skipped event: error %q", r.LastError)
+			}
+			if r := h.waitStatus(t, ids[2], StatusRetry); !strings.Contains(r.LastError, "denied") {
+				t.Errorf("denied event: error %q", r.LastError)
+			}
+			// Only the events that passed their interceptors were handed over.
+			if got := rec.log(); !slices.Equal(got, []string{tc.handed}) {
+				t.Errorf("calls = %q, want %q", got, tc.handed)
+			}
+			mu.Lock()
+			got := slices.Clone(trace)
+			mu.Unlock()
+			slices.Sort(got) // concurrent with an Around: in any order across events
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("interceptor calls:\n%q\nwant\n%q", got, tc.want)
+			}
+		})
 	}
 }
 

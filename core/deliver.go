@@ -177,27 +177,16 @@ func storeRetry(ctx context.Context, op func(context.Context) error) error {
 // dispatch runs interceptors and handle, the listener's call (nil: no
 // listener routes e), turning panics into errors.
 func (d *Dispatcher) dispatch(ctx context.Context, e Envelope, handle func(context.Context) error) (err error) {
-	ics := d.cfg.Interceptors
-	ran := 0
-	defer func() {
-		for i := ran - 1; i >= 0; i-- {
-			if after := ics[i].After; after != nil {
-				safeCall(d.log, "interceptor After", func() { after(ctx, e, err) })
-			}
-		}
-	}()
-	for _, ic := range ics {
-		ran++
-		if ic.Before != nil {
-			if err = guard(func() error { return ic.Before(ctx, e) }); err != nil {
-				return fmt.Errorf("interceptor: %w", err)
-			}
-		}
+	ran, err := d.before(ctx, e)
+	defer func() { d.after(ctx, e, ran, err) }()
+	if err != nil {
+		return err
 	}
 	if handle == nil {
 		return fmt.Errorf("%w: (%s, %s)", ErrUnroutable, e.AggregateType(), e.Type())
 	}
 	call := handle
+	ics := d.cfg.Interceptors
 	for i := len(ics) - 1; i >= 0; i-- {
 		if around := ics[i].Around; around != nil {
 			next := call
@@ -205,6 +194,32 @@ func (d *Dispatcher) dispatch(ctx context.Context, e Envelope, handle func(conte
 		}
 	}
 	return guard(func() error { return call(ctx) })
+}
+
+// before runs the interceptors' Before hooks in order, up to the first
+// that fails; ran is how many interceptors it reached, whose After hooks
+// run.
+func (d *Dispatcher) before(ctx context.Context, e Envelope) (ran int, err error) {
+	for _, ic := range d.cfg.Interceptors {
+		ran++
+		if ic.Before != nil {
+			if err := guard(func() error { return ic.Before(ctx, e) }); err != nil {
+				return ran, fmt.Errorf("interceptor: %w", err)
+			}
+		}
+	}
+	return ran, nil
+}
+
+// after runs the After hooks of the first ran interceptors, in reverse
+// order, with the dispatch's error.
+func (d *Dispatcher) after(ctx context.Context, e Envelope, ran int, err error) {
+	ics := d.cfg.Interceptors
+	for i := ran - 1; i >= 0; i-- {
+		if after := ics[i].After; after != nil {
+			safeCall(d.log, "interceptor After", func() { after(ctx, e, err) })
+		}
+	}
 }
 
 // guard calls fn, returning a *PanicError if it panics.
