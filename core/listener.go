@@ -151,11 +151,11 @@ func (r *Registry) listenerFor(aggregateType, eventType string) Listener {
 // unroutable event (no listener) does not reach Around.
 //
 // Events delivered in one batch (BatchListener) go through their
-// interceptors each on its own, concurrently: each event's Around wraps
-// the wait for that event's result, and the batch is handed over once
-// every event's Around has called next (or returned without calling it:
-// that event is left out of the batch, and what its Around returned is
-// its outcome).
+// interceptors each on its own (concurrently, with an Around hook): each
+// event's Around wraps the wait for that event's result, and the batch is
+// handed over once every event's Around has called next (or returned
+// without calling it: that event is left out of the batch, and what its
+// Around returned is its outcome).
 type Interceptor struct {
 	Before func(ctx context.Context, e Envelope) error
 	After  func(ctx context.Context, e Envelope, err error)
