@@ -89,6 +89,12 @@ type Config struct {
 	// (defaults 256 and 5ms).
 	AckBatchSize int
 	AckInterval  time.Duration
+	// ListenerBatchSize bounds how many events a worker hands to a
+	// BatchListener (such as a broker sink) in one HandleBatch (default
+	// 100; 1 switches batching off): a worker takes the events queued
+	// behind its event that route to the same listener, without waiting
+	// for more. Each event's outcome is its own. See BatchListener.
+	ListenerBatchSize int
 
 	// PollInterval is the wait between polls when there is nothing to do
 	// (default 5s). PollBatchSize is the smallest claim (default 50): a poll
@@ -194,7 +200,7 @@ func New(cfg Config) (*Client, error) {
 	}
 	// Every setting is checked, also those of parts this mode does not run.
 	for name, v := range map[string]int{"Workers": cfg.Workers, "HotQueueSize": cfg.HotQueueSize, "ColdQueueSize": cfg.ColdQueueSize,
-		"MaxAttempts": cfg.MaxAttempts, "AckBatchSize": cfg.AckBatchSize, "PollBatchSize": cfg.PollBatchSize, "PurgeBatchSize": cfg.PurgeBatchSize} {
+		"MaxAttempts": cfg.MaxAttempts, "AckBatchSize": cfg.AckBatchSize, "ListenerBatchSize": cfg.ListenerBatchSize, "PollBatchSize": cfg.PollBatchSize, "PurgeBatchSize": cfg.PurgeBatchSize} {
 		if v < 0 {
 			return nil, configErr("%s must not be negative, got %d", name, v)
 		}
@@ -226,7 +232,8 @@ func New(cfg Config) (*Client, error) {
 			HotQueueSize: cfg.HotQueueSize, ColdQueueSize: cfg.ColdQueueSize, MaxAttempts: cfg.MaxAttempts,
 			RetryPolicy: cfg.RetryPolicy, Interceptors: cfg.Interceptors, DrainTimeout: cfg.DrainTimeout,
 			Lease: cfg.Lease, ListenerTimeout: cfg.ListenerTimeout, AckBatchSize: cfg.AckBatchSize, AckInterval: cfg.AckInterval,
-			Ordered: cfg.Ordered, DeadPolicy: cfg.DeadPolicy, Metrics: cfg.Metrics, Logger: cfg.Logger, Clock: cfg.Clock,
+			ListenerBatchSize: cfg.ListenerBatchSize,
+			Ordered:           cfg.Ordered, DeadPolicy: cfg.DeadPolicy, Metrics: cfg.Metrics, Logger: cfg.Logger, Clock: cfg.Clock,
 		})
 		if err != nil {
 			return nil, err

@@ -8,30 +8,63 @@ import (
 	"time"
 )
 
-// deliver runs one event through interceptors and its listener and records
-// the outcome.
-func (d *Dispatcher) deliver(ctx context.Context, q queued) {
-	e := q.env
+// delivery is one event's delivery from the moment its listener is
+// about to start until its outcome is recorded.
+type delivery struct {
+	q queued
 	// attempt is this delivery's number; a charged suspect's is counted
 	// already (deliverSuspect), any other's is counted if it fails.
-	attempt, count := q.attempts+1, true
+	attempt int
+	count   bool
+	started time.Time // the monotonic clock, for ListenerDuration
+}
+
+// begin starts q's delivery, which must end in its deadline: past it the
+// claim is no longer renewed, so that a listener that ignores its context
+// and hangs loses the event to a take-over.
+func (d *Dispatcher) begin(q queued, deadline time.Time) delivery {
+	dl := delivery{q: q, attempt: q.attempts + 1, count: true}
 	if q.charged {
-		attempt, count = q.attempts, false
+		dl.attempt, dl.count = q.attempts, false
 	}
-	// Past its timeout the claim is no longer renewed: a listener that
-	// ignores its context and hangs loses the event to a take-over.
-	d.holds.start(q.hold, utcNow(d.clock).Add(d.cfg.ListenerTimeout))
-	lctx, cancel := context.WithTimeout(withSubscribers(context.WithValue(ctx, attemptKey{}, attempt), q.subscribers), d.cfg.ListenerTimeout)
+	d.holds.start(q.hold, deadline)
 	if !q.created.IsZero() {
-		d.metrics.CommitToDelivery(labelsOf(e), utcNow(d.clock).Sub(q.created))
+		d.metrics.CommitToDelivery(labelsOf(q.env), utcNow(d.clock).Sub(q.created))
 	}
-	started := time.Now() // durations of real work: the monotonic clock
+	dl.started = time.Now()
+	return dl
+}
+
+// context returns the context the delivery's interceptors and listener
+// see: ctx with the delivery's attempt (DeliveryAttempt) and the
+// subscribers the event still owes (see Registry.Subscribe).
+func (dl delivery) context(ctx context.Context) context.Context {
+	return withSubscribers(context.WithValue(ctx, attemptKey{}, dl.attempt), dl.q.subscribers)
+}
+
+// deliver runs one event through interceptors and its listener l (nil:
+// unroutable) and records the outcome.
+func (d *Dispatcher) deliver(ctx context.Context, q queued, l Listener) {
+	lctx, cancel := context.WithTimeout(ctx, d.cfg.ListenerTimeout)
+	dl := d.begin(q, utcNow(d.clock).Add(d.cfg.ListenerTimeout))
+	var handle func(context.Context) error
+	if l != nil {
+		handle = func(ctx context.Context) error { return l.Handle(ctx, q.env) }
+	}
 	// A listener that returns an error after its timeout failed (its
 	// error wraps context.DeadlineExceeded); one that succeeds late did its
 	// work, and a stale ack is fenced off anyway.
-	err := d.dispatch(lctx, e)
+	err := d.dispatch(dl.context(lctx), q.env, handle)
 	cancel()
-	d.metrics.ListenerDuration(labelsOf(e), time.Since(started))
+	d.settle(ctx, dl, err)
+}
+
+// settle records the outcome of a delivery whose dispatch returned err.
+// ctx is the dispatcher's: cancelled, Close cut the delivery off.
+func (d *Dispatcher) settle(ctx context.Context, dl delivery, err error) {
+	q, e := dl.q, dl.q.env
+	attempt, count := dl.attempt, dl.count
+	d.metrics.ListenerDuration(labelsOf(e), time.Since(dl.started))
 	if err == nil {
 		d.metrics.Delivered(labelsOf(e))
 		d.acks <- q.hold // released once the ack is written
@@ -144,30 +177,19 @@ func storeRetry(ctx context.Context, op func(context.Context) error) error {
 	return err
 }
 
-// dispatch runs interceptors and the listener, turning panics into errors.
-func (d *Dispatcher) dispatch(ctx context.Context, e Envelope) (err error) {
-	ics := d.cfg.Interceptors
-	ran := 0
-	defer func() {
-		for i := ran - 1; i >= 0; i-- {
-			if after := ics[i].After; after != nil {
-				safeCall(d.log, "interceptor After", func() { after(ctx, e, err) })
-			}
-		}
-	}()
-	for _, ic := range ics {
-		ran++
-		if ic.Before != nil {
-			if err = guard(func() error { return ic.Before(ctx, e) }); err != nil {
-				return fmt.Errorf("interceptor: %w", err)
-			}
-		}
+// dispatch runs interceptors and handle, the listener's call (nil: no
+// listener routes e), turning panics into errors.
+func (d *Dispatcher) dispatch(ctx context.Context, e Envelope, handle func(context.Context) error) (err error) {
+	ran, err := d.before(ctx, e)
+	defer func() { d.after(ctx, e, ran, err) }()
+	if err != nil {
+		return err
 	}
-	l := d.cfg.Registry.listenerFor(e.AggregateType(), e.Type())
-	if l == nil {
+	if handle == nil {
 		return fmt.Errorf("%w: (%s, %s)", ErrUnroutable, e.AggregateType(), e.Type())
 	}
-	call := func(ctx context.Context) error { return l.Handle(ctx, e) }
+	call := handle
+	ics := d.cfg.Interceptors
 	for i := len(ics) - 1; i >= 0; i-- {
 		if around := ics[i].Around; around != nil {
 			next := call
@@ -175,6 +197,32 @@ func (d *Dispatcher) dispatch(ctx context.Context, e Envelope) (err error) {
 		}
 	}
 	return guard(func() error { return call(ctx) })
+}
+
+// before runs the interceptors' Before hooks in order, up to the first
+// that fails; ran is how many interceptors it reached, whose After hooks
+// run.
+func (d *Dispatcher) before(ctx context.Context, e Envelope) (ran int, err error) {
+	for _, ic := range d.cfg.Interceptors {
+		ran++
+		if ic.Before != nil {
+			if err := guard(func() error { return ic.Before(ctx, e) }); err != nil {
+				return ran, fmt.Errorf("interceptor: %w", err)
+			}
+		}
+	}
+	return ran, nil
+}
+
+// after runs the After hooks of the first ran interceptors, in reverse
+// order, with the dispatch's error.
+func (d *Dispatcher) after(ctx context.Context, e Envelope, ran int, err error) {
+	ics := d.cfg.Interceptors
+	for i := ran - 1; i >= 0; i-- {
+		if after := ics[i].After; after != nil {
+			safeCall(d.log, "interceptor After", func() { after(ctx, e, err) })
+		}
+	}
 }
 
 // guard calls fn, returning a *PanicError if it panics.

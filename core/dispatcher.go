@@ -24,11 +24,14 @@ const (
 	DefaultListenerTimeout = 30 * time.Second
 	DefaultAckBatchSize    = 256
 	DefaultAckInterval     = 5 * time.Millisecond
-	releaseTimeoutOnStop   = 5 * time.Second
-	closeGrace             = time.Second
-	maxOwnerLen            = 128 // the width of the locked_by column
-	suspectQueueSize       = 64  // events waiting for the suspect lane
-	suspectLaneAttempts    = 2   // attempts after which a taken-over event runs alone
+	// DefaultListenerBatchSize bounds the batches handed to a
+	// BatchListener unless ListenerBatchSize sets another bound.
+	DefaultListenerBatchSize = 100
+	releaseTimeoutOnStop     = 5 * time.Second
+	closeGrace               = time.Second
+	maxOwnerLen              = 128 // the width of the locked_by column
+	suspectQueueSize         = 64  // events waiting for the suspect lane
+	suspectLaneAttempts      = 2   // attempts after which a taken-over event runs alone
 )
 
 // DispatcherConfig configures a Dispatcher. Zero values take the documented
@@ -75,6 +78,15 @@ type DispatcherConfig struct {
 	// (defaults 256 and 5ms). A crash before the write means redelivery.
 	AckBatchSize int
 	AckInterval  time.Duration
+	// ListenerBatchSize bounds how many events a worker hands to a
+	// BatchListener at once (default DefaultListenerBatchSize). A worker
+	// that takes an event routed to a BatchListener also takes the events
+	// queued behind it (hot and cold, as it would one by one) that route
+	// to the same listener, without waiting for more, and hands them over
+	// in one HandleBatch; the first event it takes that routes elsewhere
+	// ends the batch and is delivered right after it. Each event's outcome
+	// is its own. 1 switches batching off: every event goes to Handle.
+	ListenerBatchSize int
 	// Ordered claims ordered events (see Config.Ordered) only as the first
 	// of their key that is not DONE, and wakes the poller when one ends, so
 	// that the next event of its key goes out at once. DeadPolicy says what
@@ -95,7 +107,7 @@ type DispatcherConfig struct {
 //
 // The work is spread over files by job: this one holds the configuration,
 // the queues and the lifecycle; deliver.go runs listeners and records their
-// outcomes; acks.go batches DONE updates; hotpath.go takes committed events
+// outcomes; batch.go forms the batches of a BatchListener; acks.go batches DONE updates; hotpath.go takes committed events
 // from the Writer.
 type Dispatcher struct {
 	cfg     DispatcherConfig
@@ -163,7 +175,7 @@ func NewDispatcher(cfg DispatcherConfig) (*Dispatcher, error) {
 	if cfg.Store == nil || cfg.Registry == nil {
 		return nil, configErr("dispatcher needs a Store and a Registry")
 	}
-	for name, v := range map[string]int{"Workers": cfg.Workers, "HotQueueSize": cfg.HotQueueSize, "ColdQueueSize": cfg.ColdQueueSize, "MaxAttempts": cfg.MaxAttempts, "AckBatchSize": cfg.AckBatchSize} {
+	for name, v := range map[string]int{"Workers": cfg.Workers, "HotQueueSize": cfg.HotQueueSize, "ColdQueueSize": cfg.ColdQueueSize, "MaxAttempts": cfg.MaxAttempts, "AckBatchSize": cfg.AckBatchSize, "ListenerBatchSize": cfg.ListenerBatchSize} {
 		if v < 0 {
 			return nil, configErr("dispatcher %s must not be negative, got %d", name, v)
 		}
@@ -182,6 +194,7 @@ func NewDispatcher(cfg DispatcherConfig) (*Dispatcher, error) {
 	setDefault(&cfg.ColdQueueSize, DefaultQueueSize)
 	setDefault(&cfg.MaxAttempts, DefaultMaxAttempts)
 	setDefault(&cfg.AckBatchSize, DefaultAckBatchSize)
+	setDefault(&cfg.ListenerBatchSize, DefaultListenerBatchSize)
 	setDefault(&cfg.DrainTimeout, DefaultDrainTimeout)
 	setDefault(&cfg.AckInterval, DefaultAckInterval)
 	setDefault(&cfg.Lease, DefaultLease)
@@ -341,26 +354,12 @@ func (d *Dispatcher) coldCapacity() int {
 // queueDepths returns the current lengths of the hot and cold queues.
 func (d *Dispatcher) queueDepths() (hot, cold int) { return len(d.hot), len(d.cold) }
 
-// next takes the next event, hot twice for every cold one when both have
-// work. It returns false when the dispatcher is stopping and both queues are
-// empty, or when it is stopping hard.
+// next takes the next event (see poll), waiting for one. It returns
+// false when the dispatcher is stopping and both queues are empty, or
+// when it is stopping hard.
 func (d *Dispatcher) next() (queued, bool) {
-	first, second := d.hot, d.cold
-	if d.turn.Add(1)%3 == 0 {
-		first, second = d.cold, d.hot
-	}
-	if d.runCtx.Err() != nil {
-		return queued{}, false
-	}
-	select {
-	case q := <-first:
-		return q, true
-	default:
-	}
-	select {
-	case q := <-second:
-		return q, true
-	default:
+	if q, ok := d.poll(); ok || d.runCtx.Err() != nil {
+		return q, ok
 	}
 	select {
 	case q := <-d.hot:
@@ -374,6 +373,31 @@ func (d *Dispatcher) next() (queued, bool) {
 	}
 }
 
+// poll takes the next queued event without waiting, hot twice for every
+// cold one when both have work. It returns false when both queues are
+// empty, or when the dispatcher is stopping hard.
+func (d *Dispatcher) poll() (queued, bool) {
+	if d.runCtx.Err() != nil {
+		return queued{}, false
+	}
+	first, second := d.hot, d.cold
+	if d.turn.Add(1)%3 == 0 {
+		first, second = d.cold, d.hot
+	}
+	select {
+	case q := <-first:
+		return q, true
+	default:
+	}
+	select {
+	case q := <-second:
+		return q, true
+	default:
+	}
+	return queued{}, false
+}
+
+// work delivers events until the dispatcher stops (see run).
 func (d *Dispatcher) work() {
 	defer d.workers.Done()
 	for {
@@ -381,14 +405,9 @@ func (d *Dispatcher) work() {
 		if !ok {
 			return
 		}
-		if d.expired(q) {
-			continue
+		for ok {
+			q, ok = d.run(q)
 		}
-		if q.suspect {
-			d.deliverSuspect(q)
-			continue
-		}
-		d.deliver(d.runCtx, q)
 	}
 }
 
@@ -496,7 +515,7 @@ func (d *Dispatcher) deliverSuspect(q queued) {
 		return
 	}
 	q.attempts, q.charged = q.attempts+1, true
-	d.deliver(d.runCtx, q)
+	d.deliver(d.runCtx, q, d.route(q.env))
 }
 
 // Close stops accepting events, lets the workers deliver what is queued for

@@ -90,6 +90,20 @@ func (h *harness) waitStatus(t *testing.T, id string, s Status) Record {
 	return h.st.get(id)
 }
 
+// closeReleases closes the dispatcher and checks that it gave ids back:
+// NEW, unclaimed, no attempt used.
+func (h *harness) closeReleases(t *testing.T, ids []string) {
+	t.Helper()
+	if err := h.d.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		if r := h.st.get(id); r.Status != StatusNew || r.LockedBy != "" || r.Attempts != 0 {
+			t.Errorf("after Close, %s = %+v; want NEW, unclaimed, no attempt used", id, r)
+		}
+	}
+}
+
 func evt(typ string) Envelope {
 	return MustEnvelope(EventName(typ), WithJSON([]byte(`{}`)))
 }
@@ -313,14 +327,7 @@ func TestDispatcherCloseReleasesQueued(t *testing.T) {
 	}
 	ids := h.commit(t, evt("E"), evt("E"), evt("E"))
 	<-started
-	if err := h.d.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	for _, id := range ids {
-		if r := h.st.get(id); r.Status != StatusNew || r.LockedBy != "" || r.Attempts != 0 {
-			t.Errorf("after Close, %s = %+v; want NEW, unclaimed, no attempt used", id, r)
-		}
-	}
+	h.closeReleases(t, ids)
 	if err := h.d.Close(context.Background()); err != nil {
 		t.Errorf("second Close: %v", err)
 	}

@@ -36,7 +36,10 @@
 // Handle. Subscribe gives an event type several named subscribers that
 // retry independently: a failing one never runs the others again.
 // Client.Dead lists and replays events that kept failing, Client.Get and
-// Client.Stats inspect the table.
+// Client.Stats inspect the table. A listener that is also a BatchListener
+// (the broker sinks are) is handed the events queued together in one
+// HandleBatch call, up to Config.ListenerBatchSize, with an outcome per
+// event.
 //
 // # Guarantees
 //

@@ -39,6 +39,10 @@ var (
 	// ErrNotFound is returned when an event id does not exist in the state an
 	// operation requires (for example, replaying an event that is not DEAD).
 	ErrNotFound = errors.New("outbox: event not found")
+	// ErrNoResult is the failure recorded for an event of a batch whose
+	// BatchListener.HandleBatch returned fewer results than events: the
+	// events without a result count as failed.
+	ErrNoResult = errors.New("outbox: batch listener returned no result for the event")
 )
 
 // RetryAfterError asks the dispatcher to deliver the event again after Delay

@@ -14,6 +14,31 @@ type Listener interface {
 	Handle(ctx context.Context, e Envelope) error
 }
 
+// BatchListener is a Listener that can also take several events at once,
+// such as a broker sink that publishes them asynchronously and waits for
+// their acknowledgements together. The dispatcher hands a worker's event
+// to HandleBatch together with the events queued right behind it that
+// route to the same listener (up to DispatcherConfig.ListenerBatchSize),
+// and to Handle when it is alone.
+//
+// HandleBatch returns one result per event, in the order of events: nil
+// for an event it delivered, else the error of that event, with the same
+// meaning as Handle's (a retry, RetryAfter, DEAD after the last attempt).
+// It must never report nil for an event it did not deliver: each result
+// decides that event's outcome alone. A result slice shorter than events
+// fails the events without a result (ErrNoResult); results past the last
+// event are ignored. A panic fails every event of the batch.
+//
+// ctx is the batch's: it ends at ListenerTimeout after the batch started,
+// or when the dispatcher closes. It does not carry the contexts that
+// interceptors' Around hooks pass on for each event, nor DeliveryAttempt
+// (each event may be at another attempt); Before, Around and After still
+// run for each event on its own (see Interceptor).
+type BatchListener interface {
+	Listener
+	HandleBatch(ctx context.Context, events []Envelope) []error
+}
+
 // ListenerFunc adapts a function to Listener.
 type ListenerFunc func(ctx context.Context, e Envelope) error
 
@@ -24,7 +49,8 @@ type attemptKey struct{}
 
 // DeliveryAttempt returns which delivery attempt of the event a listener or
 // interceptor is running: 1 for the first, 1 + the failed attempts so far
-// after that (a RetryAfter does not count). It returns 0 outside a dispatch.
+// after that (a RetryAfter does not count). It returns 0 outside a dispatch,
+// and in the context of a BatchListener's HandleBatch.
 func DeliveryAttempt(ctx context.Context) int {
 	n, _ := ctx.Value(attemptKey{}).(int)
 	return n
@@ -165,6 +191,13 @@ func (r *Registry) listenerFor(aggregateType, eventType string) Listener {
 // listener in a span: next gets the span's context. Before and After see
 // the dispatch's own context, not the one an Around passed on. An
 // unroutable event (no listener) does not reach Around.
+//
+// Events delivered in one batch (BatchListener) go through their
+// interceptors each on its own (concurrently, with an Around hook): each
+// event's Around wraps the wait for that event's result, and the batch is
+// handed over once every event's Around has called next (or returned
+// without calling it: that event is left out of the batch, and what its
+// Around returned is its outcome).
 type Interceptor struct {
 	Before func(ctx context.Context, e Envelope) error
 	After  func(ctx context.Context, e Envelope, err error)

@@ -213,9 +213,8 @@ func (s *Store) Claim(ctx context.Context, req outbox.ClaimRequest) ([]outbox.Re
 			due = append(due, r)
 		}
 	}
-	slices.SortFunc(expired, func(a, b *row) int { return cmp.Or(a.lockedAt.Compare(b.lockedAt), byID(a, b)) })
-	slices.SortFunc(due, func(a, b *row) int { return cmp.Or(a.availableAt.Compare(b.availableAt), byID(a, b)) })
-	expired = expired[:min(len(expired), req.Limit)]
+	expired = firstN(expired, req.Limit, func(a, b *row) int { return cmp.Or(a.lockedAt.Compare(b.lockedAt), byID(a, b)) })
+	due = firstN(due, req.Limit-len(expired), func(a, b *row) int { return cmp.Or(a.availableAt.Compare(b.availableAt), byID(a, b)) })
 	due = slices.Concat(s.claimableHeads(heads, now, recentCutoff, req.Limit-len(expired)), due)
 	due = due[:min(len(due), req.Limit-len(expired))]
 	for _, r := range expired {
@@ -229,6 +228,48 @@ func (s *Store) Claim(ctx context.Context, req outbox.ClaimRequest) ([]outbox.Re
 		recs[i] = r.record()
 	}
 	return recs, nil
+}
+
+// firstN returns the n first rows of rs by cmp, sorted, reordering rs. A
+// claim takes a few rows of a backlog that may be large: it keeps the n
+// first in a heap instead of sorting the whole backlog each time.
+func firstN(rs []*row, n int, cmp func(a, b *row) int) []*row {
+	if n <= 0 {
+		return rs[:0]
+	}
+	if len(rs) > n {
+		h := rs[:n] // a max-heap of the n first rows so far
+		for i := n/2 - 1; i >= 0; i-- {
+			siftDown(h, i, cmp)
+		}
+		for _, r := range rs[n:] {
+			if cmp(r, h[0]) < 0 {
+				h[0] = r
+				siftDown(h, 0, cmp)
+			}
+		}
+		rs = h
+	}
+	slices.SortFunc(rs, cmp)
+	return rs
+}
+
+// siftDown moves h[i] down the max-heap h to its place.
+func siftDown(h []*row, i int, cmp func(a, b *row) int) {
+	for {
+		m := 2*i + 1
+		if m >= len(h) {
+			return
+		}
+		if r := m + 1; r < len(h) && cmp(h[r], h[m]) > 0 {
+			m = r
+		}
+		if cmp(h[m], h[i]) <= 0 {
+			return
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
 }
 
 // heads returns the first row of each ordering key that is not DONE (nor,

@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"fmt"
 	"strconv"
 	"time"
 
@@ -97,4 +98,15 @@ func NewMessage(e outbox.Envelope, topic Topic) Message {
 		}
 	}
 	return Message{ID: e.ID(), Topic: topic(e), Key: e.OrderingKey(), Headers: h, Payload: e.Payload()}
+}
+
+// Failed returns the results of a batch that failed as a whole before
+// anything was published: for each event, err wrapped after
+// "<sink>: event <id>: ", as a sink's HandleBatch reports it.
+func Failed(sink string, events []outbox.Envelope, err error) []error {
+	errs := make([]error, len(events))
+	for i, e := range events {
+		errs[i] = fmt.Errorf("%s: event %s: %w", sink, e.ID(), err)
+	}
+	return errs
 }

@@ -1,6 +1,7 @@
 // Package outboxamqp relays outbox events to RabbitMQ (AMQP 0-9-1).
 //
-// A Sink is an outbox.Listener: register it with Client.HandleAll and every
+// A Sink is an outbox.Listener (and an outbox.BatchListener, which takes the
+// events queued together in one call): register it with Client.HandleAll and every
 // event of the Client (that no specific route takes) is published to an
 // exchange as the message package relay describes: the payload byte for
 // byte, the event's metadata and headers (traceparent included) in the

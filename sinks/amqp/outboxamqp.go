@@ -39,8 +39,9 @@ type Config struct {
 	// the broker and fails its event.
 	RoutingKey relay.Topic
 	// PublishTimeout bounds one publish, from sending the message to the
-	// broker's confirmation, and a dial (default DefaultPublishTimeout). A
-	// shorter deadline of the listener's context wins.
+	// broker's confirmation, one batch of them (HandleBatch), and a dial
+	// (default DefaultPublishTimeout). A shorter deadline of the
+	// listener's context wins.
 	PublishTimeout time.Duration
 	// Logger receives the channel and connection events (default
 	// slog.Default()).
@@ -65,6 +66,8 @@ type Sink struct {
 	closed bool
 	loops  sync.WaitGroup
 }
+
+var _ outbox.BatchListener = (*Sink)(nil)
 
 // New validates cfg and returns a Sink; with URL it dials first.
 // Configuration errors wrap outbox.ErrInvalidConfig.
@@ -124,45 +127,73 @@ func configErr(format string, args ...any) error {
 // reached (a dial waits at most PublishTimeout). After Close it fails with
 // an error wrapping outbox.ErrClosed.
 func (s *Sink) Handle(ctx context.Context, e outbox.Envelope) error {
+	return s.HandleBatch(ctx, []outbox.Envelope{e})[0]
+}
+
+// HandleBatch publishes events as Handle publishes each, one after the
+// other on the sink's channel without waiting, then waits for their
+// confirmations (deferred publisher confirms): it returns one result per
+// event, nil for each message the broker confirmed and did not return,
+// Handle's error for each other one (a returned or nacked message fails
+// its own event only). PublishTimeout bounds the whole batch. It makes the
+// Sink an outbox.BatchListener: the outbox hands it the events queued
+// together.
+func (s *Sink) HandleBatch(ctx context.Context, events []outbox.Envelope) []error {
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("outboxamqp: event %s: %w", e.ID(), err)
+		return relay.Failed("outboxamqp", events, err)
 	}
-	m := relay.NewMessage(e, s.key)
 	pc, err := s.channel()
 	if err != nil {
-		return fmt.Errorf("outboxamqp: event %s: %w", m.ID, err)
-	}
-	msg := amqp.Publishing{
-		MessageId:    m.ID,
-		DeliveryMode: amqp.Persistent,
-		ContentType:  m.Headers[relay.HeaderContentType],
-		Type:         e.Type(),
-		Timestamp:    e.OccurredAt(),
-		Headers:      make(amqp.Table, len(m.Headers)),
-		Body:         m.Payload,
-	}
-	for k, v := range m.Headers {
-		msg.Headers[k] = v
+		return relay.Failed("outboxamqp", events, err)
 	}
 	pctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	p, err := pc.publish(pctx, s.cfg.Exchange, m.Topic, msg)
-	if err != nil {
-		return fmt.Errorf("outboxamqp: event %s to exchange %q, routing key %q: %w", m.ID, s.cfg.Exchange, m.Topic, err)
-	}
-	select {
-	case <-p.done:
-		if p.err != nil {
-			return fmt.Errorf("outboxamqp: event %s to exchange %q, routing key %q: %w", m.ID, s.cfg.Exchange, m.Topic, p.err)
+	errs := make([]error, len(events))
+	pubs := make([]*publish, len(events))
+	keys := make([]string, len(events))
+	for i, e := range events {
+		m := relay.NewMessage(e, s.key)
+		keys[i] = m.Topic
+		msg := amqp.Publishing{
+			MessageId:    m.ID,
+			DeliveryMode: amqp.Persistent,
+			ContentType:  m.Headers[relay.HeaderContentType],
+			Type:         e.Type(),
+			Timestamp:    e.OccurredAt(),
+			Headers:      make(amqp.Table, len(m.Headers)),
+			Body:         m.Payload,
 		}
-		return nil
-	case <-pctx.Done():
-		err := pctx.Err()
-		if ctx.Err() == nil {
-			err = fmt.Errorf("no confirmation within %s: %w", s.timeout, err)
+		for k, v := range m.Headers {
+			msg.Headers[k] = v
 		}
-		return fmt.Errorf("outboxamqp: event %s to exchange %q, routing key %q: %w", m.ID, s.cfg.Exchange, m.Topic, err)
+		if pubs[i], err = pc.publish(pctx, s.cfg.Exchange, m.Topic, msg); err != nil {
+			errs[i] = s.failure(e, m.Topic, err)
+		}
 	}
+	for i, p := range pubs {
+		if p == nil {
+			continue
+		}
+		select {
+		case <-p.done:
+			if p.err != nil {
+				errs[i] = s.failure(events[i], keys[i], p.err)
+			}
+		case <-pctx.Done():
+			err := pctx.Err()
+			if ctx.Err() == nil {
+				err = fmt.Errorf("no confirmation within %s: %w", s.timeout, err)
+			}
+			errs[i] = s.failure(events[i], keys[i], err)
+		}
+	}
+	return errs
+}
+
+// failure describes why the publish of event e with routing key key
+// failed with err.
+func (s *Sink) failure(e outbox.Envelope, key string, err error) error {
+	return fmt.Errorf("outboxamqp: event %s to exchange %q, routing key %q: %w", e.ID(), s.cfg.Exchange, key, err)
 }
 
 // channel returns the open publishing channel, dialing and opening one if

@@ -1,6 +1,7 @@
 // Package outboxkafka relays outbox events to Kafka, with franz-go.
 //
-// A Sink is an outbox.Listener: register it with Client.HandleAll and every
+// A Sink is an outbox.Listener (and an outbox.BatchListener, which takes the
+// events queued together in one call): register it with Client.HandleAll and every
 // event of the Client (that no specific route takes) is produced as the
 // record Record describes: the payload byte for byte as the value, the
 // ordering key (aggregate type and id) as the key, the event's metadata and headers (traceparent

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -24,8 +25,9 @@ type Config struct {
 	// client for (host:port each). Close closes that client.
 	Brokers []string
 	// Options apply to the sink's own client, after its defaults
-	// (kgo.SeedBrokers(Brokers...), kgo.ProducerLinger(0): Handle waits
-	// for each record, so lingering would only add latency), so they win.
+	// (kgo.SeedBrokers(Brokers...), kgo.ProducerLinger(0): Handle and
+	// HandleBatch wait for their records, which they produce at once, so
+	// lingering would only add latency), so they win.
 	// Idempotent writes, franz-go's default, must stay on.
 	Options []kgo.Opt
 	// Client is a client the application made and closes itself. It must
@@ -38,8 +40,9 @@ type Config struct {
 	// the client allow creating them.
 	Topic relay.Topic
 	// PublishTimeout bounds one publish, until the partition leader's
-	// acknowledgement (default DefaultPublishTimeout). A shorter deadline
-	// of the listener's context wins.
+	// acknowledgement, and one batch of them (HandleBatch) (default
+	// DefaultPublishTimeout). A shorter deadline of the listener's context
+	// wins.
 	PublishTimeout time.Duration
 }
 
@@ -57,6 +60,8 @@ type Sink struct {
 	own     bool
 	closed  atomic.Bool
 }
+
+var _ outbox.BatchListener = (*Sink)(nil)
 
 // New validates cfg and returns a Sink; with Brokers it makes its own
 // client, which connects on the first publish. Configuration errors wrap
@@ -131,37 +136,110 @@ func Record(e outbox.Envelope, topic relay.Topic) *kgo.Record {
 // Outbox-Event-Id. After Close, Handle fails with an error wrapping
 // outbox.ErrClosed.
 func (s *Sink) Handle(ctx context.Context, e outbox.Envelope) error {
+	return s.HandleBatch(ctx, []outbox.Envelope{e})[0]
+}
+
+// HandleBatch produces the records of events (see Record) in their order,
+// each with a promise, and waits for every outcome: it returns one result
+// per event, nil for each record the brokers acknowledged and Handle's
+// error for each other one (a topic that does not exist, a record too
+// large: those events only). PublishTimeout bounds the whole batch. It
+// makes the Sink an outbox.BatchListener: the outbox hands it the events
+// queued together, and the client sends them in as few requests as it
+// can.
+func (s *Sink) HandleBatch(ctx context.Context, events []outbox.Envelope) []error {
 	if s.closed.Load() {
-		return fmt.Errorf("outboxkafka: event %s: sink %w", e.ID(), outbox.ErrClosed)
+		return relay.Failed("outboxkafka", events, fmt.Errorf("sink %w", outbox.ErrClosed))
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("outboxkafka: event %s: %w", e.ID(), err)
-	}
-	r := Record(e, s.topic)
-	if r.Topic == "" {
-		return fmt.Errorf("outboxkafka: event %s: Topic returned no topic for event type %s", e.ID(), e.Type())
+		return relay.Failed("outboxkafka", events, err)
 	}
 	pctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	done := make(chan error, 1) // the promise may run after Handle returned
-	s.cl.Produce(pctx, r, func(_ *kgo.Record, err error) { done <- err })
-	var err error
-	select {
-	case err = <-done:
-	case <-pctx.Done():
-		err = pctx.Err()
+	errs := make([]error, len(events))
+	// The promises run on the client's goroutines, possibly after
+	// HandleBatch returned: they report to p, which outlives the wait.
+	p := &promises{errs: make([]error, len(events)), outcome: make([]bool, len(events)), all: make(chan struct{})}
+	records := make([]*kgo.Record, len(events))
+	for i, e := range events {
+		r := Record(e, s.topic)
+		records[i] = r
+		if r.Topic == "" {
+			p.errs[i], p.outcome[i] = fmt.Errorf("the Topic mapping returned no topic for event type %s", e.Type()), true
+			continue
+		}
+		p.pending++
 	}
+	if p.pending == 0 {
+		close(p.all)
+	}
+	for i, r := range records {
+		if !p.outcome[i] {
+			s.cl.Produce(pctx, r, func(_ *kgo.Record, err error) { p.set(i, err) })
+		}
+	}
+	select {
+	case <-p.all:
+	case <-pctx.Done():
+	}
+	for i, err := range p.results(pctx.Err()) {
+		if err != nil {
+			errs[i] = s.failure(ctx, events[i], records[i].Topic, err)
+		}
+	}
+	return errs
+}
+
+// promises collects the outcomes of a batch's records.
+type promises struct {
+	mu      sync.Mutex
+	errs    []error
+	outcome []bool // the record's promise ran (or it was never produced)
+	pending int
+	all     chan struct{} // closed when pending reaches 0
+}
+
+func (p *promises) set(i int, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.outcome[i] {
+		return
+	}
+	p.errs[i], p.outcome[i] = err, true
+	if p.pending--; p.pending == 0 {
+		close(p.all)
+	}
+}
+
+// results returns each record's outcome so far, timeout for each record
+// without one; outcomes that come later are dropped.
+func (p *promises) results(timeout error) []error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]error, len(p.errs))
+	for i, done := range p.outcome {
+		if !done {
+			p.errs[i], p.outcome[i] = timeout, true
+		}
+		out[i] = p.errs[i]
+	}
+	return out
+}
+
+// failure describes why event e's record to topic failed with err; ctx is
+// the caller's.
+func (s *Sink) failure(ctx context.Context, e outbox.Envelope, topic string, err error) error {
 	switch {
-	case err == nil:
-		return nil
+	case topic == "":
+		return fmt.Errorf("outboxkafka: event %s: %w", e.ID(), err)
 	case errors.Is(err, kerr.UnknownTopicOrPartition):
-		return fmt.Errorf("outboxkafka: event %s: topic %q does not exist: %w", e.ID(), r.Topic, err)
+		return fmt.Errorf("outboxkafka: event %s: topic %q does not exist: %w", e.ID(), topic, err)
 	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
-		return fmt.Errorf("outboxkafka: event %s to topic %q: no acknowledgement within %s: %w", e.ID(), r.Topic, s.timeout, err)
+		return fmt.Errorf("outboxkafka: event %s to topic %q: no acknowledgement within %s: %w", e.ID(), topic, s.timeout, err)
 	case errors.Is(err, kgo.ErrClientClosed) && s.closed.Load():
 		return fmt.Errorf("outboxkafka: event %s: sink %w", e.ID(), outbox.ErrClosed)
 	}
-	return fmt.Errorf("outboxkafka: event %s to topic %q: %w", e.ID(), r.Topic, err)
+	return fmt.Errorf("outboxkafka: event %s to topic %q: %w", e.ID(), topic, err)
 }
 
 // Close stops the sink: Handle fails from then on. It closes the client

@@ -1,6 +1,7 @@
 // Package outboxnats relays outbox events to NATS JetStream.
 //
-// A Sink is an outbox.Listener: register it with Client.HandleAll and every
+// A Sink is an outbox.Listener (and an outbox.BatchListener, which takes the
+// events queued together in one call): register it with Client.HandleAll and every
 // event of the Client (that no specific route takes) is published to a
 // JetStream subject as the message package relay describes: the payload
 // byte for byte, the event's metadata and headers (traceparent included)
@@ -31,6 +32,8 @@
 //     Client.Dead can replay it once the stream exists;
 //   - each publish waits at most PublishTimeout for the acknowledgement.
 //
-// Handle publishes and waits for one event; the Client's workers
-// (Config.Workers) publish that many events at a time.
+// A Sink is also an outbox.BatchListener: the Client hands it the events
+// queued together (Config.ListenerBatchSize), and HandleBatch publishes
+// them asynchronously and waits for each one's acknowledgement, with a
+// result per event; Handle publishes and waits for one event.
 package outboxnats

@@ -17,6 +17,11 @@ import (
 // DefaultPublishTimeout bounds one publish when Config.PublishTimeout is 0.
 const DefaultPublishTimeout = 5 * time.Second
 
+// asyncMaxPending is how many publishes may wait for their
+// acknowledgement at once (a Client's workers times their batches); past
+// it a publish waits for room.
+const asyncMaxPending = 16384
+
 // Config configures a Sink. Set exactly one of Conn and URL.
 type Config struct {
 	// Conn is a connection the application opened: the sink publishes on
@@ -37,8 +42,9 @@ type Config struct {
 	// without one, Handle fails for that event.
 	Subject relay.Topic
 	// PublishTimeout bounds one publish, from sending the message to the
-	// stream's acknowledgement (default DefaultPublishTimeout). A shorter
-	// deadline of the listener's context wins.
+	// stream's acknowledgement, and one batch of them (HandleBatch)
+	// (default DefaultPublishTimeout). A shorter deadline of the
+	// listener's context wins.
 	PublishTimeout time.Duration
 	// Logger receives the connection events of a connection the sink
 	// opened (default slog.Default()).
@@ -60,6 +66,8 @@ type Sink struct {
 	own     bool
 	closed  atomic.Bool
 }
+
+var _ outbox.BatchListener = (*Sink)(nil)
 
 // New validates cfg and returns a Sink; with URL it connects first.
 // Configuration errors wrap outbox.ErrInvalidConfig.
@@ -104,7 +112,11 @@ func New(cfg Config) (*Sink, error) {
 		}
 		s.nc, s.own = nc, true
 	}
-	js, err := jetstream.New(s.nc)
+	// A publish is given up after PublishTimeout (HandleBatch); the
+	// client forgets its pending acknowledgement a while later.
+	js, err := jetstream.New(s.nc,
+		jetstream.WithPublishAsyncMaxPending(asyncMaxPending),
+		jetstream.WithPublishAsyncTimeout(2*s.timeout))
 	if err != nil {
 		if s.own {
 			s.nc.Close()
@@ -126,35 +138,78 @@ func configErr(format string, args ...any) error {
 // when no stream captures the subject. After Close it fails with an error
 // wrapping outbox.ErrClosed.
 func (s *Sink) Handle(ctx context.Context, e outbox.Envelope) error {
+	return s.HandleBatch(ctx, []outbox.Envelope{e})[0]
+}
+
+// HandleBatch publishes events as Handle publishes each, asynchronously
+// and in their order, then waits for the stream's acknowledgements: it
+// returns one result per event, nil for each event the stream stored and
+// Handle's error for each other one (a subject no stream captures fails
+// its own events only). PublishTimeout bounds the whole batch. It makes
+// the Sink an outbox.BatchListener: the outbox hands it the events queued
+// together.
+func (s *Sink) HandleBatch(ctx context.Context, events []outbox.Envelope) []error {
 	if s.closed.Load() {
-		return fmt.Errorf("outboxnats: event %s: sink %w", e.ID(), outbox.ErrClosed)
+		return relay.Failed("outboxnats", events, fmt.Errorf("sink %w", outbox.ErrClosed))
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("outboxnats: event %s: %w", e.ID(), err)
-	}
-	m := relay.NewMessage(e, s.subject)
-	if m.Topic == "" {
-		return fmt.Errorf("outboxnats: event %s: Subject returned no subject for event type %s", m.ID, e.Type())
-	}
-	if !s.nc.IsConnected() {
-		return fmt.Errorf("outboxnats: event %s to %q: not connected to NATS (%s)", m.ID, m.Topic, s.nc.Status())
-	}
-	msg := &nats.Msg{Subject: m.Topic, Data: m.Payload, Header: make(nats.Header, len(m.Headers)+1)}
-	for k, v := range m.Headers {
-		msg.Header[k] = []string{v} // as they are: NATS header names are case-sensitive
+		return relay.Failed("outboxnats", events, err)
 	}
 	pctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	_, err := s.js.PublishMsg(pctx, msg, jetstream.WithMsgID(m.ID))
-	switch {
-	case err == nil:
-		return nil // also for a duplicate the stream dropped: it has the event
-	case errors.Is(err, jetstream.ErrNoStreamResponse):
-		return fmt.Errorf("outboxnats: event %s: no stream answered for subject %q: no stream captures it, or JetStream is not available: %w", m.ID, m.Topic, err)
-	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
-		return fmt.Errorf("outboxnats: event %s to %q: no acknowledgement within %s: %w", m.ID, m.Topic, s.timeout, err)
+	errs := make([]error, len(events))
+	deadline, _ := pctx.Deadline()
+	futures := make([]jetstream.PubAckFuture, len(events))
+	subjects := make([]string, len(events))
+	for i, e := range events {
+		m := relay.NewMessage(e, s.subject)
+		subjects[i] = m.Topic
+		if m.Topic == "" {
+			errs[i] = fmt.Errorf("outboxnats: event %s: Subject returned no subject for event type %s", m.ID, e.Type())
+			continue
+		}
+		if !s.nc.IsConnected() {
+			errs[i] = fmt.Errorf("outboxnats: event %s to %q: not connected to NATS (%s)", m.ID, m.Topic, s.nc.Status())
+			continue
+		}
+		msg := &nats.Msg{Subject: m.Topic, Data: m.Payload, Header: make(nats.Header, len(m.Headers)+1)}
+		for k, v := range m.Headers {
+			msg.Header[k] = []string{v} // as they are: NATS header names are case-sensitive
+		}
+		// While too many publishes wait for their acknowledgement, the
+		// publish waits for room, within the batch's timeout.
+		f, err := s.js.PublishMsgAsync(msg, jetstream.WithMsgID(m.ID), jetstream.WithStallWait(max(time.Until(deadline), time.Millisecond)))
+		if err != nil {
+			errs[i] = s.failure(ctx, m.ID, m.Topic, err)
+			continue
+		}
+		futures[i] = f
 	}
-	return fmt.Errorf("outboxnats: event %s to %q: %w", m.ID, m.Topic, err)
+	for i, f := range futures {
+		if f == nil {
+			continue
+		}
+		select {
+		case <-f.Ok(): // also for a duplicate the stream dropped: it has the event
+		case err := <-f.Err():
+			errs[i] = s.failure(ctx, events[i].ID(), subjects[i], err)
+		case <-pctx.Done():
+			errs[i] = s.failure(ctx, events[i].ID(), subjects[i], pctx.Err())
+		}
+	}
+	return errs
+}
+
+// failure describes why the publish of event id to subject failed with
+// err; ctx is the caller's.
+func (s *Sink) failure(ctx context.Context, id, subject string, err error) error {
+	switch {
+	case errors.Is(err, jetstream.ErrNoStreamResponse):
+		return fmt.Errorf("outboxnats: event %s: no stream answered for subject %q: no stream captures it, or JetStream is not available: %w", id, subject, err)
+	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
+		return fmt.Errorf("outboxnats: event %s to %q: no acknowledgement within %s: %w", id, subject, s.timeout, err)
+	}
+	return fmt.Errorf("outboxnats: event %s to %q: %w", id, subject, err)
 }
 
 // Close stops the sink: Handle fails from then on. It closes the

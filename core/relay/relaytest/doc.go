@@ -19,7 +19,8 @@
 // the event id as the broker's message id), that a redelivery is dropped
 // by a deduplicating broker and carries the same id otherwise, that an
 // event the broker refuses is an error for that event only and never DONE,
-// that a cancelled context is honoured, and, with Down and Up, that a
+// also in a batch (a sink that is an outbox.BatchListener: the other
+// events of the batch are delivered), that a cancelled context is honoured, and, with Down and Up, that a
 // broker outage is an error (never a hang) and that the outbox relays
 // every event once the broker is back.
 //

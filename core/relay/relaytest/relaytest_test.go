@@ -49,6 +49,16 @@ func (b *memBroker) Handle(ctx context.Context, e outbox.Envelope) error {
 	return nil
 }
 
+// HandleBatch makes memBroker an outbox.BatchListener: each event as
+// Handle takes it.
+func (b *memBroker) HandleBatch(ctx context.Context, events []outbox.Envelope) []error {
+	errs := make([]error, len(events))
+	for i, e := range events {
+		errs[i] = b.Handle(ctx, e)
+	}
+	return errs
+}
+
 func (b *memBroker) read(context.Context) ([]relay.Message, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()

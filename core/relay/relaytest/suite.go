@@ -123,6 +123,7 @@ func Run(t *testing.T, newFixture func(t *testing.T) Fixture) {
 		{"Publish", testPublish},
 		{"Redelivery", testRedelivery},
 		{"Refused", testRefused},
+		{"Batch", testBatch},
 		{"Cancelled", testCancelled},
 		{"BrokerDown", testBrokerDown},
 		{"Outage", testOutage},
@@ -391,6 +392,77 @@ func testRefused(t *testing.T, f Fixture) {
 	}
 }
 
+// testBatch: in a batch (HandleBatch) the events the broker refuses fail
+// on their own: every other event of the batch is nil and on the broker
+// once. Through a Client, whose one worker hands the backlog over in
+// batches, the refused events are RETRY and the others DONE.
+func testBatch(t *testing.T, f Fixture) {
+	bl, ok := f.Sink.(outbox.BatchListener)
+	if !ok {
+		t.Skip("the sink is not an outbox.BatchListener")
+	}
+	mixed := func(tag string) (all, good, bad []outbox.Envelope) {
+		types := EventTypes()
+		for i := range 12 {
+			typ := types[i%len(types)]
+			if i%4 == 1 {
+				typ = RefusedType
+			}
+			e := newEvent(t, typ, order(fmt.Sprintf("o-%s%d", tag, i%3)), outbox.WithJSON(fmt.Appendf(nil, `{"n":%d}`, i)))
+			all = append(all, e)
+			if typ == RefusedType {
+				bad = append(bad, e)
+			} else {
+				good = append(good, e)
+			}
+		}
+		return all, good, bad
+	}
+	events, good, bad := mixed("b")
+	errs := bl.HandleBatch(context.Background(), events)
+	if len(errs) != len(events) {
+		t.Fatalf("HandleBatch of %d events returned %d results", len(events), len(errs))
+	}
+	for i, e := range events {
+		refused := e.Type() == RefusedType
+		switch {
+		case refused && errs[i] == nil:
+			t.Errorf("event %d, for %q, which the broker refuses: nil", i, f.Topic(e))
+		case refused && !strings.Contains(errs[i].Error(), f.Topic(e)):
+			t.Errorf("event %d: the error does not name the topic %q: %v", i, f.Topic(e), errs[i])
+		case !refused && errs[i] != nil:
+			t.Errorf("event %d, beside the refused ones: %v", i, errs[i])
+		}
+	}
+
+	store := outboxmem.New()
+	client := newClient(t, store, 1000, func(c *outbox.Config) { c.Workers = 1 })
+	if err := client.HandleAll(f.Sink); err != nil {
+		t.Fatal(err)
+	}
+	relayed, goodRelayed, badRelayed := mixed("c")
+	write(t, store, client, relayed...) // before Start: one backlog, claimed at once
+	start(t, client)
+	waitStatus(t, client, ids(goodRelayed), outbox.StatusDone)
+	waitStatus(t, client, ids(badRelayed), outbox.StatusRetry)
+
+	r := newReader(f)
+	r.waitFor(t, ids(append(good, goodRelayed...)), 1)
+	for _, e := range append(good, goodRelayed...) {
+		got := r.byID[e.ID()]
+		if len(got) != 1 {
+			t.Errorf("event %s: %d messages on the broker, want 1", e.ID(), len(got))
+			continue
+		}
+		compare(t, f, got[0], e)
+	}
+	for _, e := range append(bad, badRelayed...) {
+		if n := len(r.byID[e.ID()]); n != 0 {
+			t.Errorf("refused event %s is on the broker %d times", e.ID(), n)
+		}
+	}
+}
+
 // testCancelled: a cancelled or expired context fails Handle with the
 // context's error, and the event is not published.
 func testCancelled(t *testing.T, f Fixture) {
@@ -575,18 +647,22 @@ func testOutage(t *testing.T, f Fixture) {
 	}
 }
 
-// newClient returns a Client on store whose retries come fast; start it
-// with start.
-func newClient(t *testing.T, store *outboxmem.Store, maxAttempts int) *outbox.Client {
+// newClient returns a Client on store whose retries come fast, changed
+// by mut; start it with start.
+func newClient(t *testing.T, store *outboxmem.Store, maxAttempts int, mut ...func(*outbox.Config)) *outbox.Client {
 	t.Helper()
-	client, err := outbox.New(outbox.Config{
+	cfg := outbox.Config{
 		Store: store, TxContext: store,
 		Workers:      8,
 		MaxAttempts:  maxAttempts,
 		RetryPolicy:  &outbox.ExponentialBackoff{Base: 5 * time.Millisecond, Max: 100 * time.Millisecond},
 		PollInterval: 10 * time.Millisecond,
 		Logger:       slog.New(slog.DiscardHandler), // failures are expected here
-	})
+	}
+	for _, m := range mut {
+		m(&cfg)
+	}
+	client, err := outbox.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
