@@ -36,10 +36,9 @@ func (d *Dispatcher) begin(q queued, deadline time.Time) delivery {
 }
 
 // context returns the context the delivery's interceptors and listener
-// see: ctx with the delivery's attempt (DeliveryAttempt) and the
-// subscribers the event still owes (see Registry.Subscribe).
+// see: ctx with the delivery's attempt (DeliveryAttempt).
 func (dl delivery) context(ctx context.Context) context.Context {
-	return withSubscribers(context.WithValue(ctx, attemptKey{}, dl.attempt), dl.q.subscribers)
+	return context.WithValue(ctx, attemptKey{}, dl.attempt)
 }
 
 // deliver runs one event through interceptors and its listener l (nil:
@@ -48,7 +47,15 @@ func (d *Dispatcher) deliver(ctx context.Context, q queued, l Listener) {
 	lctx, cancel := context.WithTimeout(ctx, d.cfg.ListenerTimeout)
 	dl := d.begin(q, utcNow(d.clock).Add(d.cfg.ListenerTimeout))
 	var handle func(context.Context) error
-	if l != nil {
+	switch l := l.(type) {
+	case nil:
+	case *fanOut: // the subscribers the event owes, each counted
+		handle = func(ctx context.Context) error {
+			return l.run(ctx, q.env, q.subscribers, func(name string, err error) {
+				d.metrics.SubscriberRun(labelsOf(q.env), name, err == nil)
+			})
+		}
+	default:
 		handle = func(ctx context.Context) error { return l.Handle(ctx, q.env) }
 	}
 	// A listener that returns an error after its timeout failed (its

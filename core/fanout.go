@@ -33,11 +33,14 @@ func (f *fanOut) add(name string, l Listener) error {
 	return nil
 }
 
-// Handle runs the subscribers e still owes: those of the delivery's
-// context (see withSubscribers), or every registered one.
-func (f *fanOut) Handle(ctx context.Context, e Envelope) error {
+// Handle runs every subscriber.
+func (f *fanOut) Handle(ctx context.Context, e Envelope) error { return f.run(ctx, e, nil, nil) }
+
+// run runs the subscribers e still owes (nil: all of them) and reports
+// each one's outcome to report, if not nil.
+func (f *fanOut) run(ctx context.Context, e Envelope, owed []string, report func(name string, err error)) error {
 	f.mu.RLock()
-	names := pendingSubscribers(ctx)
+	names := owed
 	if names == nil {
 		names = make([]string, 0, len(f.subs))
 		for name := range f.subs {
@@ -66,6 +69,9 @@ func (f *fanOut) Handle(ctx context.Context, e Envelope) error {
 	wg.Wait()
 	failed := make(map[string]error)
 	for i, err := range errs {
+		if report != nil {
+			report(names[i], err)
+		}
 		if err != nil {
 			failed[names[i]] = err
 		}
@@ -136,22 +142,6 @@ func (e *SubscribersError) Unwrap() error {
 		return ErrUnroutable
 	}
 	return nil
-}
-
-type subscribersKey struct{}
-
-// withSubscribers returns ctx carrying the subscribers a delivery still
-// owes (nil: all of them).
-func withSubscribers(ctx context.Context, names []string) context.Context {
-	if names == nil {
-		return ctx
-	}
-	return context.WithValue(ctx, subscribersKey{}, names)
-}
-
-func pendingSubscribers(ctx context.Context) []string {
-	names, _ := ctx.Value(subscribersKey{}).([]string)
-	return names
 }
 
 // subscribersAfter returns the subscribers an event owes after a failed

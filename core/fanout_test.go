@@ -3,6 +3,7 @@ package outbox
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -47,8 +48,8 @@ func TestSubscribeRules(t *testing.T) {
 }
 
 // TestFanOutRunsWhatIsOwed: a first delivery runs every subscriber side by
-// side; a later one only those its context names; failures, panics and
-// unknown names come back per subscriber.
+// side; a later one only those the event owes; failures, panics and
+// unknown names come back, and are reported, per subscriber.
 func TestFanOutRunsWhatIsOwed(t *testing.T) {
 	var (
 		mu  sync.Mutex
@@ -71,7 +72,7 @@ func TestFanOutRunsWhatIsOwed(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	l := r.listenerFor("Any", "Placed")
+	l := r.listenerFor("Any", "Placed").(*fanOut)
 	e := MustEnvelope(EventName("Placed"), WithJSON([]byte(`{}`)))
 
 	err := l.Handle(context.Background(), e)
@@ -91,12 +92,16 @@ func TestFanOutRunsWhatIsOwed(t *testing.T) {
 	}
 
 	ran = nil
-	err = l.Handle(withSubscribers(context.Background(), []string{"fails", "gone"}), e)
+	reported := map[string]bool{}
+	err = l.run(context.Background(), e, []string{"fails", "gone"}, func(name string, err error) { reported[name] = err == nil })
 	if !slices.Equal(ran, []string{"fails"}) {
 		t.Fatalf("retry ran %v, want fails only", ran)
 	}
 	if !errors.As(err, &se) || !slices.Equal(se.Names(), []string{"fails", "gone"}) || !errors.Is(se.Failed["gone"], ErrUnroutable) {
 		t.Fatalf("retry: %v, want fails and an unroutable gone", err)
+	}
+	if want := map[string]bool{"fails": false, "gone": false}; !maps.Equal(reported, want) {
+		t.Errorf("reported %v, want %v", reported, want)
 	}
 	if got := subscribersAfter(err, nil); !slices.Equal(got, []string{"fails", "gone"}) {
 		t.Errorf("owed after the retry: %v", got)
@@ -105,7 +110,7 @@ func TestFanOutRunsWhatIsOwed(t *testing.T) {
 		t.Errorf("owed after a failure outside the subscribers: %v, want them unchanged", got)
 	}
 	ran = nil
-	if err := l.Handle(withSubscribers(context.Background(), []string{"ok"}), e); err != nil || !slices.Equal(ran, []string{"ok"}) {
+	if err := l.run(context.Background(), e, []string{"ok"}, nil); err != nil || !slices.Equal(ran, []string{"ok"}) {
 		t.Fatalf("delivery owed to ok: %v, ran %v", err, ran)
 	}
 }

@@ -31,6 +31,10 @@ type Metrics interface {
 	// Failed counts a delivery that failed and will be retried. A
 	// listener's RetryAfter is not a failure and is not counted.
 	Failed(l EventLabels)
+	// SubscriberRun counts one subscriber's part of a fan-out delivery
+	// (Registry.Subscribe): whether the subscriber called name succeeded.
+	// The event's own outcome is counted by Delivered, Failed or Dead.
+	SubscriberRun(l EventLabels, name string, ok bool)
 	// Dead counts an event moved to DEAD: its last attempt failed, it has
 	// no listener, it cannot be decoded, or its deliveries kept ending
 	// without an outcome.
@@ -139,6 +143,9 @@ func (NopMetrics) Delivered(EventLabels) {}
 
 // Failed does nothing.
 func (NopMetrics) Failed(EventLabels) {}
+
+// SubscriberRun does nothing.
+func (NopMetrics) SubscriberRun(EventLabels, string, bool) {}
 
 // Dead does nothing.
 func (NopMetrics) Dead(EventLabels) {}

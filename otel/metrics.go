@@ -10,16 +10,19 @@ import (
 	"go.opentelemetry.io/otel/metric"
 )
 
-// EventTypeKey, TenantKey, PathKey, QueueKey and DataSourceKey are the
-// attributes of the measurements: the event type, the event's tenant (with
-// MetricsOptions.TenantAttribute), the path (hot, cold) of
-// outbox.enqueued, the queue (hot, cold) of outbox.queue.depth, and the
-// Client's MetricsOptions.DataSource.
+// EventTypeKey, TenantKey, PathKey, QueueKey, SubscriberKey, OutcomeKey
+// and DataSourceKey are the attributes of the measurements: the event type,
+// the event's tenant (with MetricsOptions.TenantAttribute), the path (hot,
+// cold) of outbox.enqueued, the queue (hot, cold) of outbox.queue.depth,
+// the subscriber and its outcome (ok, failed) of outbox.subscriber.runs,
+// and the Client's MetricsOptions.DataSource.
 const (
 	EventTypeKey  = attribute.Key("outbox.event_type")
 	TenantKey     = attribute.Key("outbox.tenant")
 	PathKey       = attribute.Key("outbox.path")
 	QueueKey      = attribute.Key("outbox.queue")
+	SubscriberKey = attribute.Key("outbox.subscriber")
+	OutcomeKey    = attribute.Key("outbox.outcome")
 	DataSourceKey = attribute.Key("outbox.datasource")
 )
 
@@ -44,6 +47,7 @@ type MetricsOptions struct {
 // concurrent use.
 type Metrics struct {
 	written, enqueued, dropped, delivered, failed, dead metric.Int64Counter
+	subscriberRuns                                      metric.Int64Counter
 	stale, heartbeats, renewed, keyBlocked              metric.Int64Counter
 	delivery, latency, claim                            metric.Float64Histogram
 	claimSize, ackBatch                                 metric.Int64Histogram
@@ -58,7 +62,10 @@ type Metrics struct {
 	byType sync.Map // outbox.EventLabels (Tenant "" unless tenant) -> *typeAttrs
 }
 
-type typeAttrs struct{ plain, hot, cold metric.MeasurementOption }
+type typeAttrs struct {
+	plain, hot, cold metric.MeasurementOption
+	kv               []attribute.KeyValue // of plain
+}
 
 // NewMetrics creates the instruments on mp's meter for one Client; give
 // the result to its Config.Metrics.
@@ -117,6 +124,7 @@ func NewMetrics(mp metric.MeterProvider, opts ...MetricsOptions) (*Metrics, erro
 	m.delivered = counter("outbox.delivered", "Deliveries whose listener succeeded.")
 	m.failed = counter("outbox.failed", "Deliveries that failed and will be retried.")
 	m.dead = counter("outbox.dead", "Events moved to DEAD.")
+	m.subscriberRuns = counter("outbox.subscriber.runs", "Runs of the subscribers of fan-out deliveries (Client.Subscribe), by subscriber and outcome (ok, failed).")
 	m.stale = counter("outbox.stale_updates", "Status updates that changed nothing because the claim had been taken over.")
 	m.heartbeats = counter("outbox.heartbeats", "Heartbeats that renewed claims.")
 	m.renewed = counter("outbox.renewed_claims", "Claims renewed by heartbeats.")
@@ -154,6 +162,7 @@ func (m *Metrics) attrs(l outbox.EventLabels) *typeAttrs {
 		kv = append(kv, TenantKey.String(l.Tenant))
 	}
 	a := &typeAttrs{
+		kv:    kv,
 		plain: metric.WithAttributeSet(attribute.NewSet(kv...)),
 		hot:   metric.WithAttributeSet(attribute.NewSet(append(kv[:len(kv):len(kv)], PathKey.String(outbox.PathHot.String()))...)),
 		cold:  metric.WithAttributeSet(attribute.NewSet(append(kv[:len(kv):len(kv)], PathKey.String(outbox.PathCold.String()))...)),
@@ -186,6 +195,18 @@ func (m *Metrics) EventDropped(l outbox.EventLabels) { m.dropped.Add(bg, 1, m.at
 
 // Delivered adds 1 to outbox.delivered.
 func (m *Metrics) Delivered(l outbox.EventLabels) { m.delivered.Add(bg, 1, m.attrs(l).plain) }
+
+// SubscriberRun adds 1 to outbox.subscriber.runs with the subscriber and
+// the outcome (ok, failed).
+func (m *Metrics) SubscriberRun(l outbox.EventLabels, name string, ok bool) {
+	outcome := "failed"
+	if ok {
+		outcome = "ok"
+	}
+	kv := m.attrs(l).kv
+	kv = append(kv[:len(kv):len(kv)], SubscriberKey.String(name), OutcomeKey.String(outcome))
+	m.subscriberRuns.Add(bg, 1, metric.WithAttributes(kv...))
+}
 
 // Failed adds 1 to outbox.failed.
 func (m *Metrics) Failed(l outbox.EventLabels) { m.failed.Add(bg, 1, m.attrs(l).plain) }

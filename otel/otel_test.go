@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"log/slog"
+	"maps"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -211,8 +212,10 @@ func TestMetricsOnAMeterProvider(t *testing.T) {
 		t.Fatal(err)
 	}
 	c, txm := sqliteClient(t, outbox.Config{Metrics: m, MetricsInterval: 10 * time.Millisecond})
-	if err := c.Handle(outbox.EventName("OrderPlaced"), func(context.Context, outbox.Envelope) error { return nil }); err != nil {
-		t.Fatal(err)
+	for _, name := range []string{"mail", "stock"} { // two subscribers: outbox.subscriber.runs
+		if err := c.Subscribe(name, outbox.EventName("OrderPlaced"), outbox.ListenerFunc(func(context.Context, outbox.Envelope) error { return nil })); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := c.Start(context.Background()); err != nil {
 		t.Fatal(err)
@@ -262,6 +265,16 @@ func TestMetricsOnAMeterProvider(t *testing.T) {
 	}
 	if l := got["outbox.commit_to_delivery.duration"].(metricdata.Histogram[float64]); l.DataPoints[0].Count != 2 {
 		t.Errorf("latency count %d", l.DataPoints[0].Count)
+	}
+	runs, _ := got["outbox.subscriber.runs"].(metricdata.Sum[int64])
+	perSubscriber := map[string]int64{}
+	for _, dp := range runs.DataPoints {
+		name, _ := dp.Attributes.Value(outboxotel.SubscriberKey)
+		outcome, _ := dp.Attributes.Value(outboxotel.OutcomeKey)
+		perSubscriber[name.AsString()+" "+outcome.AsString()] += dp.Value
+	}
+	if want := map[string]int64{"mail ok": 2, "stock ok": 2}; !maps.Equal(perSubscriber, want) {
+		t.Errorf("subscriber runs %v, want %v", perSubscriber, want)
 	}
 	eventually(t, "a backlog sample", func() bool {
 		g, ok := collect()["outbox.pending"].(metricdata.Gauge[int64])

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -389,7 +390,8 @@ func e2eDeadAndReplay(t *testing.T, f Fixture) {
 // once; the failing one alone retries, goes DEAD named on the event, and
 // alone gets the replay.
 func e2eFanOut(t *testing.T, f Fixture) {
-	c := newClient(t, f, outbox.Config{MaxAttempts: 3})
+	runs := &subscriberRuns{n: map[string]int{}}
+	c := newClient(t, f, outbox.Config{MaxAttempts: 3, Metrics: runs})
 	var healthy atomic.Bool
 	calls := map[string]*atomic.Int32{"audit": {}, "billing": {}, "mail": {}}
 	for name, n := range calls {
@@ -429,6 +431,30 @@ func e2eFanOut(t *testing.T, f Fixture) {
 			t.Errorf("after the replay %s ran %d times, want %d", name, n.Load(), want[name])
 		}
 	}
+	wantRuns := map[string]int{"audit ok": 1, "billing ok": 1, "mail failed": 3, "mail ok": 1}
+	if got := runs.counts(); !maps.Equal(got, wantRuns) {
+		t.Errorf("Metrics.SubscriberRun counted %v, want %v", got, wantRuns)
+	}
+}
+
+// subscriberRuns counts Metrics.SubscriberRun calls per subscriber and
+// outcome.
+type subscriberRuns struct {
+	outbox.NopMetrics
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (m *subscriberRuns) SubscriberRun(_ outbox.EventLabels, name string, ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.n[name+map[bool]string{true: " ok", false: " failed"}[ok]]++
+}
+
+func (m *subscriberRuns) counts() map[string]int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return maps.Clone(m.n)
 }
 
 func e2eUnroutable(t *testing.T, f Fixture) {

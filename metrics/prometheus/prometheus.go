@@ -72,6 +72,7 @@ type Metrics struct {
 	tenant bool // Options.TenantLabel
 
 	written, enqueued, dropped, delivered, failed, dead *prom.CounterVec
+	subscriberRuns                                      *prom.CounterVec
 	delivery, latency                                   *prom.HistogramVec
 	claim, claimSize, ackBatch                          prom.Histogram
 	stale, heartbeats, renewed, keyBlocked              prom.Counter
@@ -139,14 +140,16 @@ func New(opts Options) (*Metrics, error) {
 		return prom.NewCounter(prom.CounterOpts{Namespace: ns, Name: name, Help: help, ConstLabels: labels})
 	}
 	m := &Metrics{
-		reg:        opts.Registerer,
-		tenant:     opts.TenantLabel,
-		written:    counter("events_written_total", "Events inserted by transactions that committed."),
-		enqueued:   counter("enqueued_total", "Events queued for delivery in this process, by path (hot: right after commit, cold: claimed by the poller).", "path"),
-		dropped:    counter("hot_dropped_total", "Committed events the hot path could not queue, left to a poller."),
-		delivered:  counter("delivered_total", "Deliveries whose listener succeeded."),
-		failed:     counter("failed_total", "Deliveries that failed and will be retried."),
-		dead:       counter("dead_total", "Events moved to DEAD."),
+		reg:       opts.Registerer,
+		tenant:    opts.TenantLabel,
+		written:   counter("events_written_total", "Events inserted by transactions that committed."),
+		enqueued:  counter("enqueued_total", "Events queued for delivery in this process, by path (hot: right after commit, cold: claimed by the poller).", "path"),
+		dropped:   counter("hot_dropped_total", "Committed events the hot path could not queue, left to a poller."),
+		delivered: counter("delivered_total", "Deliveries whose listener succeeded."),
+		failed:    counter("failed_total", "Deliveries that failed and will be retried."),
+		dead:      counter("dead_total", "Events moved to DEAD."),
+		subscriberRuns: counter("subscriber_runs_total", "Runs of the subscribers of fan-out deliveries (Client.Subscribe), by subscriber and outcome (ok, failed).",
+			"subscriber", "outcome"),
 		delivery:   hist("delivery_seconds", "Duration of one delivery: interceptors and listener.", opts.DeliveryBuckets, DefaultDeliveryBuckets),
 		latency:    hist("commit_to_delivery_seconds", "Age of the event when its delivery starts: from insert (commit) to delivery.", opts.LatencyBuckets, DefaultLatencyBuckets),
 		claim:      single("claim_seconds", "Duration of one claim query of the poller.", opts.ClaimBuckets, DefaultClaimBuckets),
@@ -179,7 +182,7 @@ func New(opts Options) (*Metrics, error) {
 func (m *Metrics) Unregister() bool { return m.reg.Unregister(m) }
 
 func (m *Metrics) collectors() []prom.Collector {
-	return []prom.Collector{m.written, m.enqueued, m.dropped, m.delivered, m.failed, m.dead, m.delivery, m.latency,
+	return []prom.Collector{m.written, m.enqueued, m.dropped, m.delivered, m.failed, m.dead, m.subscriberRuns, m.delivery, m.latency,
 		m.claim, m.claimSize, m.ackBatch, m.stale, m.heartbeats, m.renewed, m.keyBlocked, m.queue,
 		m.pending, m.due, m.oldest, m.deadNow, m.blocked, m.sampled}
 }
@@ -240,6 +243,20 @@ func (m *Metrics) EventDropped(l outbox.EventLabels) { m.series(l).dropped.Inc()
 
 // Delivered increments outbox_delivered_total.
 func (m *Metrics) Delivered(l outbox.EventLabels) { m.series(l).delivered.Inc() }
+
+// SubscriberRun increments outbox_subscriber_runs_total of the subscriber
+// and outcome.
+func (m *Metrics) SubscriberRun(l outbox.EventLabels, name string, ok bool) {
+	vals := []string{l.Type}
+	if m.tenant {
+		vals = append(vals, l.Tenant)
+	}
+	outcome := "failed"
+	if ok {
+		outcome = "ok"
+	}
+	m.subscriberRuns.WithLabelValues(append(vals, name, outcome)...).Inc()
+}
 
 // Failed increments outbox_failed_total.
 func (m *Metrics) Failed(l outbox.EventLabels) { m.series(l).failed.Inc() }

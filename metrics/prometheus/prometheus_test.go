@@ -288,7 +288,9 @@ func TestTenantLabel(t *testing.T) {
 			m.Dead(l)
 			m.ListenerDuration(l, time.Millisecond)
 			m.CommitToDelivery(l, time.Millisecond)
+			m.SubscriberRun(l, "mail", false)
 		}
+		m.SubscriberRun(acme, "mail", true)
 		m.AckBatch(3)
 		mfs, err := reg.Gather()
 		if err != nil {
@@ -323,6 +325,14 @@ func TestTenantLabel(t *testing.T) {
 		}
 		if got := sampleCount(t, reg, "outbox_delivery_seconds", labels); got != uint64(want) {
 			t.Errorf("TenantLabel %v: delivery samples %v = %v, want %v", on, labels, got, want)
+		}
+		labels["subscriber"], labels["outcome"] = "mail", "failed"
+		if got := value(t, reg, "outbox_subscriber_runs_total", labels); got != want {
+			t.Errorf("TenantLabel %v: subscriber runs %v = %v, want %v", on, labels, got, want)
+		}
+		labels["outcome"] = "ok"
+		if got := value(t, reg, "outbox_subscriber_runs_total", labels); got != 1 {
+			t.Errorf("TenantLabel %v: subscriber runs %v = %v, want 1", on, labels, got)
 		}
 	}
 }
