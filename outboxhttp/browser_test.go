@@ -228,6 +228,9 @@ func TestBrowser(t *testing.T) {
 	if mode != "replay & delete enabled" || dead != "5" || matching != "5 DEAD events" {
 		t.Errorf("mode %q, DEAD count %q, matching %q", mode, dead, matching)
 	}
+	if due := br.text(t, "#stat-due"); due != "3" { // the NEW events; the RETRY one is due in an hour
+		t.Errorf("due now %q, want 3", due)
+	}
 	if path := os.Getenv(envScreenshot); path != "" {
 		png, err := chromedp.Run(br.ctx, chromedp.FullScreenshot(100))
 		if err != nil || !bytes.HasPrefix(png, []byte("\x89PNG")) {
