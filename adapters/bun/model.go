@@ -35,6 +35,7 @@ type SQLiteEvent struct {
 	LockedBy      *string `bun:"locked_by,type:VARCHAR(64)"`
 	LockedAt      *int64  `bun:"locked_at,type:INTEGER"`
 	OrderingKey   *string `bun:"ordering_key,type:VARCHAR(255)"`
+	Subscribers   *string `bun:"subscribers,type:TEXT"`
 }
 
 // PostgresEvent is the outbox table on PostgreSQL.
@@ -59,6 +60,7 @@ type PostgresEvent struct {
 	LockedBy      *string    `bun:"locked_by,type:VARCHAR(128)"`
 	LockedAt      *time.Time `bun:"locked_at,type:TIMESTAMPTZ"`
 	OrderingKey   *string    `bun:"ordering_key,type:VARCHAR(255)"` // COLLATE "C", set by AfterCreateTable
+	Subscribers   *string    `bun:"subscribers,type:TEXT"`
 	Seq           int64      `bun:"seq,notnull,type:BIGSERIAL"`
 }
 
@@ -89,6 +91,7 @@ type MySQLEvent struct {
 	LockedBy      *string    `bun:"locked_by,type:VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"`
 	LockedAt      *time.Time `bun:"locked_at,type:DATETIME(6)"`
 	OrderingKey   *string    `bun:"ordering_key,type:VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"`
+	Subscribers   *string    `bun:"subscribers,type:TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"`
 	Seq           int64      `bun:"seq,notnull,type:BIGINT AUTO_INCREMENT"`
 }
 

@@ -30,6 +30,7 @@ type SQLiteEvent struct {
 	LockedBy      *string `gorm:"column:locked_by;type:VARCHAR(64)"`
 	LockedAt      *int64  `gorm:"column:locked_at;type:INTEGER;index:outbox_event_lease_idx,where:status IN (0\\, 2) AND locked_at IS NOT NULL"`
 	OrderingKey   *string `gorm:"column:ordering_key;type:VARCHAR(255);index:outbox_event_order_idx,where:ordering_key IS NOT NULL AND status IN (0\\, 2\\, 3)"`
+	Subscribers   *string `gorm:"column:subscribers;type:TEXT"`
 }
 
 // PostgresEvent is the outbox table on PostgreSQL.
@@ -53,6 +54,7 @@ type PostgresEvent struct {
 	LockedBy      *string    `gorm:"column:locked_by;type:VARCHAR(128)"`
 	LockedAt      *time.Time `gorm:"column:locked_at;type:TIMESTAMPTZ;index:outbox_event_lease_idx,where:status IN (0\\, 2) AND locked_at IS NOT NULL"`
 	OrderingKey   *string    `gorm:"column:ordering_key;type:VARCHAR(255) COLLATE \"C\";index:outbox_event_order_idx,priority:1,where:ordering_key IS NOT NULL AND status IN (0\\, 2\\, 3)"`
+	Subscribers   *string    `gorm:"column:subscribers;type:TEXT"`
 	Seq           int64      `gorm:"column:seq;autoIncrement;not null;->;index:outbox_event_order_idx,priority:2"`
 }
 
@@ -82,6 +84,7 @@ type MySQLEvent struct {
 	LockedBy      *string    `gorm:"column:locked_by;type:VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"`
 	LockedAt      *time.Time `gorm:"column:locked_at;type:DATETIME(6)"`
 	OrderingKey   *string    `gorm:"column:ordering_key;type:VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"`
+	Subscribers   *string    `gorm:"column:subscribers;type:TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"`
 	Seq           int64      `gorm:"column:seq;->;type:BIGINT AUTO_INCREMENT;not null;uniqueIndex:outbox_seq_idx;index:outbox_order_idx,priority:2"`
 	DueAt         *time.Time `gorm:"column:due_at;->;precision:6;type:DATETIME(6) GENERATED ALWAYS AS (CASE WHEN status IN (0, 2) AND locked_by IS NULL AND ordering_key IS NULL THEN available_at END) VIRTUAL;index:outbox_due_idx,priority:1"`
 	LeaseAt       *time.Time `gorm:"column:lease_at;->;precision:6;type:DATETIME(6) GENERATED ALWAYS AS (CASE WHEN status IN (0, 2) AND locked_by IS NOT NULL THEN locked_at END) VIRTUAL;index:outbox_lease_idx"`
