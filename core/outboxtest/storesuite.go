@@ -859,7 +859,6 @@ func storeDelete(t *testing.T, f Fixture) {
 // seedStatuses inserts events of two aggregates and two types and moves
 // them to every status; it returns the ids per status.
 func seedStatuses(t *testing.T, f Fixture) map[outbox.Status][]string {
-	ctx := context.Background()
 	byStatus := map[outbox.Status][]string{}
 	for i := range 24 {
 		agg := outbox.AggregateName([]string{"Order", "User"}[i%2])
@@ -870,25 +869,36 @@ func seedStatuses(t *testing.T, f Fixture) map[outbox.Status][]string {
 		}
 		insert(t, f, t0.Add(time.Duration(i)*time.Second), ownerA, e)
 		st := outbox.Status(i % 4)
-		var ok bool
-		switch st {
-		case outbox.StatusNew:
-			ok = true
-		case outbox.StatusDone:
-			var n int64
-			n, err = f.Store.MarkDone(ctx, ownerA, []string{e.ID()}, t0)
-			ok = n == 1
-		case outbox.StatusRetry:
-			ok, err = f.Store.MarkRetry(ctx, outbox.Outcome{Owner: ownerA, ID: e.ID(), At: t0, Error: "x", CountAttempt: true})
-		case outbox.StatusDead:
-			ok, err = f.Store.MarkDead(ctx, outbox.Outcome{Owner: ownerA, ID: e.ID(), At: t0, Error: "x", CountAttempt: true})
-		}
-		if err != nil || !ok {
-			t.Fatalf("move to %v: %v, %v", st, ok, err)
-		}
+		moveTo(t, f, e.ID(), st)
 		byStatus[st] = append(byStatus[st], e.ID())
 	}
 	return byStatus
+}
+
+// moveTo moves id, inserted claimed by ownerA, to status st: it stays NEW,
+// or goes DONE, RETRY (due at t0) or DEAD with one attempt.
+func moveTo(t *testing.T, f Fixture, id string, st outbox.Status) {
+	t.Helper()
+	ctx := context.Background()
+	var (
+		ok  bool
+		err error
+	)
+	switch st {
+	case outbox.StatusNew:
+		ok = true
+	case outbox.StatusDone:
+		var n int64
+		n, err = f.Store.MarkDone(ctx, ownerA, []string{id}, t0)
+		ok = n == 1
+	case outbox.StatusRetry:
+		ok, err = f.Store.MarkRetry(ctx, outbox.Outcome{Owner: ownerA, ID: id, At: t0, Error: "x", CountAttempt: true})
+	case outbox.StatusDead:
+		ok, err = f.Store.MarkDead(ctx, outbox.Outcome{Owner: ownerA, ID: id, At: t0, Error: "x", CountAttempt: true})
+	}
+	if err != nil || !ok {
+		t.Fatalf("move to %v: %v, %v", st, ok, err)
+	}
 }
 
 func storeListCount(t *testing.T, f Fixture) {
@@ -964,30 +974,13 @@ var tenants = []string{"acme", "acme-eu", ""}
 // moves them to every status (event i: tenant i%3, status i%4); it
 // returns the ids per tenant and status, in id order.
 func seedTenants(t *testing.T, f Fixture) map[string]map[outbox.Status][]string {
-	ctx := context.Background()
 	out := map[string]map[outbox.Status][]string{}
 	for i := range 36 {
 		tenant := tenants[i%3]
 		e := event(t, outbox.WithTenant(tenant))
 		insert(t, f, t0.Add(time.Duration(i)*time.Second), ownerA, e)
 		st := outbox.Status(i % 4)
-		var ok bool
-		var err error
-		switch st {
-		case outbox.StatusNew:
-			ok = true
-		case outbox.StatusDone:
-			var n int64
-			n, err = f.Store.MarkDone(ctx, ownerA, []string{e.ID()}, t0)
-			ok = n == 1
-		case outbox.StatusRetry:
-			ok, err = f.Store.MarkRetry(ctx, outbox.Outcome{Owner: ownerA, ID: e.ID(), At: t0, Error: "x", CountAttempt: true})
-		case outbox.StatusDead:
-			ok, err = f.Store.MarkDead(ctx, outbox.Outcome{Owner: ownerA, ID: e.ID(), At: t0, Error: "x", CountAttempt: true})
-		}
-		if err != nil || !ok {
-			t.Fatalf("move to %v: %v, %v", st, ok, err)
-		}
+		moveTo(t, f, e.ID(), st)
 		if out[tenant] == nil {
 			out[tenant] = map[outbox.Status][]string{}
 		}
