@@ -231,7 +231,7 @@ func mysqlClaimOnce(ctx context.Context, s *Store, req outbox.ClaimRequest) ([]o
 // arguments).
 func mysqlClaimStep(ctx context.Context, s *Store, tx Conn, where string, whereArgs []any, limit int, set string, setArgs []any) ([]outbox.Record, error) {
 	query := "SELECT " + s.q.columns + " FROM " + s.table + " WHERE " + where + " LIMIT ? FOR UPDATE SKIP LOCKED"
-	recs, err := s.queryRecords(ctx, tx, query, append(whereArgs, limit)...)
+	recs, err := s.queryRecords(ctx, tx, make([]outbox.Record, 0, limit), query, append(whereArgs, limit)...)
 	if err != nil {
 		if mysqlErrorNumber(err) == 1064 && strings.Contains(err.Error(), "SKIP LOCKED") { // ER_PARSE_ERROR
 			err = fmt.Errorf("%w (the claim needs FOR UPDATE SKIP LOCKED: MySQL 8.0+ or MariaDB 10.6+)", err)

@@ -276,9 +276,8 @@ func (s *Store) lockHeads(ctx context.Context, req outbox.ClaimRequest, ids []st
 	var out []outbox.Record
 	for chunk := range slices.Chunk(ids, s.q.ord.lock.chunk()) {
 		query, args := s.q.ord.lock.bind(fixed, chunk)
-		recs, err := s.queryRecords(ctx, s.db, query, args...)
-		out = append(out, recs...)
-		if err != nil {
+		var err error
+		if out, err = s.queryRecords(ctx, s.db, out, query, args...); err != nil {
 			return out, err
 		}
 	}
@@ -290,7 +289,7 @@ func (s *Store) lockHeads(ctx context.Context, req outbox.ClaimRequest, ids []st
 // which take turns at filling the rest of the limit.
 func sharedOrderedClaim(ctx context.Context, s *Store, req outbox.ClaimRequest) ([]outbox.Record, error) {
 	a := s.claimArgs(req)
-	recs, err := s.recoverExpired(ctx, req, a)
+	recs, err := s.recoverExpired(ctx, req, a, make([]outbox.Record, 0, req.Limit))
 	if err != nil || len(recs) == req.Limit {
 		return recs, err
 	}
@@ -298,7 +297,7 @@ func sharedOrderedClaim(ctx context.Context, s *Store, req outbox.ClaimRequest) 
 		return s.claimHeads(ctx, s.db, req, n, func(ids []string) ([]outbox.Record, error) { return s.lockHeads(ctx, req, ids) })
 	}
 	fresh := func(n int) ([]outbox.Record, error) {
-		return s.queryRecords(ctx, s.db, s.q.freshClaim, slices.Concat(a.freshSet, a.freshWhere, []any{n})...)
+		return s.queryRecords(ctx, s.db, make([]outbox.Record, 0, n), s.q.freshClaim, slices.Concat(a.freshSet, a.freshWhere, []any{n})...)
 	}
 	return s.fillOrdered(recs, req.Limit, heads, fresh)
 }

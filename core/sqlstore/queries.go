@@ -7,7 +7,7 @@ import (
 )
 
 // columns is the select list every query that returns records uses, in the
-// order scanRecord reads it, followed by the dialect's sequence column
+// order recordScan reads it, followed by the dialect's sequence column
 // (see selectList).
 const columns = "event_id, event_type, aggregate_type, aggregate_id, tenant_id, schema_version, payload, payload_bytes, headers, " +
 	"status, attempts, occurred_at, available_at, created_at, done_at, last_error, locked_by, locked_at, ordering_key, subscribers"
@@ -237,11 +237,15 @@ func arrayLiteral(ids []string) string {
 			b.WriteByte(',')
 		}
 		b.WriteByte('"')
-		for _, r := range id {
-			if r == '"' || r == '\\' {
-				b.WriteByte('\\')
+		if !strings.ContainsAny(id, `"\`) {
+			b.WriteString(id)
+		} else {
+			for j := range len(id) { // bytes: '"' and '\\' are never part of a longer UTF-8 sequence
+				if c := id[j]; c == '"' || c == '\\' {
+					b.WriteByte('\\')
+				}
+				b.WriteByte(id[j])
 			}
-			b.WriteRune(r)
 		}
 		b.WriteByte('"')
 	}

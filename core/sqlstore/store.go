@@ -3,7 +3,6 @@ package sqlstore
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -101,28 +100,6 @@ func (s *Store) Table() string { return s.table }
 func (s *Store) Dialect() Dialect { return s.d }
 
 func (s *Store) t(t time.Time) any { return s.d.timeArg(t.UTC()) }
-
-// encodeHeaders returns the headers as a JSON object, or nil (NULL) when
-// there are none.
-func encodeHeaders(e outbox.Envelope) (any, error) {
-	if e.NumHeaders() == 0 {
-		return nil, nil
-	}
-	b, err := json.Marshal(e.Headers())
-	if err != nil {
-		return nil, err
-	}
-	return string(b), nil
-}
-
-// decodeHeaders reads what encodeHeaders wrote: a JSON object of strings.
-func decodeHeaders(s string) (map[string]string, error) {
-	var h map[string]string
-	if err := json.Unmarshal([]byte(s), &h); err != nil {
-		return nil, err
-	}
-	return h, nil
-}
 
 // Insert adds events as NEW in tx, in multi-row INSERTs of at most the
 // dialect's batch size. With an owner, events that are not Delayed are
@@ -362,21 +339,20 @@ func (s *Store) claimArgs(req outbox.ClaimRequest) claimParams {
 // limit, each one UPDATE … RETURNING.
 func sharedClaim(ctx context.Context, s *Store, req outbox.ClaimRequest) ([]outbox.Record, error) {
 	a := s.claimArgs(req)
-	recs, err := s.recoverExpired(ctx, req, a)
+	recs, err := s.recoverExpired(ctx, req, a, make([]outbox.Record, 0, req.Limit))
 	if err != nil || len(recs) == req.Limit {
 		return recs, err
 	}
-	fresh, err := s.queryRecords(ctx, s.db, s.q.freshClaim, slices.Concat(a.freshSet, a.freshWhere, []any{req.Limit - len(recs)})...)
-	return append(recs, fresh...), err
+	return s.queryRecords(ctx, s.db, recs, s.q.freshClaim, slices.Concat(a.freshSet, a.freshWhere, []any{req.Limit - len(recs)})...)
 }
 
 // recoverExpired runs the recovery of expired claims, unless req asks for
 // none.
-func (s *Store) recoverExpired(ctx context.Context, req outbox.ClaimRequest, a claimParams) ([]outbox.Record, error) {
+func (s *Store) recoverExpired(ctx context.Context, req outbox.ClaimRequest, a claimParams, recs []outbox.Record) ([]outbox.Record, error) {
 	if req.NoRecovery {
-		return nil, nil
+		return recs, nil
 	}
-	return s.queryRecords(ctx, s.db, s.q.recoverClaim, slices.Concat(a.recoverSet, a.recoverWhere, []any{req.Limit})...)
+	return s.queryRecords(ctx, s.db, recs, s.q.recoverClaim, slices.Concat(a.recoverSet, a.recoverWhere, []any{req.Limit})...)
 }
 
 // sortDue orders records by due time, then id: the order of the claim.
@@ -497,7 +473,7 @@ func (s *Store) Delete(ctx context.Context, ids []string) (int64, error) {
 // Get returns the event id with its state, or an error wrapping
 // outbox.ErrNotFound.
 func (s *Store) Get(ctx context.Context, id string) (outbox.Record, error) {
-	recs, err := s.queryRecords(ctx, s.db, s.q.get, id)
+	recs, err := s.queryRecords(ctx, s.db, nil, s.q.get, id)
 	if err != nil {
 		return outbox.Record{}, fmt.Errorf("sqlstore: get %s from %s: %w", id, s.table, s.explain(err))
 	}
@@ -586,7 +562,7 @@ func (s *Store) List(ctx context.Context, q outbox.Query) ([]outbox.Record, erro
 	}
 	var recs []outbox.Record
 	err := s.filtered(q, func(where string, args []any) error {
-		got, err := s.queryRecords(ctx, s.db, s.d.rebind("SELECT "+s.q.columns+" FROM "+s.table+" o"+where+" ORDER BY event_id LIMIT ?", 1), append(args, limit)...)
+		got, err := s.queryRecords(ctx, s.db, make([]outbox.Record, 0, limit), s.d.rebind("SELECT "+s.q.columns+" FROM "+s.table+" o"+where+" ORDER BY event_id LIMIT ?", 1), append(args, limit)...)
 		recs = append(recs, got...)
 		return err
 	})
@@ -726,67 +702,86 @@ func (s *Store) scanOne(ctx context.Context, query string, dest ...any) error {
 	return rows.Close()
 }
 
-// queryRecords runs a query that selects columns and scans every row.
-func (s *Store) queryRecords(ctx context.Context, ex Conn, query string, args ...any) ([]outbox.Record, error) {
+// queryRecords runs a query that selects columns and appends a record per
+// row to recs (give it the capacity the rows need). On an error it returns
+// recs as it was.
+func (s *Store) queryRecords(ctx context.Context, ex Conn, recs []outbox.Record, query string, args ...any) ([]outbox.Record, error) {
 	rows, err := ex.Query(ctx, query, args...)
 	if err != nil {
-		return nil, err
+		return recs, err
 	}
 	defer rows.Close()
-	var recs []outbox.Record
+	sc, n := s.newRecordScan(), len(recs)
 	for rows.Next() {
-		r, err := s.scanRecord(rows)
+		r, err := sc.scan(rows)
 		if err != nil {
-			return nil, err
+			return recs[:n], err
 		}
 		recs = append(recs, r)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, err
+		return recs[:n], err
 	}
-	return recs, rows.Close()
+	if err := rows.Close(); err != nil {
+		return recs[:n], err
+	}
+	return recs, nil
 }
 
-// scanRecord reads one row of columns. Only database errors fail it; a row
-// whose content cannot be decoded is returned with Record.Err set.
-func (s *Store) scanRecord(rows Rows) (outbox.Record, error) {
-	var (
-		r                            outbox.Record
-		f                            outbox.EnvelopeFields
-		payload, headers             nullBytes
-		lastErr, lockedBy            nullBytes
-		payloadBytes, orderingKey    nullBytes
-		subscribers                  nullBytes
-		status, attempts, version    int64
-		occurred, available, created = timeCol{d: s.d}, timeCol{d: s.d}, timeCol{d: s.d}
-		done, lockedAt               = timeCol{d: s.d}, timeCol{d: s.d}
-	)
-	if err := rows.Scan(&f.ID, &f.Type, &f.AggregateType, &f.AggregateID, &f.TenantID, &version, &payload, &payloadBytes, &headers,
-		&status, &attempts, &occurred, &available, &created, &done, &lastErr, &lockedBy, &lockedAt, &orderingKey, &subscribers, &r.Seq); err != nil {
+// recordScan is where the rows of one query are scanned, one after the
+// other: a destination per column of columns, and the list of them that
+// Scan takes. Reused for every row, it leaves to each row only the
+// allocations of the values its Record keeps.
+type recordScan struct {
+	f                                          outbox.EnvelopeFields
+	payload, headers, lastErr, lockedBy        nullBytes
+	payloadBytes, orderingKey, subscribers     nullBytes
+	status, attempts, version, seq             int64
+	occurred, available, created, done, locked timeCol
+	dest                                       []any
+}
+
+func (s *Store) newRecordScan() *recordScan {
+	c := &recordScan{}
+	for _, t := range []*timeCol{&c.occurred, &c.available, &c.created, &c.done, &c.locked} {
+		t.d = s.d
+	}
+	c.dest = []any{&c.f.ID, &c.f.Type, &c.f.AggregateType, &c.f.AggregateID, &c.f.TenantID, &c.version, &c.payload, &c.payloadBytes, &c.headers,
+		&c.status, &c.attempts, &c.occurred, &c.available, &c.created, &c.done, &c.lastErr, &c.lockedBy, &c.locked, &c.orderingKey, &c.subscribers, &c.seq}
+	return c
+}
+
+// scan reads the current row. Only database errors fail it; a row whose
+// content cannot be decoded is returned with Record.Err set.
+func (c *recordScan) scan(rows Rows) (outbox.Record, error) {
+	var r outbox.Record
+	c.f = outbox.EnvelopeFields{}
+	if err := rows.Scan(c.dest...); err != nil {
 		return r, err
 	}
-	f.OrderingKey, f.SchemaVersion = orderingKey.s, int(version)
-	r.ID = f.ID
-	r.Status = outbox.Status(status)
-	r.Attempts = int(attempts)
-	r.AvailableAt, r.CreatedAt, r.DoneAt, r.LockedAt = available.t, created.t, done.t, lockedAt.t
-	r.LastError, r.LockedBy = lastErr.s, lockedBy.s
-	r.Subscribers = decodeSubscribers(subscribers)
-	f.OccurredAt, f.AvailableAt = occurred.t, available.t
+	f := c.f
+	f.OrderingKey, f.SchemaVersion = c.orderingKey.s, int(c.version)
+	r.ID, r.Seq = f.ID, c.seq
+	r.Status = outbox.Status(c.status)
+	r.Attempts = int(c.attempts)
+	r.AvailableAt, r.CreatedAt, r.DoneAt, r.LockedAt = c.available.t, c.created.t, c.done.t, c.locked.t
+	r.LastError, r.LockedBy = c.lastErr.s, c.lockedBy.s
+	r.Subscribers = decodeSubscribers(c.subscribers)
+	f.OccurredAt, f.AvailableAt = c.occurred.t, c.available.t
 	var errs []error
-	for _, c := range []*timeCol{&occurred, &available, &created, &done, &lockedAt} {
-		if c.err != nil {
-			errs = append(errs, c.err)
+	for _, t := range []*timeCol{&c.occurred, &c.available, &c.created, &c.done, &c.locked} {
+		if t.err != nil {
+			errs = append(errs, t.err)
 		}
 	}
 	switch {
-	case payload.valid:
-		f.Kind, f.Payload = outbox.PayloadJSON, payload.s
-	case payloadBytes.valid:
-		f.Kind, f.Payload = outbox.PayloadBytes, payloadBytes.s
+	case c.payload.valid:
+		f.Kind, f.Payload = outbox.PayloadJSON, c.payload.s
+	case c.payloadBytes.valid:
+		f.Kind, f.Payload = outbox.PayloadBytes, c.payloadBytes.s
 	}
-	if headers.valid {
-		h, err := decodeHeaders(headers.s)
+	if c.headers.valid {
+		h, err := decodeHeaders(c.headers.s)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("headers: %w", err))
 		}
