@@ -67,7 +67,8 @@ type Config struct {
 
 	// Workers is the number of concurrent deliveries (default 4).
 	Workers int
-	// HotQueueSize and ColdQueueSize bound the queues (default 1000 each).
+	// HotQueueSize and ColdQueueSize bound the queues (defaults 1000 and
+	// 4000): events claimed or written but not yet being delivered.
 	HotQueueSize  int
 	ColdQueueSize int
 	// MaxAttempts is the number of failed deliveries after which an event
@@ -98,7 +99,8 @@ type Config struct {
 
 	// PollInterval is the wait between polls when there is nothing to do
 	// (default 5s). PollBatchSize is the smallest claim (default 50): a poll
-	// claims as much as the cold queue has room for, up to 8 times that.
+	// claims as much as the cold queue has room for, up to 40 times that
+	// (2000 events by default), so that a backlog drains in large claims.
 	PollInterval  time.Duration
 	PollBatchSize int
 	// SkipRecent leaves events younger than this to the hot path (default 0).

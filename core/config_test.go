@@ -103,7 +103,7 @@ func TestConfigDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := d.cfg
-	if c.Workers != DefaultWorkers || c.HotQueueSize != DefaultQueueSize || c.ColdQueueSize != DefaultQueueSize ||
+	if c.Workers != DefaultWorkers || c.HotQueueSize != DefaultQueueSize || c.ColdQueueSize != DefaultColdQueueSize ||
 		c.MaxAttempts != DefaultMaxAttempts || c.DrainTimeout != DefaultDrainTimeout ||
 		c.AckBatchSize != DefaultAckBatchSize || c.AckInterval != DefaultAckInterval || c.Lease != DefaultLease || c.ListenerTimeout != DefaultListenerTimeout {
 		t.Errorf("dispatcher defaults = %+v", c)
@@ -112,7 +112,7 @@ func TestConfigDefaults(t *testing.T) {
 		DefaultLease != 15*time.Second || DefaultListenerTimeout != 30*time.Second {
 		t.Error("dispatcher defaults differ from the specification")
 	}
-	if cap(d.hot) != 1000 || cap(d.cold) != 1000 {
+	if cap(d.hot) != 1000 || cap(d.cold) != 4000 {
 		t.Errorf("queue capacities = %d/%d", cap(d.hot), cap(d.cold))
 	}
 	if d.Owner() == "" || d.Owner() == NewOwnerID() {

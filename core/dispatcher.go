@@ -14,8 +14,16 @@ import (
 
 // Dispatcher defaults (the reference specification's values).
 const (
-	DefaultWorkers      = 4
-	DefaultQueueSize    = 1000
+	DefaultWorkers = 4
+	// DefaultQueueSize is the hot queue's size unless HotQueueSize sets
+	// another.
+	DefaultQueueSize = 1000
+	// DefaultColdQueueSize is the cold queue's size unless ColdQueueSize
+	// sets another: larger than the hot queue's, so that two claims of the
+	// largest size (40 PollBatchSizes: 2000 events) fit in it beside each
+	// other — the drain of a backlog runs at the database's pace only
+	// with claims that large.
+	DefaultColdQueueSize = 4000
 	DefaultMaxAttempts  = 10
 	DefaultDrainTimeout = 5 * time.Second
 	DefaultLease        = 15 * time.Second
@@ -46,7 +54,8 @@ type DispatcherConfig struct {
 	Owner string
 	// Workers is the number of concurrent deliveries (default 4).
 	Workers int
-	// HotQueueSize and ColdQueueSize bound the queues (default 1000 each).
+	// HotQueueSize and ColdQueueSize bound the queues (defaults 1000 and
+	// 4000).
 	HotQueueSize  int
 	ColdQueueSize int
 	// MaxAttempts is the number of failed deliveries after which an event is
@@ -191,7 +200,7 @@ func NewDispatcher(cfg DispatcherConfig) (*Dispatcher, error) {
 	}
 	setDefault(&cfg.Workers, DefaultWorkers)
 	setDefault(&cfg.HotQueueSize, DefaultQueueSize)
-	setDefault(&cfg.ColdQueueSize, DefaultQueueSize)
+	setDefault(&cfg.ColdQueueSize, DefaultColdQueueSize)
 	setDefault(&cfg.MaxAttempts, DefaultMaxAttempts)
 	setDefault(&cfg.AckBatchSize, DefaultAckBatchSize)
 	setDefault(&cfg.ListenerBatchSize, DefaultListenerBatchSize)

@@ -181,7 +181,7 @@ func TestRetryReclaimedAtOnceIsDelivered(t *testing.T) {
 // TestPollerReservesRoomForClaimsInFlight: claims in flight never take
 // more than the cold queue has room for, together.
 func TestPollerReservesRoomForClaimsInFlight(t *testing.T) {
-	h := newHarness(t, func(c *DispatcherConfig) { c.ColdQueueSize = 1000 })
+	h := newHarness(t, func(c *DispatcherConfig) { c.ColdQueueSize = 5000 })
 	h.start(t)
 	p := newTestPoller(t, h, func(c *pollerConfig) { c.BatchSize = 50 })
 	var got []int
@@ -192,11 +192,11 @@ func TestPollerReservesRoomForClaimsInFlight(t *testing.T) {
 		}
 		got = append(got, n)
 	}
-	if want := []int{400, 400, 200}; !slices.Equal(got, want) {
+	if want := []int{2000, 2000, 1000}; !slices.Equal(got, want) {
 		t.Fatalf("reservations %v, want %v", got, want)
 	}
-	p.unreserve(400)
-	if n, concurrent, ok := p.reserve(); !ok || n != 400 || !concurrent {
-		t.Fatalf("after a claim ended: %d, %v; want 400", n, ok)
+	p.unreserve(2000)
+	if n, concurrent, ok := p.reserve(); !ok || n != 2000 || !concurrent {
+		t.Fatalf("after a claim ended: %d, %v; want 2000", n, ok)
 	}
 }

@@ -62,7 +62,7 @@ type Config struct {
 	// Workers is the number of concurrent deliveries (default 4, at most 10000).
 	Workers int
 	// HotQueueSize and ColdQueueSize bound the dispatcher's queues
-	// (default 1000 each, at most 1000000).
+	// (defaults 1000 and 4000, at most 1000000).
 	HotQueueSize  int
 	ColdQueueSize int
 	// MaxAttempts is the number of failed deliveries after which an event
@@ -85,7 +85,8 @@ type Config struct {
 
 	// PollInterval is the wait between idle polls (default 5s).
 	PollInterval time.Duration
-	// PollBatchSize is the most rows claimed per poll (default 50).
+	// PollBatchSize is the smallest claim (default 50): a poll claims as
+	// much as the cold queue has room for, up to 40 times that.
 	PollBatchSize int
 	// SkipRecent leaves events younger than this to the hot path (default 0).
 	SkipRecent time.Duration
@@ -192,7 +193,7 @@ func (c Config) WithDefaults() Config {
 	}
 	defInt(&c.Workers, outbox.DefaultWorkers)
 	defInt(&c.HotQueueSize, outbox.DefaultQueueSize)
-	defInt(&c.ColdQueueSize, outbox.DefaultQueueSize)
+	defInt(&c.ColdQueueSize, outbox.DefaultColdQueueSize)
 	defInt(&c.MaxAttempts, outbox.DefaultMaxAttempts)
 	def(&c.RetryBase, 200*time.Millisecond)
 	def(&c.RetryMax, 60*time.Second)
