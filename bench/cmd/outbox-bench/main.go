@@ -66,6 +66,7 @@ type options struct {
 	orderedKeys              []int
 	drainRowsFewKeys         int
 	ackBatch, workers        int
+	coldQueue                int
 	ackInterval              time.Duration
 	short                    bool
 	pgDSN, myDSN, sqlitePath string
@@ -100,10 +101,11 @@ func main() {
 	flag.IntVar(&o.drainConns, "drain-conns", 0, "connections of the drain scenario, both sides (0: those of the best raw shape of -drain-sweep)")
 	flag.IntVar(&o.drainBatch, "drain-batch", 0, "rows per claim of the framework's drain (0: the default PollBatchSize)")
 	var sweep string
-	flag.StringVar(&sweep, "drain-sweep", "100x2,500x2,500x4,1000x4", "claim-size x connections shapes of the raw drain loop, tried on -drain-sweep-rows; the fastest is the baseline")
+	flag.StringVar(&sweep, "drain-sweep", "500x2,1000x4,2000x2,2000x4,4000x4", "claim-size x connections shapes of the raw drain loop, tried on -drain-sweep-rows; the fastest is the baseline")
 	flag.IntVar(&o.drainSweepRows, "drain-sweep-rows", 200_000, "pending rows each shape of -drain-sweep drains")
 	flag.DurationVar(&o.drainInterval, "drain-poll-interval", time.Second, "the framework's poll interval in the drain scenario (idle wait)")
 	flag.IntVar(&o.workers, "dispatch-workers", 0, "the framework's delivery workers, Config.Workers (0: the default)")
+	flag.IntVar(&o.coldQueue, "cold-queue", 0, "the framework's ColdQueueSize (0: the default)")
 	flag.IntVar(&o.ackBatch, "ack-batch", 0, "the framework's AckBatchSize (0: the default)")
 	flag.DurationVar(&o.ackInterval, "ack-interval", 0, "the framework's AckInterval (0: the default)")
 	flag.BoolVar(&o.short, "short", false, "CI sizes: -duration 300ms -rounds 1 -drain-rows 100000 unless set")
@@ -380,21 +382,33 @@ func spawnDrain(ctx context.Context, o options, b backend, side string, rows int
 	}
 	args := []string{"-child", side, "-db", b.key, "-postgres-dsn", o.pgDSN, "-mysql-dsn", o.myDSN, "-sqlite-path", o.sqlitePath,
 		"-drain-rows", strconv.Itoa(rows), "-drain-conns", strconv.Itoa(sh.conns), "-drain-batch", strconv.Itoa(batch), "-drain-poll-interval", o.drainInterval.String(),
-		"-dispatch-workers", strconv.Itoa(o.workers), "-ack-batch", strconv.Itoa(o.ackBatch), "-ack-interval", o.ackInterval.String()}
+		"-dispatch-workers", strconv.Itoa(o.workers), "-ack-batch", strconv.Itoa(o.ackBatch), "-cold-queue", strconv.Itoa(o.coldQueue), "-ack-interval", o.ackInterval.String()}
 	if o.cpuProfile != "" {
 		args = append(args, "-cpuprofile", o.cpuProfile+".drain-"+side+"."+b.key)
 	}
+	if o.memProfile != "" {
+		args = append(args, "-memprofile", o.memProfile+".drain-"+side+"."+b.key)
+	}
 	cmd := exec.CommandContext(ctx, self, args...)
 	cmd.Stderr = os.Stderr
+	server, procs := serverCPU()
 	out, err := cmd.Output()
 	if err != nil {
 		return run{}, err
 	}
+	// The child's backends exit after it: wait until they have (and their
+	// times count in the parent's), for up to 2 s.
+	end, left := serverCPU()
+	for i := 0; left > procs && i < 40; i++ {
+		time.Sleep(50 * time.Millisecond)
+		end, left = serverCPU()
+	}
+	client := cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	sc := bufio.NewScanner(strings.NewReader(string(out)))
 	for sc.Scan() {
 		var n, ns, rss int64
 		if _, err := fmt.Sscanf(sc.Text(), "DRAIN n=%d ns=%d rss_kb=%d", &n, &ns, &rss); err == nil {
-			return run{n: n, elapsed: time.Duration(ns), rssKB: rss}, nil
+			return run{n: n, elapsed: time.Duration(ns), rssKB: rss, client: client, server: end - server}, nil
 		}
 	}
 	return run{}, fmt.Errorf("no DRAIN line in the child's output: %q", out)
@@ -420,7 +434,7 @@ func startProfiles(o options) (func(), error) {
 			pprof.StopCPUProfile()
 			cpu.Close()
 		}
-		if o.memProfile != "" && o.child == "" {
+		if o.memProfile != "" {
 			f, err := os.Create(o.memProfile)
 			if err != nil {
 				fmt.Fprintln(os.Stderr, "outbox-bench: memprofile:", err)
@@ -434,6 +448,49 @@ func startProfiles(o options) (func(), error) {
 		}
 	}, nil
 }
+
+// serverCPU returns the CPU time (user and system) that the database
+// servers running on this machine have used so far: every process named
+// postgres, mariadbd or mysqld that this user may read, with its children
+// that have exited, and how many such processes there are. A drain side's
+// difference tells the database's share of the work apart from the
+// client's; it is zero for SQLite, which runs in the client.
+func serverCPU() (time.Duration, int) {
+	dirs, _ := filepath.Glob("/proc/[0-9]*/stat")
+	var ticks int64
+	procs := 0
+	for _, path := range dirs {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		open, end := strings.IndexByte(string(b), '('), strings.LastIndexByte(string(b), ')')
+		if open < 0 || end < open {
+			continue
+		}
+		switch string(b[open+1 : end]) {
+		case "postgres", "mariadbd", "mysqld":
+		default:
+			continue
+		}
+		f := strings.Fields(string(b[end+1:]))
+		if len(f) < 15 {
+			continue
+		}
+		// utime, stime, cutime, cstime: fields 14 to 17 of stat. The
+		// children's times count the backends that have exited (the
+		// postmaster waits for them); a live one counts its own.
+		procs++
+		for _, v := range f[11:15] {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			ticks += n
+		}
+	}
+	return time.Duration(ticks) * time.Second / clockTicks, procs
+}
+
+// clockTicks is USER_HZ, the unit of /proc/<pid>/stat times on Linux.
+const clockTicks = 100
 
 // peakRSSKB returns VmHWM (peak resident set size) of this process in KiB.
 func peakRSSKB() int64 {
@@ -474,5 +531,5 @@ func loadAvg() string {
 // clientConfig returns the tuning the framework's Clients run with. They
 // do not purge: the baselines do not either.
 func (o options) clientConfig() outbox.Config {
-	return outbox.Config{Workers: o.workers, AckBatchSize: o.ackBatch, AckInterval: o.ackInterval, DisablePurge: true}
+	return outbox.Config{Workers: o.workers, ColdQueueSize: o.coldQueue, AckBatchSize: o.ackBatch, AckInterval: o.ackInterval, DisablePurge: true}
 }

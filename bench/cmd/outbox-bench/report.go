@@ -61,6 +61,9 @@ func (rep *report) add(r result) {
 	if r.rawRSSKB > 0 {
 		line += fmt.Sprintf(" base_rss_mb=%.1f", float64(r.rawRSSKB)/1024)
 	}
+	if c := r.fw.cpuPerRow(); c != "" {
+		line += " cpu_us_per_row=" + c + " base_cpu_us_per_row=" + r.raw.cpuPerRow()
+	}
 	if r.fw.note != "" {
 		line += " note=" + r.fw.note
 	}
@@ -123,6 +126,17 @@ func (rep *report) markdown() string {
 	w("\nLatency columns: per transaction for write and write-batch (baseline p50/p99 are in the BENCH lines), ")
 	w("commit → listener for e2e-hot. rss: peak RSS (VmHWM) of the main process so far, except drain, where each side ")
 	w("runs in its own fresh child process and the column is that child's own peak.\n\n")
+	var cpu []string
+	for _, r := range rep.results {
+		if c := r.fw.cpuPerRow(); c != "" {
+			cpu = append(cpu, fmt.Sprintf("| %s | %s | %s | %s |", r.db, r.scenario, c, r.raw.cpuPerRow()))
+		}
+	}
+	if len(cpu) > 0 {
+		w("CPU per drained row, in µs: the drain's own process + the local database server's processes over the same time ")
+		w("(user and system; SQLite runs in the process). On a machine whose cores the database shares, the sum sets the rate.\n\n")
+		w("| db | scenario | framework (client+server) | baseline (client+server) |\n|---|---|---:|---:|\n%s\n\n", strings.Join(cpu, "\n"))
+	}
 
 	w("### Machine\n\n")
 	w("- CPU: %s, %d cores (runtime.NumCPU)\n", cpuModel(), runtime.NumCPU())
@@ -145,10 +159,10 @@ func (rep *report) markdown() string {
 		w(" (%d on MariaDB)", o.drainRowsMySQL)
 	}
 	w("; baseline: the fastest raw claim+DONE loop of the shapes %v (claim size x connections, each tried on %d rows; the chosen one is in the note), run at the full size; ", o.drainSweep, o.drainSweepRows)
-	w("framework: the same number of connections, the default PollBatchSize (claims of 50, growing to 400 with the room in the queue) unless -drain-batch, poll interval (idle wait) %s\n", o.drainInterval)
+	w("framework: the same number of connections, the default PollBatchSize (claims of 50, growing to 2000 with the room in the cold queue) unless -drain-batch, poll interval (idle wait) %s\n", o.drainInterval)
 	w("- ordered (Config.Ordered): e2e-hot-ordered and drain-ordered-kK compare an ordered Client with the same Client unordered (the baseline column), not with raw SQL; ")
 	w("drain-ordered-kK drains the backlog spread over K keys round robin (%v rows for K below 1000: a key's events go out one at a time), %d connections unless -drain-conns\n", o.drainRowsFewKeys, 4)
-	w("- framework: one outbox.Client per run with the default tuning (4 workers, queues 1000, acks batched by 256 or 5 ms, lease 15 s with heartbeats) and no purge: ")
+	w("- framework: one outbox.Client per run with the default tuning (4 workers, hot queue 1000, cold queue 4000, acks batched by 256 or 5 ms, lease 15 s with heartbeats) and no purge: ")
 	w("ModeWriterOnly for write and write-batch, ModeFull (hot path and a default poller) for e2e-hot, ModePollerOnly for drain\n\n")
 	w("%s", endMarker)
 	return b.String()

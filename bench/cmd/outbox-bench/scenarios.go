@@ -24,7 +24,21 @@ type run struct {
 	lat     []time.Duration // per-operation latencies, if measured
 	max     time.Duration   // largest latency
 	rssKB   int64           // peak RSS of the process that ran it, if measured apart
-	note    string
+	// client and server are the CPU time (user and system) of the process
+	// that ran it and of the local database server meanwhile, if measured
+	// apart (drain; see serverCPU).
+	client, server time.Duration
+	note           string
+}
+
+// cpuPerRow prints the client's and the database server's CPU per row in
+// microseconds, or "" when they were not measured.
+func (r run) cpuPerRow() string {
+	if r.client == 0 || r.n == 0 {
+		return ""
+	}
+	per := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 / float64(r.n) }
+	return fmt.Sprintf("%.1f+%.1f", per(r.client), per(r.server))
 }
 
 func (r run) rate() float64 {
