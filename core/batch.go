@@ -10,12 +10,12 @@ import (
 	"time"
 )
 
-// run delivers q, together with the events queued behind it that route
+// run delivers q in ctx (the worker's), together with the events queued behind it that route
 // to the same BatchListener (up to ListenerBatchSize), and returns the
 // event it took on the way that routes elsewhere, which the worker runs
 // next (more is false when there is none). It takes what is queued now
 // and never waits for more.
-func (d *Dispatcher) run(q queued) (next queued, more bool) {
+func (d *Dispatcher) run(ctx context.Context, q queued) (next queued, more bool) {
 	if d.expired(q) {
 		return queued{}, false
 	}
@@ -26,7 +26,7 @@ func (d *Dispatcher) run(q queued) (next queued, more bool) {
 	l := d.route(q.env)
 	bl, ok := l.(BatchListener)
 	if !ok || d.cfg.ListenerBatchSize == 1 {
-		d.deliver(d.runCtx, q, l)
+		d.deliver(ctx, q, l)
 		return queued{}, false
 	}
 	batch := []queued{q}
@@ -45,9 +45,9 @@ func (d *Dispatcher) run(q queued) (next queued, more bool) {
 		batch = append(batch, t)
 	}
 	if len(batch) == 1 {
-		d.deliver(d.runCtx, q, l)
+		d.deliver(ctx, q, l)
 	} else {
-		d.deliverBatch(d.runCtx, bl, batch)
+		d.deliverBatch(ctx, bl, batch)
 	}
 	return next, more
 }

@@ -46,24 +46,56 @@ func (dl delivery) context(ctx context.Context) context.Context {
 func (d *Dispatcher) deliver(ctx context.Context, q queued, l Listener) {
 	lctx, cancel := context.WithTimeout(ctx, d.cfg.ListenerTimeout)
 	dl := d.begin(q, utcNow(d.clock).Add(d.cfg.ListenerTimeout))
-	var handle func(context.Context) error
-	switch l := l.(type) {
-	case nil:
-	case *fanOut: // the subscribers the event owes, each counted
-		handle = func(ctx context.Context) error {
-			return l.run(ctx, q.env, q.subscribers, func(name string, err error) {
-				d.metrics.SubscriberRun(labelsOf(q.env), name, err == nil)
-			})
-		}
-	default:
-		handle = func(ctx context.Context) error { return l.Handle(ctx, q.env) }
-	}
 	// A listener that returns an error after its timeout failed (its
 	// error wraps context.DeadlineExceeded); one that succeeds late did its
 	// work, and a stale ack is fenced off anyway.
-	err := d.dispatch(dl.context(lctx), q.env, handle)
+	var err error
+	if len(d.cfg.Interceptors) == 0 {
+		err = d.call(dl.context(lctx), &q, l)
+	} else {
+		err = d.dispatch(dl.context(lctx), q.env, d.handler(q, l))
+	}
 	cancel()
 	d.settle(ctx, dl, err)
+}
+
+// call runs q's listener l (nil: no listener routes it), turning panics
+// into errors: dispatch without interceptors, which needs no closure
+// that outlives the call (nothing of the delivery is allocated for it).
+func (d *Dispatcher) call(ctx context.Context, q *queued, l Listener) error {
+	switch l := l.(type) {
+	case nil:
+		return unroutable(q.env)
+	case *fanOut:
+		return guard(func() error { return d.runFanOut(ctx, *q, l) })
+	default:
+		return guard(func() error { return l.Handle(ctx, q.env) })
+	}
+}
+
+// handler returns the call of q's listener l for dispatch (nil: no
+// listener routes q).
+func (d *Dispatcher) handler(q queued, l Listener) func(context.Context) error {
+	switch l := l.(type) {
+	case nil:
+		return nil
+	case *fanOut:
+		return func(ctx context.Context) error { return d.runFanOut(ctx, q, l) }
+	default:
+		return func(ctx context.Context) error { return l.Handle(ctx, q.env) }
+	}
+}
+
+// runFanOut runs the subscribers of l that q owes, each counted.
+func (d *Dispatcher) runFanOut(ctx context.Context, q queued, l *fanOut) error {
+	return l.run(ctx, q.env, q.subscribers, func(name string, err error) {
+		d.metrics.SubscriberRun(labelsOf(q.env), name, err == nil)
+	})
+}
+
+// unroutable is the error of an event that no listener routes.
+func unroutable(e Envelope) error {
+	return fmt.Errorf("%w: (%s, %s)", ErrUnroutable, e.AggregateType(), e.Type())
 }
 
 // settle records the outcome of a delivery whose dispatch returned err.
@@ -193,7 +225,7 @@ func (d *Dispatcher) dispatch(ctx context.Context, e Envelope, handle func(conte
 		return err
 	}
 	if handle == nil {
-		return fmt.Errorf("%w: (%s, %s)", ErrUnroutable, e.AggregateType(), e.Type())
+		return unroutable(e)
 	}
 	call := handle
 	ics := d.cfg.Interceptors

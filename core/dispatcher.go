@@ -24,9 +24,9 @@ const (
 	// other — the drain of a backlog runs at the database's pace only
 	// with claims that large.
 	DefaultColdQueueSize = 4000
-	DefaultMaxAttempts  = 10
-	DefaultDrainTimeout = 5 * time.Second
-	DefaultLease        = 15 * time.Second
+	DefaultMaxAttempts   = 10
+	DefaultDrainTimeout  = 5 * time.Second
+	DefaultLease         = 15 * time.Second
 	// DefaultListenerTimeout bounds one delivery unless ListenerTimeout
 	// sets another bound.
 	DefaultListenerTimeout = 30 * time.Second
@@ -406,16 +406,22 @@ func (d *Dispatcher) poll() (queued, bool) {
 	return queued{}, false
 }
 
-// work delivers events until the dispatcher stops (see run).
+// work delivers events until the dispatcher stops (see run). Its
+// deliveries' contexts derive from a context of its own, which Close
+// cancels with the dispatcher's: deriving them from the dispatcher's
+// context would make every worker take that context's lock twice per
+// event.
 func (d *Dispatcher) work() {
 	defer d.workers.Done()
+	ctx, cancel := context.WithCancel(d.runCtx)
+	defer cancel()
 	for {
 		q, ok := d.next()
 		if !ok {
 			return
 		}
 		for ok {
-			q, ok = d.run(q)
+			q, ok = d.run(ctx, q)
 		}
 	}
 }

@@ -30,7 +30,7 @@ type harness struct {
 	log     *syncBuffer
 }
 
-func newHarness(t *testing.T, mut func(*DispatcherConfig)) *harness {
+func newHarness(t testing.TB, mut func(*DispatcherConfig)) *harness {
 	t.Helper()
 	logger, buf := bufferLogger()
 	h := &harness{st: newMemStore(), reg: &Registry{}, clk: newStepClock(), metrics: &countingMetrics{}, log: buf}
@@ -55,7 +55,7 @@ func newHarness(t *testing.T, mut func(*DispatcherConfig)) *harness {
 	return h
 }
 
-func (h *harness) start(t *testing.T) {
+func (h *harness) start(t testing.TB) {
 	t.Helper()
 	if err := h.d.Start(context.Background()); err != nil {
 		t.Fatal(err)
