@@ -74,8 +74,12 @@ type dialect struct {
 	// date; Migrate runs it after the DDL. Dialects whose DDL does that
 	// itself (DROP INDEX IF EXISTS, CREATE INDEX IF NOT EXISTS) need none.
 	upgrade func(ctx context.Context, s *Store) error
-	// maxBatch caps rows per multi-row INSERT and ids per IN list.
+	// maxBatch caps rows per multi-row INSERT.
 	maxBatch int
+	// maxListIDs caps the ids (or keys) of one IN list, on dialects
+	// without arrays: an acknowledgement of a drain's batch (up to 2048
+	// ids) is one statement, as is the UPDATE of a claim of 2000 rows.
+	maxListIDs int
 
 	// Ordering (see ordering.go). seq names the insertion sequence's
 	// column. openKey returns the condition "the row called alias is an

@@ -48,11 +48,12 @@ var mysqlDialect = &dialect{
 		return "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = COALESCE(NULLIF(?, ''), DATABASE())" +
 			" AND table_name = ? AND column_name = ?", []any{schema, name}
 	},
-	upgrade:  mysqlUpgrade,
-	maxBatch: 500,
-	seq:      "seq",
-	openKey:  func(alias, key string) string { return alias + ".open_key = " + key },
-	heads:    groupHeads,
+	upgrade:    mysqlUpgrade,
+	maxBatch:   500,
+	maxListIDs: 4096, // placeholders per statement: at most 65535
+	seq:        "seq",
+	openKey:    func(alias, key string) string { return alias + ".open_key = " + key },
+	heads:      groupHeads,
 }
 
 // mysqlTimeFormat is how timestamps are bound: DATETIME(6) text in UTC.

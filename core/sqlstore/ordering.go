@@ -385,7 +385,7 @@ func (q *keysSQL) chunk() int {
 	if q.list == nil {
 		return maxArrayIDs
 	}
-	return q.d.maxBatch
+	return q.d.maxListIDs
 }
 
 func (q *keysSQL) bind(keys []string) (string, []any) {

@@ -140,7 +140,7 @@ func buildQueries(d *dialect, t string) *queries {
 // batchSQL is a statement with a variable number of repeated groups, such as
 // a multi-row INSERT or an IN list: head, then n groups joined by sep, then
 // tail. The text for each n is built once and cached; n never exceeds the
-// dialect's maxBatch, so the cache is bounded.
+// dialect's maxBatch (rows) or maxListIDs (ids), so the cache is bounded.
 type batchSQL struct {
 	d     *dialect
 	head  string // rebound; holds fixed placeholders
@@ -210,7 +210,7 @@ func (q *idsSQL) chunk() int {
 	if q.list == nil {
 		return maxArrayIDs
 	}
-	return q.d.maxBatch
+	return q.d.maxListIDs
 }
 
 // bind returns the statement and its arguments for fixed (the prefix's

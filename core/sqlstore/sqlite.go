@@ -36,11 +36,12 @@ var sqliteDialect = &dialect{
 		}
 		return "SELECT name FROM " + schema + "sqlite_master WHERE type = 'index' AND tbl_name = ? AND sql IS NOT NULL", []any{name}
 	},
-	maxBatch: 500,
-	seq:      "rowid",
-	openKey:  partialOpenKey,
-	heads:    scalarHeads,
-	upgrade:  sqliteUpgrade,
+	maxBatch:   500,
+	maxListIDs: 4096, // variables per statement: at most 32766 (SQLITE_MAX_VARIABLE_NUMBER)
+	seq:        "rowid",
+	openKey:    partialOpenKey,
+	heads:      scalarHeads,
+	upgrade:    sqliteUpgrade,
 }
 
 func scanUnixMicro(src any) (time.Time, error) {
