@@ -158,7 +158,7 @@ func (rep *report) markdown() string {
 	if o.drainRowsMySQL > 0 {
 		w(" (%d on MariaDB)", o.drainRowsMySQL)
 	}
-	w("; baseline: the fastest raw claim+DONE loop of the shapes %v (claim size x connections, each tried on %d rows; the chosen one is in the note), run at the full size; ", o.drainSweep, o.drainSweepRows)
+	w("; baseline: the fastest raw claim+DONE loop of the shapes %v (claim size x connections, each tried on %d rows; the chosen one is in the note), run at the full size; best of %d drain(s) per side, alternating which goes first, each after a fresh load, VACUUM ANALYZE and CHECKPOINT on PostgreSQL; ", o.drainSweep, o.drainSweepRows, max(o.rounds, 1))
 	w("framework: the same number of connections, the default PollBatchSize (claims of 50, growing to 2000 with the room in the cold queue) unless -drain-batch, poll interval (idle wait) %s\n", o.drainInterval)
 	w("- ordered (Config.Ordered): e2e-hot-ordered and drain-ordered-kK compare an ordered Client with the same Client unordered (the baseline column), not with raw SQL; ")
 	w("drain-ordered-kK drains the backlog spread over K keys round robin (%v rows for K below 1000: a key's events go out one at a time), %d connections unless -drain-conns\n", o.drainRowsFewKeys, 4)
