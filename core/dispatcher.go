@@ -12,7 +12,8 @@ import (
 	"time"
 )
 
-// Dispatcher defaults (the reference specification's values).
+// Dispatcher defaults (the reference specification's values, except the cold
+// queue's size).
 const (
 	DefaultWorkers = 4
 	// DefaultQueueSize is the hot queue's size unless HotQueueSize sets
