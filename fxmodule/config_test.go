@@ -22,7 +22,7 @@ func lookupMap(m map[string]string) func(string) (string, bool) {
 func TestZeroConfigHasTheSpecDefaults(t *testing.T) {
 	c := outboxfx.Config{}.WithDefaults()
 	want := outboxfx.Config{
-		Table: "outbox_event", Workers: 4, HotQueueSize: 1000, ColdQueueSize: 1000, MaxAttempts: 10,
+		Table: "outbox_event", Workers: 4, HotQueueSize: 1000, ColdQueueSize: 4000, MaxAttempts: 10,
 		RetryBase: 200 * time.Millisecond, RetryMax: time.Minute, DrainTimeout: 5 * time.Second, ListenerTimeout: 30 * time.Second,
 		AckBatchSize: 256, AckInterval: 5 * time.Millisecond,
 		PollInterval: 5 * time.Second, PollBatchSize: 50, Lease: 15 * time.Second,
