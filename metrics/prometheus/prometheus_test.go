@@ -201,6 +201,11 @@ outbox_dead{datasource="orders"} 1
 		t.Errorf("hot enqueues of OrderPlaced = %v, want 3", n)
 	}
 	// Histograms: one listener run per delivery, one latency per delivery start.
+	// They are read with the Client stopped: its poller claims every 20 ms,
+	// and a claim between two reads would count in one and not the other.
+	if err := c.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		name   string
 		labels map[string]string
