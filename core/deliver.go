@@ -59,34 +59,37 @@ func (d *Dispatcher) deliver(ctx context.Context, q queued, l Listener) {
 	d.settle(ctx, dl, err)
 }
 
-// call runs q's listener l (nil: no listener routes it), turning panics
-// into errors: dispatch without interceptors, which needs no closure
-// that outlives the call (nothing of the delivery is allocated for it).
+// call is dispatch without interceptors: it runs q's listener l (nil: no
+// listener routes it), turning panics into errors, with no closure that
+// outlives the call (nothing of the delivery is allocated for it).
 func (d *Dispatcher) call(ctx context.Context, q *queued, l Listener) error {
-	switch l := l.(type) {
-	case nil:
-		return unroutable(q.env)
-	case *fanOut:
-		return guard(func() error { return d.runFanOut(ctx, *q, l) })
-	default:
-		return guard(func() error { return l.Handle(ctx, q.env) })
-	}
+	return guard(func() error { return d.invoke(ctx, q, l) })
 }
 
 // handler returns the call of q's listener l for dispatch (nil: no
 // listener routes q).
 func (d *Dispatcher) handler(q queued, l Listener) func(context.Context) error {
+	if l == nil {
+		return nil
+	}
+	return func(ctx context.Context) error { return d.invoke(ctx, &q, l) }
+}
+
+// invoke runs q's listener l: the subscribers a fan-out owes, each
+// counted, or the listener itself.
+func (d *Dispatcher) invoke(ctx context.Context, q *queued, l Listener) error {
 	switch l := l.(type) {
 	case nil:
-		return nil
+		return unroutable(q.env)
 	case *fanOut:
-		return func(ctx context.Context) error { return d.runFanOut(ctx, q, l) }
+		return d.runFanOut(ctx, *q, l)
 	default:
-		return func(ctx context.Context) error { return l.Handle(ctx, q.env) }
+		return l.Handle(ctx, q.env)
 	}
 }
 
-// runFanOut runs the subscribers of l that q owes, each counted.
+// runFanOut runs the subscribers of l that q owes, each counted. It takes
+// a copy of q: the counting closure would move invoke's q to the heap.
 func (d *Dispatcher) runFanOut(ctx context.Context, q queued, l *fanOut) error {
 	return l.run(ctx, q.env, q.subscribers, func(name string, err error) {
 		d.metrics.SubscriberRun(labelsOf(q.env), name, err == nil)
