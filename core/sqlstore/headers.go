@@ -17,10 +17,10 @@ import (
 
 // encodeHeaders returns the headers as a JSON object, or nil (NULL) when
 // there are none.
-func encodeHeaders(e outbox.Envelope) (any, error) {
+func encodeHeaders(e outbox.Envelope) any {
 	n := e.NumHeaders()
 	if n == 0 {
-		return nil, nil
+		return nil
 	}
 	keys := make([]string, 0, n)
 	size := 2
@@ -40,7 +40,7 @@ func encodeHeaders(e outbox.Envelope) (any, error) {
 		b = append(b, ':')
 		b = appendJSONString(b, v)
 	}
-	return string(append(b, '}')), nil
+	return string(append(b, '}'))
 }
 
 // appendJSONString appends s as a JSON string, as encoding/json writes it.

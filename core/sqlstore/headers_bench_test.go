@@ -16,16 +16,12 @@ func BenchmarkHeaderCodec(b *testing.B) {
 			opts = append(opts, outbox.WithHeader("header-"+strconv.Itoa(i), "4bf92f3577b34da6a3ce929d0e0e4736"))
 		}
 		e := outbox.MustEnvelope(outbox.EventName("OrderPlaced"), opts...)
-		enc, err := encodeHeaders(e)
-		if err != nil {
-			b.Fatal(err)
-		}
-		stored := enc.(string)
+		stored := encodeHeaders(e).(string)
 		b.Run("encode/headers="+strconv.Itoa(n), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := encodeHeaders(e); err != nil {
-					b.Fatal(err)
+				if encodeHeaders(e) == nil {
+					b.Fatal("no headers encoded")
 				}
 			}
 		})

@@ -48,12 +48,11 @@ var postgresDialect = &dialect{
 		return "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = COALESCE(NULLIF($1, ''), current_schema())" +
 			" AND table_name = $2 AND column_name = $3", []any{strings.ToLower(schema), strings.ToLower(name)}
 	},
-	maxBatch:   500,
-	maxListIDs: 500, // unused: id lists are one array parameter
-	seq:        "seq",
-	openKey:    partialOpenKey,
-	heads:      lateralHeads,
-	upgrade:    pgUpgrade,
+	maxBatch: 500, // id lists are one array parameter: no maxListIDs
+	seq:      "seq",
+	openKey:  partialOpenKey,
+	heads:    lateralHeads,
+	upgrade:  pgUpgrade,
 }
 
 // scanTimeValue accepts the time.Time that drivers return for timestamp

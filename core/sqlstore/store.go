@@ -132,11 +132,7 @@ func (s *Store) Insert(ctx context.Context, tx outbox.Tx, now time.Time, owner s
 	for chunk := range slices.Chunk(events, s.d.maxBatch) {
 		args := make([]any, 0, len(chunk)*insertRowArgs)
 		for _, e := range chunk {
-			row, err := s.insertArgs(e, now, owner)
-			if err != nil {
-				return err
-			}
-			args = append(args, row...)
+			args = s.appendInsertArgs(args, e, now, owner)
 		}
 		query := s.q.insert.sql(len(chunk))
 		if s.d.onConflict == "" {
@@ -190,12 +186,9 @@ func (s *Store) copyIn(ctx context.Context, ex Conn, c Copier, events []outbox.E
 	}
 	rows := make([][]any, 0, len(events))
 	for _, e := range events {
-		args, err := s.insertArgs(e, now, owner)
-		if err != nil {
-			return err
-		}
 		// The multi-row INSERT writes status and attempts as literals.
-		rows = append(rows, slices.Concat(args[:copyStatusAt], []any{0, 0}, args[copyStatusAt:]))
+		row := s.appendInsertArgs(make([]any, 0, insertRowArgs+2), e, now, owner)
+		rows = append(rows, slices.Insert(row, copyStatusAt, any(0), any(0)))
 	}
 	if _, err := c.CopyFrom(ctx, s.table, copyColumns, rows); err != nil {
 		return s.insertErr(len(events), err)
@@ -267,18 +260,14 @@ func duplicateErr(ids []string) error {
 		outbox.ErrDuplicateEvent, strings.Join(shown, ", "), more)
 }
 
-// insertArgs returns the bind arguments of one inserted row, in the order
-// of insertRow.
-func (s *Store) insertArgs(e outbox.Envelope, now time.Time, owner string) ([]any, error) {
+// appendInsertArgs appends the bind arguments of one inserted row to args,
+// in the order of insertRow.
+func (s *Store) appendInsertArgs(args []any, e outbox.Envelope, now time.Time, owner string) []any {
 	var payload, payloadBytes any
 	if e.PayloadKind() == outbox.PayloadBytes {
 		payloadBytes = append([]byte{}, e.PayloadString()...)
 	} else {
 		payload = e.PayloadString()
-	}
-	headers, err := encodeHeaders(e)
-	if err != nil {
-		return nil, fmt.Errorf("sqlstore: insert: headers of event %s: %w", e.ID(), err)
 	}
 	available := now
 	if e.AvailableAt().After(now) {
@@ -291,8 +280,8 @@ func (s *Store) insertArgs(e outbox.Envelope, now time.Time, owner string) ([]an
 	if e.Ordered() {
 		key = e.OrderingKey()
 	}
-	return []any{e.ID(), e.Type(), e.AggregateType(), e.AggregateID(), e.TenantID(), int64(e.SchemaVersion()),
-		payload, payloadBytes, headers, s.t(e.OccurredAt()), s.t(available), s.t(now), lockedBy, lockedAt, key}, nil
+	return append(args, e.ID(), e.Type(), e.AggregateType(), e.AggregateID(), e.TenantID(), int64(e.SchemaVersion()),
+		payload, payloadBytes, encodeHeaders(e), s.t(e.OccurredAt()), s.t(available), s.t(now), lockedBy, lockedAt, key)
 }
 
 // Claim atomically claims up to req.Limit due pending events for req.Owner
@@ -560,10 +549,9 @@ func (s *Store) List(ctx context.Context, q outbox.Query) ([]outbox.Record, erro
 	if limit <= 0 {
 		limit = DefaultListLimit
 	}
-	var recs []outbox.Record
-	err := s.filtered(q, func(where string, args []any) error {
-		got, err := s.queryRecords(ctx, s.db, make([]outbox.Record, 0, limit), s.d.rebind("SELECT "+s.q.columns+" FROM "+s.table+" o"+where+" ORDER BY event_id LIMIT ?", 1), append(args, limit)...)
-		recs = append(recs, got...)
+	recs := make([]outbox.Record, 0, limit)
+	err := s.filtered(q, func(where string, args []any) (err error) {
+		recs, err = s.queryRecords(ctx, s.db, recs, s.d.rebind("SELECT "+s.q.columns+" FROM "+s.table+" o"+where+" ORDER BY event_id LIMIT ?", 1), append(args, limit)...)
 		return err
 	})
 	if err != nil {
@@ -743,7 +731,7 @@ type recordScan struct {
 
 func (s *Store) newRecordScan() *recordScan {
 	c := &recordScan{}
-	for _, t := range []*timeCol{&c.occurred, &c.available, &c.created, &c.done, &c.locked} {
+	for _, t := range c.times() {
 		t.d = s.d
 	}
 	c.dest = []any{&c.f.ID, &c.f.Type, &c.f.AggregateType, &c.f.AggregateID, &c.f.TenantID, &c.version, &c.payload, &c.payloadBytes, &c.headers,
@@ -751,11 +739,17 @@ func (s *Store) newRecordScan() *recordScan {
 	return c
 }
 
+// times returns the time columns' destinations.
+func (c *recordScan) times() [5]*timeCol {
+	return [5]*timeCol{&c.occurred, &c.available, &c.created, &c.done, &c.locked}
+}
+
 // scan reads the current row. Only database errors fail it; a row whose
-// content cannot be decoded is returned with Record.Err set.
+// content cannot be decoded is returned with Record.Err set. Every
+// destination is written by each Scan: nothing of a row is left over for
+// the next.
 func (c *recordScan) scan(rows Rows) (outbox.Record, error) {
 	var r outbox.Record
-	c.f = outbox.EnvelopeFields{}
 	if err := rows.Scan(c.dest...); err != nil {
 		return r, err
 	}
@@ -769,7 +763,7 @@ func (c *recordScan) scan(rows Rows) (outbox.Record, error) {
 	r.Subscribers = decodeSubscribers(c.subscribers)
 	f.OccurredAt, f.AvailableAt = c.occurred.t, c.available.t
 	var errs []error
-	for _, t := range []*timeCol{&c.occurred, &c.available, &c.created, &c.done, &c.locked} {
+	for _, t := range c.times() {
 		if t.err != nil {
 			errs = append(errs, t.err)
 		}
