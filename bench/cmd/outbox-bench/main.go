@@ -471,16 +471,17 @@ func serverCPU() (time.Duration, int) {
 		if err != nil {
 			continue
 		}
-		open, end := strings.IndexByte(string(b), '('), strings.LastIndexByte(string(b), ')')
+		stat := string(b)
+		open, end := strings.IndexByte(stat, '('), strings.LastIndexByte(stat, ')')
 		if open < 0 || end < open {
 			continue
 		}
-		switch string(b[open+1 : end]) {
+		switch stat[open+1 : end] { // the command name, in parentheses
 		case "postgres", "mariadbd", "mysqld":
 		default:
 			continue
 		}
-		f := strings.Fields(string(b[end+1:]))
+		f := strings.Fields(stat[end+1:])
 		if len(f) < 15 {
 			continue
 		}
