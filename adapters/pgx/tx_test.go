@@ -250,6 +250,92 @@ func TestCopyFrom(t *testing.T) {
 	}
 }
 
+// TestCopyDuplicateRace: another transaction writes an id of a bulk batch
+// while the batch's COPY runs. The COPY waits for that transaction, then
+// fails on the id; Insert returns ErrDuplicateEvent and the caller's
+// transaction stays usable (the COPY ran in a savepoint). Looking the ids up
+// before the COPY cannot see an id written by a transaction that has not
+// committed yet.
+func TestCopyDuplicateRace(t *testing.T) {
+	pool := newPool(t, defaultSession)
+	table := outboxsqltest.TableName("outbox_pgx_race")
+	store, err := outboxpgx.Open(pool, outboxpgx.WithTable(table))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DROP TABLE IF EXISTS "+table) })
+	if err := store.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	txm := outboxpgx.NewTxManager(pool)
+	ctx := context.Background()
+	contested := ev(t)
+	batch := []outbox.Envelope{contested}
+	for range sqlstore.CopyThreshold {
+		batch = append(batch, ev(t))
+	}
+	after := ev(t)
+
+	// The other writer: inserts the contested id and holds its transaction
+	// open until told to commit.
+	inserted, commit := make(chan struct{}), make(chan struct{})
+	other := make(chan error, 1)
+	go func() {
+		other <- txm.InTx(ctx, func(ctx context.Context) error {
+			if err := insert(ctx, txm, store, contested); err != nil {
+				return err
+			}
+			close(inserted)
+			<-commit
+			return nil
+		})
+	}()
+	<-inserted
+
+	var pid int32
+	copyErr := make(chan error, 1)
+	done := make(chan error, 1)
+	pidKnown := make(chan struct{})
+	go func() {
+		done <- txm.InTx(ctx, func(ctx context.Context) error {
+			tx, _ := txm.Tx(ctx)
+			if err := tx.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+				return err
+			}
+			close(pidKnown)
+			copyErr <- insert(ctx, txm, store, batch...) // waits for the other writer
+			return insert(ctx, txm, store, after) // the transaction goes on
+		})
+	}()
+	<-pidKnown
+	// Commit the other writer once the COPY waits for its lock.
+	for waiting := false; !waiting; {
+		if err := pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE pid = $1 AND NOT granted)", pid).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if !waiting {
+			select {
+			case err := <-copyErr:
+				t.Fatalf("the COPY ended (%v) before the other writer committed", err)
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}
+	close(commit)
+	if err := <-other; err != nil {
+		t.Fatalf("the other writer: %v", err)
+	}
+	if err := <-copyErr; !errors.Is(err, outbox.ErrDuplicateEvent) || !strings.Contains(err.Error(), contested.ID()) {
+		t.Fatalf("Insert of the batch = %v, want ErrDuplicateEvent naming %s", err, contested.ID())
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the transaction did not survive the duplicate: %v", err)
+	}
+	if n := count(t, pool, table); n != 2 {
+		t.Fatalf("%d rows, want the other writer's event and the one written after the duplicate", n)
+	}
+}
+
 // TestBusinessSavepoints checks that savepoints set through the pgx.Tx of
 // TxManager.Tx, with Begin or with SQL, are tracked: the events of one
 // rolled back are never announced as committed.

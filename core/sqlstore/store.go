@@ -176,24 +176,52 @@ func (s *Store) insertReturning(ctx context.Context, ex Conn, query string, args
 }
 
 // copyIn inserts a large batch through a Copier. COPY has no conflict
-// clause and a failed COPY aborts a PostgreSQL transaction, so existing
-// ids are looked for first.
+// clause, and a failed statement aborts a PostgreSQL transaction, so the
+// COPY runs in a savepoint: when an id is stored already, the savepoint is
+// rolled back and the caller's transaction goes on without these events.
+// (Looking the ids up first would cost the same round trip and still lose
+// the race against a concurrent writer of the same id.)
 func (s *Store) copyIn(ctx context.Context, ex Conn, c Copier, events []outbox.Envelope, ids []string, now time.Time, owner string) error {
-	if dups, err := s.existing(ctx, ex, ids); err != nil {
-		return s.insertErr(len(events), err)
-	} else if len(dups) > 0 {
-		return duplicateErr(dups)
-	}
 	rows := make([][]any, 0, len(events))
 	for _, e := range events {
 		// The multi-row INSERT writes status and attempts as literals.
 		row := s.appendInsertArgs(make([]any, 0, insertRowArgs+2), e, now, owner)
 		rows = append(rows, slices.Insert(row, copyStatusAt, any(0), any(0)))
 	}
-	if _, err := c.CopyFrom(ctx, s.table, copyColumns, rows); err != nil {
+	if _, err := ex.Exec(ctx, "SAVEPOINT "+copySavepoint); err != nil {
 		return s.insertErr(len(events), err)
 	}
-	return nil
+	_, err := c.CopyFrom(ctx, s.table, copyColumns, rows)
+	if err == nil {
+		if _, err := ex.Exec(ctx, "RELEASE SAVEPOINT "+copySavepoint); err != nil {
+			return s.insertErr(len(events), err)
+		}
+		return nil
+	}
+	if rerr := s.rollbackTo(ctx, ex); rerr != nil {
+		return fmt.Errorf("sqlstore: insert %d events into %s failed, and so did the rollback to the savepoint before it (roll the transaction back): %w",
+			len(events), s.table, errors.Join(s.explain(err), rerr))
+	}
+	if s.d.uniqueViolation != nil && s.d.uniqueViolation(err) {
+		dups, lerr := s.existing(ctx, ex, ids)
+		if lerr != nil {
+			return fmt.Errorf("%w: sqlstore: insert into %s: %w", outbox.ErrDuplicateEvent, s.table, lerr)
+		}
+		return duplicateErr(dups)
+	}
+	return s.insertErr(len(events), err)
+}
+
+// copySavepoint is the savepoint a COPY runs in.
+const copySavepoint = "outbox_copy"
+
+// rollbackTo rolls back to copySavepoint and releases it.
+func (s *Store) rollbackTo(ctx context.Context, ex Conn) error {
+	if _, err := ex.Exec(ctx, "ROLLBACK TO SAVEPOINT "+copySavepoint); err != nil {
+		return err
+	}
+	_, err := ex.Exec(ctx, "RELEASE SAVEPOINT "+copySavepoint)
+	return err
 }
 
 // insertErr wraps a failed insert; a duplicate key (another transaction
