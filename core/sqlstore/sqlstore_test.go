@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	outbox "github.com/go-outbox/outbox/core"
 )
@@ -88,7 +89,7 @@ func TestNoStatementReadsTheDatabaseClock(t *testing.T) {
 			t.Fatal(err)
 		}
 		q := s.q
-		all := []string{q.recoverClaim, q.freshClaim, q.markRetry, q.markDead, q.get, q.stats, q.oldest, q.purge, q.purgeTenant, q.insert.sql(3)}
+		all := []string{q.recoverClaim, q.freshClaim, q.markRetry, q.markDead, q.get, q.stats, q.oldest, q.purge, q.purgeTenant, q.insert.sql(colAll, 3), q.insert.sql(0, 3)}
 		for _, b := range []*idsSQL{q.markDone, q.renew, q.release, q.replay, q.deleteDead, q.existing, q.undoInsert} {
 			query, _ := b.bind(nil, []string{"a", "b"})
 			all = append(all, query)
@@ -152,8 +153,17 @@ func TestRebindNumbersPlaceholders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n, want := strings.Count(s.q.insert.sql(7), "?"), 7*insertRowArgs; n != want {
-		t.Errorf("insert of 7 rows has %d placeholders, want %d", n, want)
+	for cols := range colAll + 1 {
+		_, per := cols.list()
+		if n, want := strings.Count(s.q.insert.sql(cols, 7), "?"), 7*per; n != want {
+			t.Errorf("insert of 7 rows binding %07b has %d placeholders, want %d", cols, n, want)
+		}
+		if n, want := len(s.appendInsertArgs(nil, cols, outbox.MustEnvelope(outbox.EventName("E"), outbox.WithJSON([]byte(`{}`))), time.Now(), "o")), per; n != want {
+			t.Errorf("a row binding %07b has %d arguments, want %d", cols, n, want)
+		}
+	}
+	if _, per := colAll.list(); per != len(copyColumns)-2 {
+		t.Errorf("a row binding every column has %d parameters, want %d (the copied columns but status and attempts)", per, len(copyColumns)-2)
 	}
 	a := s.claimArgs(outbox.ClaimRequest{Owner: "o", Limit: 1})
 	for _, c := range []struct {

@@ -130,11 +130,16 @@ func (s *Store) Insert(ctx context.Context, tx outbox.Tx, now time.Time, owner s
 	}
 	written := 0 // events of the chunks before this one, all inserted
 	for chunk := range slices.Chunk(events, s.d.maxBatch) {
-		args := make([]any, 0, len(chunk)*insertRowArgs)
+		var cols insertCols
 		for _, e := range chunk {
-			args = s.appendInsertArgs(args, e, now, owner)
+			cols |= rowCols(e, owner)
 		}
-		query := s.q.insert.sql(len(chunk))
+		_, per := cols.list()
+		args := make([]any, 0, len(chunk)*per)
+		for _, e := range chunk {
+			args = s.appendInsertArgs(args, cols, e, now, owner)
+		}
+		query := s.q.insert.sql(cols, len(chunk))
 		if s.d.onConflict == "" {
 			if _, err := ex.Exec(ctx, query, args...); err != nil {
 				if s.d.uniqueViolation(err) { // the statement alone was rolled back
@@ -156,8 +161,7 @@ func (s *Store) Insert(ctx context.Context, tx outbox.Tx, now time.Time, owner s
 	return nil
 }
 
-// insertReturning runs an INSERT … RETURNING event_id and returns the ids
-// it wrote.
+// insertReturning runs an INSERT … RETURNING of ids and returns them.
 func (s *Store) insertReturning(ctx context.Context, ex Conn, query string, args []any) ([]string, error) {
 	rows, err := ex.Query(ctx, query, args...)
 	if err != nil {
@@ -185,7 +189,7 @@ func (s *Store) copyIn(ctx context.Context, ex Conn, c Copier, events []outbox.E
 	rows := make([][]any, 0, len(events))
 	for _, e := range events {
 		// The multi-row INSERT writes status and attempts as literals.
-		row := s.appendInsertArgs(make([]any, 0, insertRowArgs+2), e, now, owner)
+		row := s.appendInsertArgs(make([]any, 0, len(copyColumns)), colAll, e, now, owner)
 		rows = append(rows, slices.Insert(row, copyStatusAt, any(0), any(0)))
 	}
 	if _, err := ex.Exec(ctx, "SAVEPOINT "+copySavepoint); err != nil {
@@ -288,28 +292,80 @@ func duplicateErr(ids []string) error {
 		outbox.ErrDuplicateEvent, strings.Join(shown, ", "), more)
 }
 
-// appendInsertArgs appends the bind arguments of one inserted row to args,
-// in the order of insertRow.
-func (s *Store) appendInsertArgs(args []any, e outbox.Envelope, now time.Time, owner string) []any {
-	var payload, payloadBytes any
+// rowCols returns the optional columns that e sets, inserted with owner.
+func rowCols(e outbox.Envelope, owner string) insertCols {
+	var c insertCols
+	if e.TenantID() != "" {
+		c |= colTenant
+	}
+	if e.SchemaVersion() != 1 {
+		c |= colVersion
+	}
 	if e.PayloadKind() == outbox.PayloadBytes {
-		payloadBytes = append([]byte{}, e.PayloadString()...)
+		c |= colPayloadBytes
 	} else {
-		payload = e.PayloadString()
+		c |= colPayload
+	}
+	if e.NumHeaders() > 0 {
+		c |= colHeaders
+	}
+	if owner != "" && !e.Delayed() {
+		c |= colClaim
+	}
+	if e.Ordered() {
+		c |= colKey
+	}
+	return c
+}
+
+// appendInsertArgs appends the bind arguments of one inserted row to args:
+// those of cols, in the order of cols.list().
+func (s *Store) appendInsertArgs(args []any, cols insertCols, e outbox.Envelope, now time.Time, owner string) []any {
+	args = append(args, e.ID(), e.Type(), e.AggregateType(), e.AggregateID())
+	if cols&colTenant != 0 {
+		args = append(args, e.TenantID())
+	}
+	if cols&colVersion != 0 {
+		args = append(args, int64(e.SchemaVersion()))
+	}
+	bytes := e.PayloadKind() == outbox.PayloadBytes
+	if cols&colPayload != 0 {
+		var payload any
+		if !bytes {
+			payload = e.PayloadString()
+		}
+		args = append(args, payload)
+	}
+	if cols&colPayloadBytes != 0 {
+		var payload any
+		if bytes {
+			payload = []byte(e.PayloadString())
+		}
+		args = append(args, payload)
+	}
+	if cols&colHeaders != 0 {
+		args = append(args, encodeHeaders(e))
 	}
 	available := now
 	if e.AvailableAt().After(now) {
 		available = e.AvailableAt()
 	}
-	var lockedBy, lockedAt, key any
-	if owner != "" && !e.Delayed() {
-		lockedBy, lockedAt = owner, s.t(now)
+	args = append(args, s.t(e.OccurredAt()), s.t(available), s.t(now))
+	if cols&colClaim != 0 {
+		var lockedBy, lockedAt any
+		if owner != "" && !e.Delayed() {
+			lockedBy, lockedAt = owner, s.t(now)
+		}
+		args = append(args, lockedBy, lockedAt)
 	}
-	if e.Ordered() {
-		key = e.OrderingKey()
+	if cols&colKey != 0 {
+		var key any
+		if e.Ordered() {
+			key = e.OrderingKey()
+		}
+		args = append(args, key)
 	}
-	return append(args, e.ID(), e.Type(), e.AggregateType(), e.AggregateID(), e.TenantID(), int64(e.SchemaVersion()),
-		payload, payloadBytes, encodeHeaders(e), s.t(e.OccurredAt()), s.t(available), s.t(now), lockedBy, lockedAt, key)
+	return args
 }
 
 // Claim atomically claims up to req.Limit due pending events for req.Owner

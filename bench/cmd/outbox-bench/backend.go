@@ -226,7 +226,7 @@ func (b backend) timeArg(t time.Time) any {
 // rawInsertColumns are the columns a hand-written INSERT of an outbox row
 // names; the others take their defaults (status 0, attempts 0, NULLs), which
 // is what the framework writes for an unclaimed row.
-const rawInsertColumns = "event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, occurred_at, available_at, created_at"
+const rawInsertColumns = "event_id, event_type, aggregate_type, aggregate_id, payload, headers, occurred_at, available_at, created_at"
 
 // rawInsertSQL returns a multi-row INSERT of n rows into the raw table.
 func (b backend) rawInsertSQL(n int) string {
@@ -236,7 +236,7 @@ func (b backend) rawInsertSQL(n int) string {
 		if i > 0 {
 			sb.WriteString(", ")
 		}
-		sb.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+		sb.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?)")
 	}
 	return b.rebind(sb.String())
 }
@@ -265,7 +265,7 @@ func newEvent(orderID string) (outbox.Envelope, error) {
 // framework stores for the same event.
 func (b backend) appendRawRow(args []any, orderID string, now time.Time) []any {
 	ts := b.timeArg(now)
-	return append(args, outbox.NewULID(), eventType, aggregateType, orderID, "", payloadJSON, headersJSON, ts, ts, ts)
+	return append(args, outbox.NewULID(), eventType, aggregateType, orderID, payloadJSON, headersJSON, ts, ts, ts)
 }
 
 // bulkLoad inserts n pending rows into table with one server-side
@@ -279,7 +279,7 @@ func (b backend) bulkLoad(ctx context.Context, p pool, table string, n int) erro
 	switch b.family {
 	case "postgres":
 		q = fmt.Sprintf(`INSERT INTO %s (%s)
-SELECT '01BENCH' || lpad(g::text, 19, '0'), '%s', '%s', 'o-' || g, '', '%s'::json, '%s',
+SELECT '01BENCH' || lpad(g::text, 19, '0'), '%s', '%s', 'o-' || g, '%s'::json, '%s',
        $1::timestamptz + g * interval '1 microsecond', $1::timestamptz + g * interval '1 microsecond', $1::timestamptz + g * interval '1 microsecond'
 FROM generate_series(1, %d) AS g`, table, cols, eventType, aggregateType, payloadJSON, headersJSON, n)
 		_, err := p.exec(ctx, q, base)
@@ -290,7 +290,7 @@ FROM generate_series(1, %d) AS g`, table, cols, eventType, aggregateType, payloa
 		for from := 1; from <= n; from += chunk {
 			to := min(from+chunk-1, n)
 			q = fmt.Sprintf(`INSERT INTO %s (%s)
-SELECT CONCAT('01BENCH', LPAD(seq, 19, '0')), '%s', '%s', CONCAT('o-', seq), '', '%s', '%s',
+SELECT CONCAT('01BENCH', LPAD(seq, 19, '0')), '%s', '%s', CONCAT('o-', seq), '%s', '%s',
        ? + INTERVAL seq MICROSECOND, ? + INTERVAL seq MICROSECOND, ? + INTERVAL seq MICROSECOND
 FROM seq_%d_to_%d`, table, cols, eventType, aggregateType, payloadJSON, headersJSON, from, to)
 			ts := b.timeArg(base)
@@ -302,7 +302,7 @@ FROM seq_%d_to_%d`, table, cols, eventType, aggregateType, payloadJSON, headersJ
 	default:
 		q = fmt.Sprintf(`INSERT INTO %s (%s)
 WITH RECURSIVE g(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM g WHERE x < %d)
-SELECT '01BENCH' || printf('%%019d', x), '%s', '%s', 'o-' || x, '', '%s', '%s', ? + x, ? + x, ? + x FROM g`,
+SELECT '01BENCH' || printf('%%019d', x), '%s', '%s', 'o-' || x, '%s', '%s', ? + x, ? + x, ? + x FROM g`,
 			table, cols, n, eventType, aggregateType, payloadJSON, headersJSON)
 		ts := base.UnixMicro()
 		_, err := p.exec(ctx, q, ts, ts, ts)

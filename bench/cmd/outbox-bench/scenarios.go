@@ -115,7 +115,7 @@ func (e *env) rawWrite(rows int) func(ctx context.Context, w, i int) error {
 	return func(ctx context.Context, w, i int) error {
 		return e.p.inTx(ctx, false, func(tx conn) error {
 			now := time.Now()
-			args := make([]any, 0, rows*10)
+			args := make([]any, 0, rows*9)
 			for k := range rows {
 				args = e.b.appendRawRow(args, "o-"+strconv.Itoa(w)+"-"+strconv.Itoa(i)+"-"+strconv.Itoa(k), now)
 			}
