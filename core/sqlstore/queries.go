@@ -1,7 +1,6 @@
 package sqlstore
 
 import (
-	"slices"
 	"strings"
 	"sync"
 )
@@ -14,10 +13,6 @@ const columns = "event_id, event_type, aggregate_type, aggregate_id, tenant_id, 
 
 // selectList returns the select list of d: columns and the sequence.
 func (d *dialect) selectList() string { return columns + ", " + d.seq }
-
-// insertColumns are the columns of a bulk copy, in the order of its rows.
-const insertColumns = "event_id, event_type, aggregate_type, aggregate_id, tenant_id, schema_version, payload, payload_bytes, headers, " +
-	"status, attempts, occurred_at, available_at, created_at, locked_by, locked_at, ordering_key"
 
 // insertCols is a set of the optional columns of the multi-row INSERT. A
 // batch names those that one of its rows sets; the others take the
@@ -39,9 +34,9 @@ const (
 	colAll          = colKey<<1 - 1
 )
 
-// list returns the column list of an INSERT of c and its count of
-// columns, in the order of the arguments of appendInsertArgs.
-func (c insertCols) list() (string, int) {
+// columns returns the columns of an insert of c (a multi-row INSERT or a
+// COPY), in the order of the arguments of appendInsertArgs.
+func (c insertCols) columns() []string {
 	cols := []string{"event_id", "event_type", "aggregate_type", "aggregate_id"}
 	for _, o := range []struct {
 		col  insertCols
@@ -58,7 +53,7 @@ func (c insertCols) list() (string, int) {
 	if c&colKey != 0 {
 		cols = append(cols, "ordering_key")
 	}
-	return strings.Join(cols, ", "), len(cols)
+	return cols
 }
 
 // insertSQL is the multi-row INSERT of each set of columns and row count,
@@ -82,10 +77,11 @@ func (q *insertSQL) sql(cols insertCols, n int) string {
 	if s, ok := q.cache.Load(k); ok {
 		return s.(string)
 	}
-	list, per := cols.list()
+	list := cols.columns()
+	per := len(list)
 	group := "(" + strings.Repeat("?, ", per-1) + "?)"
 	var sb strings.Builder
-	sb.WriteString("INSERT INTO " + q.table + " (" + list + ") VALUES ")
+	sb.WriteString("INSERT INTO " + q.table + " (" + strings.Join(list, ", ") + ") VALUES ")
 	for i := range n {
 		if i > 0 {
 			sb.WriteString(", ")
@@ -97,14 +93,6 @@ func (q *insertSQL) sql(cols insertCols, n int) string {
 	q.cache.Store(k, s)
 	return s
 }
-
-// copyColumns are the columns of a bulk copy: insertColumns as a list;
-// status and attempts, which appendInsertArgs leaves to their defaults,
-// are at copyStatusAt.
-var (
-	copyColumns  = strings.Split(insertColumns, ", ")
-	copyStatusAt = slices.Index(copyColumns, "status")
-)
 
 // The claim is two statements, each reading an index of its own. The
 // recovery takes rows whose claim expired (their owner stopped renewing it:

@@ -134,8 +134,7 @@ func (s *Store) Insert(ctx context.Context, tx outbox.Tx, now time.Time, owner s
 		for _, e := range chunk {
 			cols |= rowCols(e, owner)
 		}
-		_, per := cols.list()
-		args := make([]any, 0, len(chunk)*per)
+		args := make([]any, 0, len(chunk)*len(cols.columns()))
 		for _, e := range chunk {
 			args = s.appendInsertArgs(args, cols, e, now, owner)
 		}
@@ -186,16 +185,19 @@ func (s *Store) insertReturning(ctx context.Context, ex Conn, query string, args
 // (Looking the ids up first would cost the same round trip and still lose
 // the race against a concurrent writer of the same id.)
 func (s *Store) copyIn(ctx context.Context, ex Conn, c Copier, events []outbox.Envelope, ids []string, now time.Time, owner string) error {
+	var cols insertCols
+	for _, e := range events {
+		cols |= rowCols(e, owner)
+	}
+	columns := cols.columns()
 	rows := make([][]any, 0, len(events))
 	for _, e := range events {
-		// The multi-row INSERT writes status and attempts as literals.
-		row := s.appendInsertArgs(make([]any, 0, len(copyColumns)), colAll, e, now, owner)
-		rows = append(rows, slices.Insert(row, copyStatusAt, any(0), any(0)))
+		rows = append(rows, s.appendInsertArgs(make([]any, 0, len(columns)), cols, e, now, owner))
 	}
 	if _, err := ex.Exec(ctx, "SAVEPOINT "+copySavepoint); err != nil {
 		return s.insertErr(len(events), err)
 	}
-	_, err := c.CopyFrom(ctx, s.table, copyColumns, rows)
+	_, err := c.CopyFrom(ctx, s.table, columns, rows)
 	if err == nil {
 		if _, err := ex.Exec(ctx, "RELEASE SAVEPOINT "+copySavepoint); err != nil {
 			return s.insertErr(len(events), err)
@@ -319,7 +321,7 @@ func rowCols(e outbox.Envelope, owner string) insertCols {
 }
 
 // appendInsertArgs appends the bind arguments of one inserted row to args:
-// those of cols, in the order of cols.list().
+// those of cols, in the order of cols.columns().
 func (s *Store) appendInsertArgs(args []any, cols insertCols, e outbox.Envelope, now time.Time, owner string) []any {
 	args = append(args, e.ID(), e.Type(), e.AggregateType(), e.AggregateID())
 	if cols&colTenant != 0 {

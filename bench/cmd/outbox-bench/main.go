@@ -44,6 +44,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -220,21 +221,22 @@ func runBackend(ctx context.Context, o options, b backend, want map[string]bool,
 		return err
 	}
 	e := &env{b: b, cfg: o.clientConfig(), p: p, store: store, txm: p.txManager(), log: discardLogger(os.Stderr)}
-	// best runs both sides -rounds times, alternating which goes first, and
-	// records the best round of each.
-	best := func(name string, conc int, side func(side string) (run, error)) error {
+	// best runs the framework and each raw side -rounds times, alternating
+	// which goes first, and records the best round of the framework and
+	// the best of every raw round.
+	best := func(name string, conc int, raws []string, side func(side string) (run, error)) error {
 		var bf, br run
 		for r := range max(o.rounds, 1) {
-			order := []string{"raw", "framework"}
-			if r%2 == 1 {
-				order = []string{"framework", "raw"}
+			order := append([]string{"framework"}, raws...)
+			if r%2 == 0 {
+				slices.Reverse(order)
 			}
 			for _, s := range order {
 				res, err := side(s)
 				if err != nil {
 					return fmt.Errorf("%s (%s): %w", name, s, err)
 				}
-				if s == "raw" && res.rate() > br.rate() {
+				if s != "framework" && res.rate() > br.rate() {
 					br = res
 				}
 				if s == "framework" && res.rate() > bf.rate() {
@@ -247,7 +249,7 @@ func runBackend(ctx context.Context, o options, b backend, want map[string]bool,
 	}
 	if want["write"] {
 		for _, w := range o.writers {
-			if err := best(fmt.Sprintf("write-c%d", w), w, func(side string) (run, error) {
+			if err := best(fmt.Sprintf("write-c%d", w), w, e.rawSides(1), func(side string) (run, error) {
 				return e.writeSide(ctx, side, w, 1, o.duration)
 			}); err != nil {
 				return err
@@ -256,7 +258,7 @@ func runBackend(ctx context.Context, o options, b backend, want map[string]bool,
 	}
 	if want["write-batch"] {
 		for _, w := range o.writers {
-			if err := best(fmt.Sprintf("write-batch-c%d", w), w, func(side string) (run, error) {
+			if err := best(fmt.Sprintf("write-batch-c%d", w), w, e.rawSides(o.batch), func(side string) (run, error) {
 				return e.writeSide(ctx, side, w, o.batch, o.duration)
 			}); err != nil {
 				return err
@@ -264,8 +266,8 @@ func runBackend(ctx context.Context, o options, b backend, want map[string]bool,
 		}
 	}
 	if want["e2e-hot"] {
-		if err := best(fmt.Sprintf("e2e-hot-c%d", o.e2eWriters), o.e2eWriters, func(side string) (run, error) {
-			if side == "raw" {
+		if err := best(fmt.Sprintf("e2e-hot-c%d", o.e2eWriters), o.e2eWriters, e.rawSides(1), func(side string) (run, error) {
+			if side != "framework" {
 				return e.writeSide(ctx, side, o.e2eWriters, 1, o.duration)
 			}
 			return e.e2eFramework(ctx, o.e2eWriters, o.duration, false)

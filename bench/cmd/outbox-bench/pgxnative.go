@@ -23,6 +23,7 @@ type pgxPool struct {
 type pgxQuerier interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error)
 }
 
 // pgxConn is a conn on a pgx pool or transaction.
@@ -97,6 +98,11 @@ func (c pgxConn) query(ctx context.Context, query string, args ...any) ([]any, e
 		}
 	}
 	return first, rows.Err()
+}
+
+// copyRows bulk-loads rows into table with COPY (see copier).
+func (c pgxConn) copyRows(ctx context.Context, table string, columns []string, rows [][]any) (int64, error) {
+	return c.q.CopyFrom(ctx, pgx.Identifier{table}, columns, pgx.CopyFromRows(rows))
 }
 
 // claim scans the outbox columns (in the order of the raw drain's claim)

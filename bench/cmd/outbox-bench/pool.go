@@ -25,6 +25,12 @@ type conn interface {
 	claim(ctx context.Context, query string, args ...any) ([]any, error)
 }
 
+// copier is a conn that bulk-loads rows with COPY (native pgx): its raw
+// write baseline is the faster of a multi-row INSERT and a COPY.
+type copier interface {
+	copyRows(ctx context.Context, table string, columns []string, rows [][]any) (int64, error)
+}
+
 // txManager is the TxContext the framework writes through, and what runs
 // a function in a transaction it carries: outboxsql's or outboxpgx's.
 type txManager interface {
