@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"context"
+	"runtime"
 	"time"
 )
 
@@ -46,6 +47,14 @@ func (d *Dispatcher) afterCommit(hot []Envelope, release []string, created time.
 		release = append(release, e.ID())
 	}
 	if len(release) == 0 {
+		// Let a worker take the events now: the committing goroutine would
+		// otherwise keep its P until it blocks, and on a machine whose
+		// cores are busy (writers running SQLite in-process, a database on
+		// the same cores) the worker waited for a P up to Go's 10 ms
+		// preemption slice. Measured with 16 writers on two cores:
+		// commit → listener p99 from 12–14 ms to 0.4–1.4 ms on SQLite, from
+		// 3.2–3.6 ms to 0.4 ms on PostgreSQL, at the same throughput.
+		runtime.Gosched()
 		return
 	}
 	defer d.wakePoller()
