@@ -12,8 +12,13 @@ import (
 	"github.com/go-outbox/outbox/core/outboxtest"
 )
 
-func newFixture(*testing.T) outboxtest.Fixture {
+func newFixture(t *testing.T) outboxtest.Fixture {
 	s := outboxmem.New()
+	t.Cleanup(func() {
+		if !s.IndexesMatch() {
+			t.Error("the store's claim indexes do not match its rows")
+		}
+	})
 	// No SQL table: the suite's corrupt-row test skips, saying why.
 	return outboxtest.Fixture{Store: s, Purger: s, TxContext: s, InTx: s.InTx}
 }

@@ -28,6 +28,13 @@ const DefaultListLimit = 100
 type Store struct {
 	mu   sync.Mutex
 	rows map[string]*row // committed events
+	// claimed and due index the pending rows (NEW or RETRY) for claims,
+	// like the lease and due indexes of the SQL tables: claimed holds the
+	// claimed ones by id, due the unclaimed unordered ones in claim order
+	// (dueOrder). A claim reads the head of due and the claimed rows, not
+	// the whole table. change keeps them.
+	claimed map[string]*row
+	due     []*row
 	// staged holds the ids inserted by transactions that have not ended
 	// yet, like the unique index of a database: another insert of the
 	// same id fails at once.
@@ -42,7 +49,7 @@ type Store struct {
 
 // New returns an empty Store.
 func New() *Store {
-	return &Store{rows: make(map[string]*row), staged: make(map[string]*memTx)}
+	return &Store{rows: make(map[string]*row), claimed: make(map[string]*row), staged: make(map[string]*memTx)}
 }
 
 // row is one stored event with its delivery state. Times are UTC,
@@ -71,6 +78,43 @@ func ts(t time.Time) time.Time {
 }
 
 func pending(r *row) bool { return r.status == outbox.StatusNew || r.status == outbox.StatusRetry }
+
+// dueOrder is the order in which claims take unclaimed rows: due time,
+// then id.
+func dueOrder(a, b *row) int { return cmp.Or(a.availableAt.Compare(b.availableAt), byID(a, b)) }
+
+// index adds r, a committed row, to the claim index it belongs in (see
+// Store.claimed); unindex takes it out. Every change of a committed row's
+// status, claim or due time goes between the two: see change.
+func (s *Store) index(r *row) {
+	switch {
+	case !pending(r):
+	case r.lockedBy != "":
+		s.claimed[r.f.ID] = r
+	case r.key() == "":
+		i, _ := slices.BinarySearchFunc(s.due, r, dueOrder)
+		s.due = slices.Insert(s.due, i, r)
+	}
+}
+
+func (s *Store) unindex(r *row) {
+	switch {
+	case !pending(r):
+	case r.lockedBy != "":
+		delete(s.claimed, r.f.ID)
+	case r.key() == "":
+		if i, ok := slices.BinarySearchFunc(s.due, r, dueOrder); ok {
+			s.due = slices.Delete(s.due, i, i+1)
+		}
+	}
+}
+
+// change applies fn to r, a committed row, and keeps the claim indexes.
+func (s *Store) change(r *row, fn func(r *row)) {
+	s.unindex(r)
+	fn(r)
+	s.index(r)
+}
 
 // key returns the row's ordering key, "" for an unordered row.
 func (r *row) key() string { return r.f.OrderingKey }
@@ -195,36 +239,50 @@ func (s *Store) Claim(ctx context.Context, req outbox.ClaimRequest) ([]outbox.Re
 	leaseCutoff, recentCutoff := ts(now.Add(-req.Lease)), ts(now.Add(-req.SkipRecent))
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var expired, due []*row
-	var heads map[string]*row
-	if req.Ordered {
-		heads = s.heads(req.DeadSkips)
-	}
-	for _, r := range s.rows {
-		switch {
-		case !pending(r):
-		case r.lockedBy != "":
-			if !req.NoRecovery && !r.lockedAt.After(leaseCutoff) {
+	var expired []*row
+	if !req.NoRecovery {
+		for _, r := range s.claimed {
+			if !r.lockedAt.After(leaseCutoff) {
 				expired = append(expired, r)
 			}
-		case r.key() != "":
-			// ordered: a head, below
-		case !r.availableAt.After(now) && !r.createdAt.After(recentCutoff):
-			due = append(due, r)
 		}
 	}
 	expired = firstN(expired, req.Limit, func(a, b *row) int { return cmp.Or(a.lockedAt.Compare(b.lockedAt), byID(a, b)) })
-	due = firstN(due, req.Limit-len(expired), func(a, b *row) int { return cmp.Or(a.availableAt.Compare(b.availableAt), byID(a, b)) })
-	due = slices.Concat(s.claimableHeads(heads, now, recentCutoff, req.Limit-len(expired)), due)
-	due = due[:min(len(due), req.Limit-len(expired))]
-	for _, r := range expired {
-		r.lastError = outbox.ErrClaimExpired.Error()
+	var heads []*row
+	if req.Ordered {
+		heads = s.claimableHeads(s.heads(req.DeadSkips), now, recentCutoff, req.Limit-len(expired))
 	}
-	claimed := append(expired, due...)
-	slices.SortFunc(claimed, func(a, b *row) int { return cmp.Or(a.availableAt.Compare(b.availableAt), byID(a, b)) })
+	for _, r := range expired {
+		s.change(r, func(r *row) {
+			r.lastError = outbox.ErrClaimExpired.Error()
+			r.lockedBy, r.lockedAt = req.Owner, now
+		})
+	}
+	for _, r := range heads {
+		s.change(r, func(r *row) { r.lockedBy, r.lockedAt = req.Owner, now })
+	}
+	// The due rows come off the head of s.due, in one pass.
+	claimed := append(expired, heads...)
+	end := 0
+	for ; end < len(s.due) && len(claimed) < req.Limit; end++ {
+		r := s.due[end]
+		if r.availableAt.After(now) {
+			break
+		}
+		if r.createdAt.After(recentCutoff) {
+			continue
+		}
+		r.lockedBy, r.lockedAt = req.Owner, now
+		s.claimed[r.f.ID] = r
+		claimed = append(claimed, r)
+	}
+	kept := len(slices.DeleteFunc(s.due[:end], func(r *row) bool { return r.lockedBy != "" }))
+	kept += copy(s.due[kept:], s.due[end:])
+	clear(s.due[kept:])
+	s.due = s.due[:kept]
+	slices.SortFunc(claimed, dueOrder)
 	recs := make([]outbox.Record, len(claimed))
 	for i, r := range claimed {
-		r.lockedBy, r.lockedAt = req.Owner, now
 		recs[i] = r.record()
 	}
 	return recs, nil
@@ -363,7 +421,7 @@ func (s *Store) Skip(ctx context.Context, ids []string, now time.Time, note stri
 	var n int64
 	for _, id := range ids {
 		if r, ok := s.rows[id]; ok && r.status == outbox.StatusDead {
-			r.status, r.doneAt, r.lastError = outbox.StatusDone, now, outbox.TruncateError(note)
+			s.change(r, func(r *row) { r.status, r.doneAt, r.lastError = outbox.StatusDone, now, outbox.TruncateError(note) })
 			n++
 		}
 	}
@@ -418,7 +476,7 @@ func (s *Store) fenced(owner string, ids []string, fn func(r *row)) int64 {
 		}
 		seen[id] = struct{}{}
 		if r, ok := s.rows[id]; ok && pending(r) && r.lockedBy == owner {
-			fn(r)
+			s.change(r, fn)
 			n++
 		}
 	}
@@ -502,8 +560,10 @@ func (s *Store) Replay(ctx context.Context, ids []string, now time.Time) (int64,
 	var n int64
 	for _, id := range ids {
 		if r, ok := s.rows[id]; ok && r.status == outbox.StatusDead {
-			r.status, r.attempts, r.availableAt, r.doneAt = outbox.StatusNew, 0, now, time.Time{}
-			r.unlock()
+			s.change(r, func(r *row) {
+				r.status, r.attempts, r.availableAt, r.doneAt = outbox.StatusNew, 0, now, time.Time{}
+				r.unlock()
+			})
 			n++
 		}
 	}

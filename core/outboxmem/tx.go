@@ -126,6 +126,7 @@ func (t *memTx) end(commit bool) {
 			delete(s.staged, r.f.ID)
 			if commit {
 				s.rows[r.f.ID] = r
+				s.index(r)
 			}
 		}
 	}
