@@ -14,13 +14,14 @@ const columns = "event_id, event_type, aggregate_type, aggregate_id, tenant_id, 
 // selectList returns the select list of d: columns and the sequence.
 func (d *dialect) selectList() string { return columns + ", " + d.seq }
 
-// insertCols is a set of the optional columns of the multi-row INSERT. A
-// batch names those that one of its rows sets; the others take the
-// table's defaults (the unset value). So a typical event binds 9
-// parameters instead of 15, and names 9 columns instead of 17: on
+// insertCols is a set of the optional columns of an insert (a multi-row
+// INSERT or a COPY). A batch names those that one of its rows sets; the
+// others take the table's defaults (the unset value). So a typical event
+// binds 9 parameters instead of 15, and names 9 columns instead of 17: on
 // PostgreSQL, planning a 100-row INSERT that wrote its unset columns out
-// as literals took twice as long as one that left them out, and encoding
-// parameters is most of the client's work of an insert.
+// as literals took twice as long as one that left them out (lib/pq plans
+// every statement), and encoding parameters is most of the client's work
+// of an insert.
 type insertCols uint8
 
 const (
