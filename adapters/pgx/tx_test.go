@@ -304,7 +304,7 @@ func TestCopyDuplicateRace(t *testing.T) {
 			}
 			close(pidKnown)
 			copyErr <- insert(ctx, txm, store, batch...) // waits for the other writer
-			return insert(ctx, txm, store, after) // the transaction goes on
+			return insert(ctx, txm, store, after)        // the transaction goes on
 		})
 	}()
 	<-pidKnown
