@@ -15,6 +15,7 @@ import (
 	"github.com/go-outbox/outbox/core/sqlstore"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	outboxpgx "github.com/go-outbox/outbox/adapters/pgx"
 )
@@ -174,6 +175,20 @@ func TestScanValues(t *testing.T) {
 	}
 }
 
+// migrated returns a Store of pool on table, migrated, dropped at cleanup.
+func migrated(t *testing.T, pool *pgxpool.Pool, table string) *sqlstore.Store {
+	t.Helper()
+	store, err := outboxpgx.Open(pool, outboxpgx.WithTable(table))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DROP TABLE IF EXISTS "+table) })
+	if err := store.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return store
+}
+
 // TestCopyFrom writes batches around sqlstore.CopyThreshold into tables
 // whose names PostgreSQL folds (mixed case) or qualifies with a schema:
 // CopyFrom must name the same table as the SQL text does.
@@ -187,14 +202,7 @@ func TestCopyFrom(t *testing.T) {
 		strings.ToUpper(schema) + ".Events",
 	} {
 		t.Run(table, func(t *testing.T) {
-			store, err := outboxpgx.Open(pool, outboxpgx.WithTable(table))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DROP TABLE IF EXISTS "+table) })
-			if err := store.Migrate(context.Background()); err != nil {
-				t.Fatal(err)
-			}
+			store := migrated(t, pool, table)
 			txm := outboxpgx.NewTxManager(pool)
 			var all []outbox.Envelope
 			for _, n := range []int{sqlstore.CopyThreshold - 1, sqlstore.CopyThreshold, 300} {
@@ -259,14 +267,7 @@ func TestCopyFrom(t *testing.T) {
 func TestCopyDuplicateRace(t *testing.T) {
 	pool := newPool(t, defaultSession)
 	table := outboxsqltest.TableName("outbox_pgx_race")
-	store, err := outboxpgx.Open(pool, outboxpgx.WithTable(table))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DROP TABLE IF EXISTS "+table) })
-	if err := store.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	store := migrated(t, pool, table)
 	txm := outboxpgx.NewTxManager(pool)
 	ctx := context.Background()
 	contested := ev(t)
