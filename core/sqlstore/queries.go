@@ -1,6 +1,7 @@
 package sqlstore
 
 import (
+	"math/bits"
 	"strings"
 	"sync"
 )
@@ -57,6 +58,16 @@ func (c insertCols) columns() []string {
 	return cols
 }
 
+// count returns len(c.columns()) without building the list: the fixed
+// columns, one per optional column, and a second for the claim.
+func (c insertCols) count() int {
+	n := 7 + bits.OnesCount8(uint8(c))
+	if c&colClaim != 0 {
+		n++
+	}
+	return n
+}
+
 // insertSQL is the multi-row INSERT of each set of columns and row count,
 // built when first used. On a dialect with a conflict clause (PostgreSQL)
 // an id that is stored already skips its row, and the statement returns
@@ -78,8 +89,7 @@ func (q *insertSQL) sql(cols insertCols, n int) string {
 	if s, ok := q.cache.Load(k); ok {
 		return s.(string)
 	}
-	list := cols.columns()
-	per := len(list)
+	list, per := cols.columns(), cols.count()
 	group := "(" + strings.Repeat("?, ", per-1) + "?)"
 	var sb strings.Builder
 	sb.WriteString("INSERT INTO " + q.table + " (" + strings.Join(list, ", ") + ") VALUES ")

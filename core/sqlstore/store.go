@@ -130,11 +130,8 @@ func (s *Store) Insert(ctx context.Context, tx outbox.Tx, now time.Time, owner s
 	}
 	written := 0 // events of the chunks before this one, all inserted
 	for chunk := range slices.Chunk(events, s.d.maxBatch) {
-		var cols insertCols
-		for _, e := range chunk {
-			cols |= rowCols(e, owner)
-		}
-		args := make([]any, 0, len(chunk)*len(cols.columns()))
+		cols := batchCols(chunk, owner)
+		args := make([]any, 0, len(chunk)*cols.count())
 		for _, e := range chunk {
 			args = s.appendInsertArgs(args, cols, e, now, owner)
 		}
@@ -185,10 +182,7 @@ func (s *Store) insertReturning(ctx context.Context, ex Conn, query string, args
 // (Looking the ids up first would cost the same round trip and still lose
 // the race against a concurrent writer of the same id.)
 func (s *Store) copyIn(ctx context.Context, ex Conn, c Copier, events []outbox.Envelope, ids []string, now time.Time, owner string) error {
-	var cols insertCols
-	for _, e := range events {
-		cols |= rowCols(e, owner)
-	}
+	cols := batchCols(events, owner)
 	columns := cols.columns()
 	rows := make([][]any, 0, len(events))
 	for _, e := range events {
@@ -209,11 +203,7 @@ func (s *Store) copyIn(ctx context.Context, ex Conn, c Copier, events []outbox.E
 			len(events), s.table, errors.Join(s.explain(err), rerr))
 	}
 	if s.d.uniqueViolation != nil && s.d.uniqueViolation(err) {
-		dups, lerr := s.existing(ctx, ex, ids)
-		if lerr != nil {
-			return fmt.Errorf("%w: sqlstore: insert into %s: %w", outbox.ErrDuplicateEvent, s.table, lerr)
-		}
-		return duplicateErr(dups)
+		return s.duplicate(ctx, ex, nil, ids) // the savepoint took the rows back
 	}
 	return s.insertErr(len(events), err)
 }
@@ -292,6 +282,16 @@ func duplicateErr(ids []string) error {
 	}
 	return fmt.Errorf("%w: sqlstore: event id %s%s stored already; none of the events was inserted",
 		outbox.ErrDuplicateEvent, strings.Join(shown, ", "), more)
+}
+
+// batchCols returns the optional columns that one of events sets: those an
+// insert of the batch names.
+func batchCols(events []outbox.Envelope, owner string) insertCols {
+	var c insertCols
+	for _, e := range events {
+		c |= rowCols(e, owner)
+	}
+	return c
 }
 
 // rowCols returns the optional columns that e sets, inserted with owner.
