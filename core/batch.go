@@ -14,8 +14,9 @@ import (
 // to the same BatchListener (up to ListenerBatchSize), and returns the
 // event it took on the way that routes elsewhere, which the worker runs
 // next (more is false when there is none). It takes what is queued now
-// and never waits for more.
-func (d *Dispatcher) run(ctx context.Context, q queued) (next queued, more bool) {
+// and never waits for more. buf is the worker's own memory for batches,
+// reused from one to the next.
+func (d *Dispatcher) run(ctx context.Context, buf *batchBuf, q queued) (next queued, more bool) {
 	if d.expired(q) {
 		return queued{}, false
 	}
@@ -29,7 +30,8 @@ func (d *Dispatcher) run(ctx context.Context, q queued) (next queued, more bool)
 		d.deliver(ctx, q, l)
 		return queued{}, false
 	}
-	batch := []queued{q}
+	batch := append(buf.queued[:0], q)
+	defer func() { buf.queued = clearSlice(batch) }()
 	for len(batch) < d.cfg.ListenerBatchSize {
 		t, ok := d.poll()
 		if !ok {
@@ -47,9 +49,33 @@ func (d *Dispatcher) run(ctx context.Context, q queued) (next queued, more bool)
 	if len(batch) == 1 {
 		d.deliver(ctx, q, l)
 	} else {
-		d.deliverBatch(ctx, bl, batch)
+		d.deliverBatch(ctx, buf, bl, batch)
 	}
 	return next, more
+}
+
+// batchBuf is a worker's memory for the batches it delivers: a relay
+// hands over a batch per few events, and allocating its slices anew each
+// time made them the dispatcher's largest allocation. What it holds is
+// cleared after each batch, so it keeps no event alive.
+type batchBuf struct {
+	queued  []queued
+	members []member
+}
+
+// member is an event of a batch delivered inline: its delivery, its
+// context and the interceptors it passed.
+type member struct {
+	dl  delivery
+	ctx context.Context
+	ran int // interceptors reached (after)
+}
+
+// clearSlice zeroes s's elements (dropping what they point to) and
+// returns it empty, with its capacity.
+func clearSlice[T any](s []T) []T {
+	clear(s)
+	return s[:0]
 }
 
 // route returns the listener of e, or nil.
@@ -75,12 +101,12 @@ func sameListener(l Listener, bl BatchListener) bool {
 // the batch and waits for the event's result; the batch is handed over
 // once every event has joined or left it. Without one, deliverInline
 // does the same in the worker.
-func (d *Dispatcher) deliverBatch(ctx context.Context, l BatchListener, qs []queued) {
+func (d *Dispatcher) deliverBatch(ctx context.Context, buf *batchBuf, l BatchListener, qs []queued) {
 	bctx, cancel := context.WithTimeout(ctx, d.cfg.ListenerTimeout)
 	defer cancel()
 	deadline := utcNow(d.clock).Add(d.cfg.ListenerTimeout)
 	if !slices.ContainsFunc(d.cfg.Interceptors, func(ic Interceptor) bool { return ic.Around != nil }) {
-		d.deliverInline(ctx, bctx, l, qs, deadline)
+		d.deliverInline(ctx, bctx, buf, l, qs, deadline)
 		return
 	}
 	b := newBatch(qs)
@@ -102,13 +128,10 @@ func (d *Dispatcher) deliverBatch(ctx context.Context, l BatchListener, qs []que
 // deliverInline delivers a batch when no interceptor has an Around hook:
 // each event's Before hooks run, the events that passed them go to
 // l.HandleBatch, and each one's After hooks and outcome follow.
-func (d *Dispatcher) deliverInline(ctx, bctx context.Context, l BatchListener, qs []queued, deadline time.Time) {
-	type member struct {
-		dl  delivery
-		ctx context.Context
-		ran int // interceptors reached (after)
-	}
-	in := make([]member, 0, len(qs))
+func (d *Dispatcher) deliverInline(ctx, bctx context.Context, buf *batchBuf, l BatchListener, qs []queued, deadline time.Time) {
+	in := buf.members[:0]
+	defer func() { buf.members = clearSlice(in) }()
+	// events is the listener's to keep: not reused.
 	events := make([]Envelope, 0, len(qs))
 	for _, q := range qs {
 		dl := d.begin(q, deadline)

@@ -416,13 +416,14 @@ func (d *Dispatcher) work() {
 	defer d.workers.Done()
 	ctx, cancel := context.WithCancel(d.runCtx)
 	defer cancel()
+	var buf batchBuf
 	for {
 		q, ok := d.next()
 		if !ok {
 			return
 		}
 		for ok {
-			q, ok = d.run(ctx, q)
+			q, ok = d.run(ctx, &buf, q)
 		}
 	}
 }
