@@ -75,29 +75,60 @@ func NewMessage(e outbox.Envelope, topic Topic) Message {
 		topic = ByEventType
 	}
 	h := make(map[string]string, e.NumHeaders()+8)
-	e.RangeHeaders(func(k, v string) { h[k] = v })
-	h[HeaderEventID] = e.ID()
-	h[HeaderEventType] = e.Type()
-	h[HeaderAggregateType] = e.AggregateType()
-	if id := e.AggregateID(); id != "" {
-		h[HeaderAggregateID] = id
+	RangeHeaders(e, func(k, v string) { h[k] = v })
+	return Message{ID: e.ID(), Topic: topic(e), Key: e.OrderingKey(), Headers: h, Payload: e.Payload()}
+}
+
+// RangeHeaders calls fn once for each header of e's message, as
+// Message.Headers holds them, without building a map: a sink that hands
+// its client a list of headers (Kafka) appends them directly. The
+// envelope's own headers come first, in no fixed order, then the outbox
+// metadata headers, which replace an own header of the same name; an own
+// Content-Type is kept.
+func RangeHeaders(e outbox.Envelope, fn func(key, value string)) {
+	aggID, tenant, at := e.AggregateID(), e.TenantID(), e.OccurredAt()
+	json := e.PayloadKind() == outbox.PayloadJSON
+	ownType := false
+	e.RangeHeaders(func(k, v string) {
+		switch k {
+		case HeaderEventID, HeaderEventType, HeaderAggregateType, HeaderSchemaVersion:
+			return
+		case HeaderAggregateID:
+			if aggID != "" {
+				return
+			}
+		case HeaderTenantID:
+			if tenant != "" {
+				return
+			}
+		case HeaderOccurredAt:
+			if !at.IsZero() {
+				return
+			}
+		case HeaderContentType:
+			ownType = true
+		}
+		fn(k, v)
+	})
+	fn(HeaderEventID, e.ID())
+	fn(HeaderEventType, e.Type())
+	fn(HeaderAggregateType, e.AggregateType())
+	if aggID != "" {
+		fn(HeaderAggregateID, aggID)
 	}
-	if t := e.TenantID(); t != "" {
-		h[HeaderTenantID] = t
+	if tenant != "" {
+		fn(HeaderTenantID, tenant)
 	}
-	h[HeaderSchemaVersion] = strconv.Itoa(e.SchemaVersion())
-	if at := e.OccurredAt(); !at.IsZero() {
+	fn(HeaderSchemaVersion, strconv.Itoa(e.SchemaVersion()))
+	if !at.IsZero() {
 		// To the microsecond, the precision every Store keeps: the hot path
 		// hands over the envelope as written, a redelivery the one read back,
 		// and both must carry the same header.
-		h[HeaderOccurredAt] = at.UTC().Truncate(time.Microsecond).Format(time.RFC3339Nano)
+		fn(HeaderOccurredAt, at.UTC().Truncate(time.Microsecond).Format(time.RFC3339Nano))
 	}
-	if e.PayloadKind() == outbox.PayloadJSON {
-		if _, set := h[HeaderContentType]; !set {
-			h[HeaderContentType] = "application/json"
-		}
+	if json && !ownType {
+		fn(HeaderContentType, "application/json")
 	}
-	return Message{ID: e.ID(), Topic: topic(e), Key: e.OrderingKey(), Headers: h, Payload: e.Payload()}
 }
 
 // Failed returns the results of a batch that failed as a whole before

@@ -62,6 +62,41 @@ func TestNewMessage(t *testing.T) {
 	}
 }
 
+// TestRangeHeaders: each header of the message comes once; the metadata
+// replaces an own header of its name, except an own Content-Type, and an
+// own metadata header the event has no value for stays.
+func TestRangeHeaders(t *testing.T) {
+	e, err := outbox.NewEnvelope(outbox.EventName("OrderPlaced"),
+		outbox.WithAggregate(outbox.AggregateName("Order"), "o-1"),
+		outbox.WithHeader(relay.HeaderEventID, "forged"),
+		outbox.WithHeader(relay.HeaderAggregateID, "forged"),
+		outbox.WithHeader(relay.HeaderTenantID, "own-tenant"),
+		outbox.WithHeader(relay.HeaderContentType, "application/cloudevents+json"),
+		outbox.WithJSON([]byte(`{}`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]string{}
+	relay.RangeHeaders(e, func(k, v string) {
+		if _, dup := seen[k]; dup {
+			t.Errorf("header %s visited twice", k)
+		}
+		seen[k] = v
+	})
+	want := map[string]string{
+		relay.HeaderEventID: e.ID(), relay.HeaderAggregateID: "o-1", relay.HeaderTenantID: "own-tenant",
+		relay.HeaderContentType: "application/cloudevents+json",
+	}
+	for k, v := range want {
+		if seen[k] != v {
+			t.Errorf("header %s = %q, want %q", k, seen[k], v)
+		}
+	}
+	if m := relay.NewMessage(e, nil); !maps.Equal(m.Headers, seen) {
+		t.Errorf("NewMessage's headers %v differ from RangeHeaders' %v", m.Headers, seen)
+	}
+}
+
 // TestRedeliveredMessageIsTheSame: the hot path hands a sink the envelope as
 // written, a redelivery the one read back from the store; both become the
 // same message.

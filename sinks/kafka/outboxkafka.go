@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -116,14 +116,17 @@ func configErr(format string, args ...any) error {
 // when nil): relay.NewMessage's topic and key (the ordering key; none
 // for an event without one), the headers sorted by name, the payload as value.
 func Record(e outbox.Envelope, topic relay.Topic) *kgo.Record {
-	m := relay.NewMessage(e, topic)
-	r := &kgo.Record{Topic: m.Topic, Value: m.Payload, Headers: make([]kgo.RecordHeader, 0, len(m.Headers))}
-	if m.Key != "" {
-		r.Key = []byte(m.Key)
+	if topic == nil {
+		topic = relay.ByEventType
 	}
-	for _, k := range slices.Sorted(maps.Keys(m.Headers)) {
-		r.Headers = append(r.Headers, kgo.RecordHeader{Key: k, Value: []byte(m.Headers[k])})
+	r := &kgo.Record{Topic: topic(e), Value: e.Payload(), Headers: make([]kgo.RecordHeader, 0, e.NumHeaders()+8)}
+	if k := e.OrderingKey(); k != "" {
+		r.Key = []byte(k)
 	}
+	// Straight into the record, without relay.NewMessage's map: this is
+	// the relay's path for every event.
+	relay.RangeHeaders(e, func(k, v string) { r.Headers = append(r.Headers, kgo.RecordHeader{Key: k, Value: []byte(v)}) })
+	slices.SortFunc(r.Headers, func(a, b kgo.RecordHeader) int { return strings.Compare(a.Key, b.Key) })
 	return r
 }
 
