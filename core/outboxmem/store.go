@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -55,7 +54,7 @@ func New() *Store {
 // row is one stored event with its delivery state. Times are UTC,
 // truncated to microseconds; the zero time stands for NULL.
 type row struct {
-	f           outbox.EnvelopeFields // Headers is owned by the row
+	f           outbox.EnvelopeFields // Headers is never modified: the row's envelopes share it
 	status      outbox.Status
 	attempts    int
 	createdAt   time.Time
@@ -149,10 +148,10 @@ func newRow(e outbox.Envelope, now time.Time, owner string) *row {
 
 // record returns a copy of r as a Record. Its Envelope is rebuilt with
 // RestoreEnvelope, as a SQL store rebuilds it from the row: its
-// AvailableAt is the row's due time.
+// AvailableAt is the row's due time. The envelope shares the row's
+// headers, which neither ever modifies.
 func (r *row) record() outbox.Record {
 	f := r.f
-	f.Headers = maps.Clone(r.f.Headers)
 	f.AvailableAt = r.availableAt
 	env, err := outbox.RestoreEnvelope(f)
 	return outbox.Record{
