@@ -16,8 +16,9 @@
 //     raw multi-row INSERT.
 //   - e2e-hot: -e2e-writers writers through the hot path of a Client in
 //     ModeFull (after-commit handoff, listener, batched DONE): the rate of
-//     rows that reach DONE against the raw INSERT loop, and the commit →
-//     listener latency.
+//     rows that reach DONE, and the commit → listener latency, against the
+//     same job written by hand (raw-deliver: the raw INSERT, the committed
+//     ids handed over in process, batched UPDATE … DONE; see e2eRaw).
 //   - drain: -drain-rows pending rows drained by a Client in ModePollerOnly
 //     with a no-op listener against a raw claim+mark-DONE loop with the same
 //     number of connections. Each side runs in a fresh child process of this
@@ -25,6 +26,9 @@
 //   - e2e-hot-ordered and drain-ordered-kK: the same through an ordered
 //     Client (Config.Ordered) against the unordered framework itself, not
 //     raw SQL: see ordered.go.
+//   - e2e-hot-observed: e2e-hot through a Client with Prometheus metrics
+//     and OpenTelemetry tracing against the same Client plain: see
+//     observed.go.
 //
 // For the other scenarios rss_mb is the peak RSS of the main process so far
 // (VmHWM cannot be reset). Every timed side of write, write-batch and e2e-hot
@@ -36,6 +40,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -47,6 +52,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	outbox "github.com/go-outbox/outbox/core"
@@ -87,7 +93,7 @@ func main() {
 	var o options
 	var writers string
 	flag.StringVar(&o.dbs, "db", "all", "backends: comma-separated sqlite, postgres (pgx, pgx-native and pq), pgx, pgx-native, pq, mysql, all")
-	flag.StringVar(&o.scenarios, "scenario", "write,write-batch,e2e-hot,drain,e2e-hot-ordered,drain-ordered", "scenarios to run, comma-separated")
+	flag.StringVar(&o.scenarios, "scenario", "write,write-batch,e2e-hot,e2e-hot-observed,drain,e2e-hot-ordered,drain-ordered", "scenarios to run, comma-separated")
 	flag.DurationVar(&o.duration, "duration", 3*time.Second, "length of each timed write, write-batch and e2e-hot run")
 	flag.IntVar(&o.rounds, "rounds", 2, "timed runs per side of write, write-batch and e2e-hot (best reported)")
 	flag.StringVar(&writers, "writers", "1,16", "concurrent writers of the write and write-batch scenarios")
@@ -266,17 +272,22 @@ func runBackend(ctx context.Context, o options, b backend, want map[string]bool,
 		}
 	}
 	if want["e2e-hot"] {
-		if err := best(fmt.Sprintf("e2e-hot-c%d", o.e2eWriters), o.e2eWriters, e.rawSides(1), func(side string) (run, error) {
+		if err := best(fmt.Sprintf("e2e-hot-c%d", o.e2eWriters), o.e2eWriters, []string{"raw-deliver"}, func(side string) (run, error) {
 			if side != "framework" {
-				return e.writeSide(ctx, side, o.e2eWriters, 1, o.duration)
+				return e.e2eRaw(ctx, o.e2eWriters, o.duration, cmp.Or(o.ackBatch, outbox.DefaultAckBatchSize))
 			}
-			return e.e2eFramework(ctx, o.e2eWriters, o.duration, false)
+			return e.e2eFramework(ctx, o.e2eWriters, o.duration, variant{})
 		}); err != nil {
 			return err
 		}
 	}
 	if want["e2e-hot-ordered"] {
 		if err := e.e2eOrdered(ctx, o, rep); err != nil {
+			return err
+		}
+	}
+	if want["e2e-hot-observed"] {
+		if err := e.e2eObserved(ctx, o, rep); err != nil {
 			return err
 		}
 	}
@@ -497,6 +508,28 @@ func serverCPU() (time.Duration, int) {
 		}
 	}
 	return time.Duration(ticks) * time.Second / clockTicks, procs
+}
+
+// processCPU returns the CPU time (user and system) this process has used
+// so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// cpuSince starts measuring a run's CPU: the function it returns sets r's
+// client CPU (this process) and server CPU (the local database servers)
+// to what they have used since.
+func cpuSince() func(r *run) {
+	client := processCPU()
+	server, _ := serverCPU()
+	return func(r *run) {
+		s, _ := serverCPU()
+		r.client, r.server = processCPU()-client, s-server
+	}
 }
 
 // clockTicks is USER_HZ, the unit of /proc/<pid>/stat times on Linux.

@@ -96,7 +96,7 @@ func (e *env) e2eOrdered(ctx context.Context, o options, rep *report) error {
 			order = []bool{true, false}
 		}
 		for _, ordered := range order {
-			res, err := e.e2eFramework(ctx, o.e2eWriters, o.duration, ordered)
+			res, err := e.e2eFramework(ctx, o.e2eWriters, o.duration, variant{ordered: ordered})
 			if err != nil {
 				return fmt.Errorf("e2e-hot-ordered (ordered=%v): %w", ordered, err)
 			}

@@ -133,8 +133,9 @@ func (rep *report) markdown() string {
 		}
 	}
 	if len(cpu) > 0 {
-		w("CPU per drained row, in µs: the drain's own process + the local database server's processes over the same time ")
-		w("(user and system; SQLite runs in the process). On a machine whose cores the database shares, the sum sets the rate.\n\n")
+		w("CPU per row, in µs: the process that ran the side (the drain's own child; this program for e2e-hot) + the local ")
+		w("database server's processes over the same time (user and system; SQLite runs in the process). On a machine whose ")
+		w("cores the database shares, the sum sets the rate.\n\n")
 		w("| db | scenario | framework (client+server) | baseline (client+server) |\n|---|---|---:|---:|\n%s\n\n", strings.Join(cpu, "\n"))
 	}
 

@@ -221,12 +221,19 @@ func (e *env) writeSide(ctx context.Context, side string, workers, rows int, d t
 	return loop(ctx, workers, d, rows, e.fwWrite(c, rows, nil))
 }
 
+// variant is how e2eFramework's Client differs from e2e-hot's: ordered
+// (e2e-hot-ordered), observed (e2e-hot-observed: each write in an
+// application span, the Client observed as obs says).
+type variant struct {
+	ordered bool
+	obs     *observation
+}
+
 // e2eFramework writes with workers writers for d through the hot path of
 // a running Client (ModeFull: its poller runs too, as deployed) and
 // measures the rate at which rows become DONE (up to the last DONE
-// written) and the commit → listener latency. Its baseline is
-// writeSide("raw", workers, 1, d).
-func (e *env) e2eFramework(ctx context.Context, workers int, d time.Duration, ordered bool) (fw run, err error) {
+// written) and the commit → listener latency. Its baseline is e2eRaw.
+func (e *env) e2eFramework(ctx context.Context, workers int, d time.Duration, v variant) (fw run, err error) {
 	if err := e.b.truncate(ctx, e.p, fwTable); err != nil {
 		return fw, err
 	}
@@ -237,7 +244,10 @@ func (e *env) e2eFramework(ctx context.Context, workers int, d time.Duration, or
 		lats      = make([]time.Duration, 0, 1<<16)
 	)
 	cfg := e.cfg
-	cfg.Store, cfg.TxContext, cfg.Mode, cfg.Logger, cfg.Ordered = e.store, e.txm, outbox.ModeFull, e.log, ordered
+	cfg.Store, cfg.TxContext, cfg.Mode, cfg.Logger, cfg.Ordered = e.store, e.txm, outbox.ModeFull, e.log, v.ordered
+	if v.obs != nil {
+		cfg.Metrics, cfg.Hooks, cfg.Interceptors = v.obs.metrics, v.obs.hooks, v.obs.interceptors
+	}
 	c, err := outbox.New(cfg)
 	if err != nil {
 		return fw, err
@@ -257,8 +267,18 @@ func (e *env) e2eFramework(ctx context.Context, workers int, d time.Duration, or
 	if err := c.Start(ctx); err != nil {
 		return fw, err
 	}
+	cpu := cpuSince()
 	start := time.Now()
-	written, werr := loop(ctx, workers, d, 1, e.fwWrite(c, 1, &stamps))
+	op := e.fwWrite(c, 1, &stamps)
+	if v.obs != nil {
+		write := op
+		op = func(ctx context.Context, w, i int) error {
+			ctx, span := v.obs.tracer.Start(ctx, "POST /orders")
+			defer span.End()
+			return write(ctx, w, i)
+		}
+	}
+	written, werr := loop(ctx, workers, d, 1, op)
 	// Wait for every written event to reach the listener, then stop: Close
 	// writes the last acks, so the run ends when every row is DONE.
 	for last, since := int64(-1), time.Now(); delivered.Load() < written.n && time.Since(since) < 10*time.Second; {
@@ -269,6 +289,7 @@ func (e *env) e2eFramework(ctx context.Context, workers int, d time.Duration, or
 	}
 	cerr := c.Close(ctx)
 	elapsed := time.Since(start)
+	cpu(&fw)
 	if werr != nil {
 		return fw, fmt.Errorf("framework: %w", werr)
 	}
@@ -279,11 +300,89 @@ func (e *env) e2eFramework(ctx context.Context, workers int, d time.Duration, or
 	if err != nil {
 		return fw, err
 	}
-	fw = run{n: done, elapsed: elapsed, lat: lats}
+	fw.n, fw.elapsed, fw.lat = done, elapsed, lats
 	if done != written.n {
 		fw.note = fmt.Sprintf("written=%d,done=%d", written.n, done)
 	}
 	return fw, nil
+}
+
+// e2eRaw is e2e-hot's baseline: the hot path's job written by hand, with
+// nothing of the framework. Each of workers writers inserts one row per
+// transaction (rawWrite) and, once it has committed, hands the row's id to
+// a channel; one goroutine takes the ids as they come (all that wait, up to
+// ackBatch), runs the listener (which counts) and marks them DONE in one
+// UPDATE … WHERE event_id IN (…). The rate is rows DONE / time until the
+// last DONE is written, as for the framework side: the same rows, the same
+// statements a hand-written relay would run, and no claim, queue, retry or
+// lease.
+func (e *env) e2eRaw(ctx context.Context, workers int, d time.Duration, ackBatch int) (run, error) {
+	if err := e.b.truncate(ctx, e.p, rawTable); err != nil {
+		return run{}, err
+	}
+	query := e.b.rawInsertSQL(1)
+	committed := make(chan string, 4096)
+	var delivered atomic.Int64
+	ackErr := make(chan error, 1)
+	go func() {
+		var err error
+		ids := make([]any, 0, ackBatch+1)
+		for id := range committed {
+			ids = append(ids[:0], nil, id)
+		gather:
+			for len(ids) <= ackBatch {
+				select {
+				case id, ok := <-committed:
+					if !ok {
+						break gather
+					}
+					ids = append(ids, id)
+				default:
+					break gather
+				}
+			}
+			delivered.Add(int64(len(ids) - 1))
+			if err == nil {
+				ids[0] = e.b.timeArg(time.Now())
+				_, err = e.p.exec(ctx, e.b.rebind("UPDATE "+rawTable+" SET status = 1, done_at = ? WHERE event_id IN (?"+
+					strings.Repeat(", ?", len(ids)-2)+")"), ids...)
+			}
+		}
+		ackErr <- err
+	}()
+	cpu := cpuSince()
+	start := time.Now()
+	written, werr := loop(ctx, workers, d, 1, func(ctx context.Context, w, i int) error {
+		args := e.b.appendRawRow(make([]any, 0, 9), "o-"+strconv.Itoa(w)+"-"+strconv.Itoa(i), time.Now())
+		err := e.p.inTx(ctx, false, func(tx conn) error {
+			_, err := tx.exec(ctx, query, args...)
+			return err
+		})
+		if err == nil {
+			committed <- args[0].(string) // the event id
+		}
+		return err
+	})
+	close(committed)
+	aerr := <-ackErr
+	elapsed := time.Since(start)
+	var r run
+	cpu(&r)
+	if werr != nil {
+		return run{}, fmt.Errorf("raw-deliver: %w", werr)
+	}
+	if aerr != nil {
+		return run{}, fmt.Errorf("raw-deliver: ack: %w", aerr)
+	}
+	done, err := countStatus(ctx, e.p, rawTable, int(outbox.StatusDone))
+	if err != nil {
+		return run{}, err
+	}
+	r.n, r.elapsed, r.note = done, elapsed, "deliver"
+	if done != written.n || delivered.Load() != written.n {
+		r.note = fmt.Sprintf("deliver,written=%d,delivered=%d,done=%d", written.n, delivered.Load(), done)
+	}
+	return r, nil
 }
 
 // drainChild runs in a fresh process of this binary: it drains the n
