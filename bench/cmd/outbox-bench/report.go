@@ -16,6 +16,18 @@ type result struct {
 	fw, raw      run
 	rssKB        int64 // the framework side's process peak (see the package doc)
 	rawRSSKB     int64 // drain only: the baseline child's peak
+	// ratios, when set, are the ratios of every pair of runs, sorted; the
+	// result's own is their median (e2e-hot-observed).
+	ratios []float64
+}
+
+// pairs prints r.ratios, "" when there are none.
+func (r result) pairs() string {
+	s := make([]string, len(r.ratios))
+	for i, v := range r.ratios {
+		s[i] = fmt.Sprintf("%.3f", v)
+	}
+	return strings.Join(s, "/")
 }
 
 func (r result) ratio() float64 {
@@ -63,6 +75,9 @@ func (rep *report) add(r result) {
 	}
 	if c := r.fw.cpuPerRow(); c != "" {
 		line += " cpu_us_per_row=" + c + " base_cpu_us_per_row=" + r.raw.cpuPerRow()
+	}
+	if p := r.pairs(); p != "" {
+		line += " pairs=" + p
 	}
 	if r.fw.note != "" {
 		line += " note=" + r.fw.note
@@ -116,8 +131,11 @@ func (rep *report) markdown() string {
 			rss += fmt.Sprintf(" (%.1f)", float64(r.rawRSSKB)/1024)
 		}
 		note := ""
+		if p := r.pairs(); p != "" {
+			note = " (median of " + p + ")"
+		}
 		if r.fw.note != "" {
-			note = " ⚠ " + r.fw.note
+			note += " ⚠ " + r.fw.note
 		}
 		w("| %s | %s | %d | %d | %.0f | %.0f | **%.2f**%s | %s | %s | %s | %s |\n", r.db, r.scenario, r.conc, r.fw.n,
 			r.fw.rate(), r.raw.rate(), r.ratio(), note,
