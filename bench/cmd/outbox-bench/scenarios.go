@@ -309,13 +309,13 @@ func (e *env) e2eFramework(ctx context.Context, workers int, d time.Duration, v 
 
 // e2eRaw is e2e-hot's baseline: the hot path's job written by hand, with
 // nothing of the framework. Each of workers writers inserts one row per
-// transaction (rawWrite) and, once it has committed, hands the row's id to
-// a channel; one goroutine takes the ids as they come (all that wait, up to
-// ackBatch), runs the listener (which counts) and marks them DONE in one
-// UPDATE … WHERE event_id IN (…). The rate is rows DONE / time until the
-// last DONE is written, as for the framework side: the same rows, the same
-// statements a hand-written relay would run, and no claim, queue, retry or
-// lease.
+// transaction (the raw INSERT of write-cN) and, once it has committed,
+// hands the row's id to a channel; one goroutine takes the ids as they
+// come (all that wait, up to ackBatch), runs the listener (which counts)
+// and marks them DONE in one UPDATE … WHERE event_id IN (…). The rate is
+// rows DONE / time until the last DONE is written, as for the framework
+// side: the same rows, the statements a hand-written relay would run, and
+// no claim, queue, retry or lease.
 func (e *env) e2eRaw(ctx context.Context, workers int, d time.Duration, ackBatch int) (run, error) {
 	if err := e.b.truncate(ctx, e.p, rawTable); err != nil {
 		return run{}, err
