@@ -71,13 +71,25 @@ type Message struct {
 
 // NewMessage builds the message of e for topic (ByEventType when nil).
 func NewMessage(e outbox.Envelope, topic Topic) Message {
+	m := NewBareMessage(e, topic)
+	m.Headers = make(map[string]string, NumHeaders(e))
+	RangeHeaders(e, func(k, v string) { m.Headers[k] = v })
+	return m
+}
+
+// NewBareMessage builds the message of e for topic (ByEventType when nil)
+// without its headers (Headers is nil): for a sink that hands its client
+// the headers in a form of its own, filled with RangeHeaders.
+func NewBareMessage(e outbox.Envelope, topic Topic) Message {
 	if topic == nil {
 		topic = ByEventType
 	}
-	h := make(map[string]string, e.NumHeaders()+8)
-	RangeHeaders(e, func(k, v string) { h[k] = v })
-	return Message{ID: e.ID(), Topic: topic(e), Key: e.OrderingKey(), Headers: h, Payload: e.Payload()}
+	return Message{ID: e.ID(), Topic: topic(e), Key: e.OrderingKey(), Payload: e.Payload()}
 }
+
+// NumHeaders returns how many headers RangeHeaders gives e at most: its
+// own and the eight metadata headers.
+func NumHeaders(e outbox.Envelope) int { return e.NumHeaders() + 8 }
 
 // RangeHeaders calls fn once for each header of e's message, as
 // Message.Headers holds them, without building a map: a sink that hands

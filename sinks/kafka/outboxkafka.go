@@ -116,12 +116,10 @@ func configErr(format string, args ...any) error {
 // when nil): relay.NewMessage's topic and key (the ordering key; none
 // for an event without one), the headers sorted by name, the payload as value.
 func Record(e outbox.Envelope, topic relay.Topic) *kgo.Record {
-	if topic == nil {
-		topic = relay.ByEventType
-	}
-	r := &kgo.Record{Topic: topic(e), Value: e.Payload(), Headers: make([]kgo.RecordHeader, 0, e.NumHeaders()+8)}
-	if k := e.OrderingKey(); k != "" {
-		r.Key = []byte(k)
+	m := relay.NewBareMessage(e, topic)
+	r := &kgo.Record{Topic: m.Topic, Value: m.Payload, Headers: make([]kgo.RecordHeader, 0, relay.NumHeaders(e))}
+	if m.Key != "" {
+		r.Key = []byte(m.Key)
 	}
 	// Straight into the record, without relay.NewMessage's map: this is
 	// the relay's path for every event.
