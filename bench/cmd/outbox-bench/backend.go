@@ -223,6 +223,12 @@ func (b backend) timeArg(t time.Time) any {
 	return t.Truncate(time.Microsecond)
 }
 
+// in returns head followed by " IN (?, …)" with k placeholders, in the
+// backend's placeholder style: the raw loops' statements by id.
+func (b backend) in(head string, k int) string {
+	return b.rebind(head + " IN (?" + strings.Repeat(", ?", k-1) + ")")
+}
+
 // rawInsertColumns are the columns a hand-written INSERT of an outbox row
 // names; the others take their defaults (status 0, attempts 0, NULLs), which
 // is what the framework writes for an unclaimed row.

@@ -344,8 +344,7 @@ func (e *env) e2eRaw(ctx context.Context, workers int, d time.Duration, ackBatch
 			delivered.Add(int64(len(ids) - 1))
 			if err == nil {
 				ids[0] = e.b.timeArg(time.Now())
-				_, err = e.p.exec(ctx, e.b.rebind("UPDATE "+rawTable+" SET status = 1, done_at = ? WHERE event_id IN (?"+
-					strings.Repeat(", ?", len(ids)-2)+")"), ids...)
+				_, err = e.p.exec(ctx, e.b.in("UPDATE "+rawTable+" SET status = 1, done_at = ? WHERE event_id", len(ids)-1), ids...)
 			}
 		}
 		ackErr <- err
@@ -495,9 +494,6 @@ func drainRaw(ctx context.Context, b backend, p pool, n, conns, batch int) (run,
 		claimSQL = "SELECT " + cols + " FROM " + rawTable + " WHERE due_at <= ?" +
 			" ORDER BY due_at, event_id LIMIT ? FOR UPDATE SKIP LOCKED"
 	}
-	in := func(head string, k int) string {
-		return b.rebind(head + " IN (?" + strings.Repeat(", ?", k-1) + ")")
-	}
 	claim := func() ([]any, error) {
 		now := time.Now()
 		if b.family != "mysql" {
@@ -511,14 +507,14 @@ func drainRaw(ctx context.Context, b backend, p pool, n, conns, batch int) (run,
 				return err
 			}
 			args := append([]any{owner, b.timeArg(now)}, ids...)
-			_, err = tx.exec(ctx, in("UPDATE "+rawTable+" SET locked_by = ?, locked_at = ? WHERE event_id", len(ids)), args...)
+			_, err = tx.exec(ctx, b.in("UPDATE "+rawTable+" SET locked_by = ?, locked_at = ? WHERE event_id", len(ids)), args...)
 			return err
 		})
 		return ids, err
 	}
 	markDone := func(ids []any) error {
 		args := append([]any{b.timeArg(time.Now()), owner}, ids...)
-		_, err := p.exec(ctx, in("UPDATE "+rawTable+" SET status = 1, done_at = ?, locked_by = NULL, locked_at = NULL"+
+		_, err := p.exec(ctx, b.in("UPDATE "+rawTable+" SET status = 1, done_at = ?, locked_by = NULL, locked_at = NULL"+
 			" WHERE locked_by = ? AND status IN (0, 2) AND event_id", len(ids)), args...)
 		return err
 	}
