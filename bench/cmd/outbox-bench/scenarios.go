@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,6 +16,7 @@ import (
 
 	outbox "github.com/go-outbox/outbox/core"
 	"github.com/go-outbox/outbox/core/sqlstore"
+	"github.com/go-sql-driver/mysql"
 )
 
 // run is the outcome of one timed run of one side of a scenario.
@@ -530,9 +532,10 @@ func drainRaw(ctx context.Context, b backend, p pool, n, conns, batch int) (run,
 		go func() {
 			defer wg.Done()
 			for {
-				ids, err := claim()
+				var ids []any
+				err := retryDeadlock(func() (err error) { ids, err = claim(); return err })
 				if err == nil && len(ids) > 0 {
-					err = markDone(ids)
+					err = retryDeadlock(func() error { return markDone(ids) })
 				}
 				if err != nil {
 					mu.Lock()
@@ -557,6 +560,21 @@ func drainRaw(ctx context.Context, b backend, p pool, n, conns, batch int) (run,
 		return run{}, err
 	}
 	return run{n: done, elapsed: elapsed}, nil
+}
+
+// retryDeadlock runs step again, up to 10 runs in all, while InnoDB ends it
+// with a deadlock (the statement or transaction was rolled back and changed
+// nothing). Large claims by concurrent connections deadlock now and then on
+// MariaDB; the store runs such a claim again too, and after its third
+// deadlock leaves the rows to the next poll, which this loop does not have.
+func retryDeadlock(step func() error) error {
+	for attempt := 1; ; attempt++ {
+		err := step()
+		var me *mysql.MySQLError
+		if err == nil || attempt == 10 || !errors.As(err, &me) || me.Number != 1213 { // ER_LOCK_DEADLOCK
+			return err
+		}
+	}
 }
 
 // percentile returns the p-th percentile (0..1) of sorted latencies.
