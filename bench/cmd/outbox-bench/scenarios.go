@@ -346,7 +346,10 @@ func (e *env) e2eRaw(ctx context.Context, workers int, d time.Duration, ackBatch
 			delivered.Add(int64(len(ids) - 1))
 			if err == nil {
 				ids[0] = e.b.timeArg(time.Now())
-				_, err = e.p.exec(ctx, e.b.in("UPDATE "+rawTable+" SET status = 1, done_at = ? WHERE event_id", len(ids)-1), ids...)
+				err = retryDeadlock(func() error {
+					_, err := e.p.exec(ctx, e.b.in("UPDATE "+rawTable+" SET status = 1, done_at = ? WHERE event_id", len(ids)-1), ids...)
+					return err
+				})
 			}
 		}
 		ackErr <- err
