@@ -47,7 +47,7 @@ check-core-deps: ## Fail if core (tests included) imports anything outside the s
 	echo "core: standard library only"
 
 # Sizes of `make bench`; see docs/benchmarks.md. BENCH_FLAGS adds or overrides flags.
-BENCH_ARGS ?= -db all -duration 2s -rounds 2 -drain-rows 1000000 -drain-rows-mysql 200000
+BENCH_ARGS ?= -db all -duration 2s -drain-rows 1000000 -drain-rows-mysql 200000
 
 bench: ## Benchmark the framework against raw SQL on every database and write docs/benchmarks.md.
 	cd core && $(GO) test -run '^$$' -bench . -benchmem ./...

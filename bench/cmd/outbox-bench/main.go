@@ -31,9 +31,9 @@
 //     observed.go.
 //
 // For the other scenarios rss_mb is the peak RSS of the main process so far
-// (VmHWM cannot be reset). Every timed side of write, write-batch and e2e-hot
-// runs -rounds times, alternating which side goes first; the best round of
-// each side is reported (other load only ever slows a round down).
+// (VmHWM cannot be reset). Every ratio is the median of pairs of runs, one
+// of each side back to back, alternating which goes first: -pairs of them
+// for the timed scenarios, -drain-pairs for the drains (see pairs.go).
 //
 //	go run ./cmd/outbox-bench -db all -duration 3s -md ../docs/benchmarks.md
 package main
@@ -49,7 +49,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -61,7 +60,7 @@ import (
 type options struct {
 	dbs, scenarios           string
 	duration                 time.Duration
-	rounds                   int
+	pairs, drainPairs        int
 	writers                  []int
 	batch, e2eWriters, pool  int
 	drainRows, drainConns    int
@@ -95,7 +94,8 @@ func main() {
 	flag.StringVar(&o.dbs, "db", "all", "backends: comma-separated sqlite, postgres (pgx, pgx-native and pq), pgx, pgx-native, pq, mysql, all")
 	flag.StringVar(&o.scenarios, "scenario", "write,write-batch,e2e-hot,e2e-hot-observed,drain,e2e-hot-ordered,drain-ordered", "scenarios to run, comma-separated")
 	flag.DurationVar(&o.duration, "duration", 3*time.Second, "length of each timed write, write-batch and e2e-hot run")
-	flag.IntVar(&o.rounds, "rounds", 2, "timed runs per side of write, write-batch and e2e-hot (best reported)")
+	flag.IntVar(&o.pairs, "pairs", 5, "pairs of runs (one per side) of write, write-batch, e2e-hot and e2e-hot-ordered; the median pair is reported")
+	flag.IntVar(&o.drainPairs, "drain-pairs", 2, "pairs of drains (one per side) of the drain scenario; the median pair (the lower of two) is reported")
 	flag.StringVar(&writers, "writers", "1,16", "concurrent writers of the write and write-batch scenarios")
 	flag.IntVar(&o.batch, "batch", 100, "events per transaction in write-batch")
 	flag.IntVar(&o.e2eWriters, "e2e-writers", 16, "concurrent writers of e2e-hot")
@@ -115,7 +115,7 @@ func main() {
 	flag.IntVar(&o.coldQueue, "cold-queue", 0, "the framework's ColdQueueSize (0: the default)")
 	flag.IntVar(&o.ackBatch, "ack-batch", 0, "the framework's AckBatchSize (0: the default)")
 	flag.DurationVar(&o.ackInterval, "ack-interval", 0, "the framework's AckInterval (0: the default)")
-	flag.BoolVar(&o.short, "short", false, "CI sizes: -duration 300ms -rounds 1 -drain-rows 100000 unless set")
+	flag.BoolVar(&o.short, "short", false, "CI sizes: -duration 300ms -pairs 1 -drain-pairs 1 -drain-rows 100000 unless set")
 	flag.StringVar(&o.pgDSN, "postgres-dsn", envOr("OUTBOX_TEST_POSTGRES_DSN", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"), "PostgreSQL DSN")
 	flag.StringVar(&o.myDSN, "mysql-dsn", envOr("OUTBOX_TEST_MYSQL_DSN", "root@tcp(127.0.0.1:3306)/test?parseTime=true"), "MySQL/MariaDB DSN")
 	flag.StringVar(&o.sqlitePath, "sqlite-path", filepath.Join(os.TempDir(), "outbox-bench", "bench.db"), "SQLite database file (recreated)")
@@ -130,8 +130,11 @@ func main() {
 		if !set["duration"] {
 			o.duration = 300 * time.Millisecond
 		}
-		if !set["rounds"] {
-			o.rounds = 1
+		if !set["pairs"] {
+			o.pairs = 1
+		}
+		if !set["drain-pairs"] {
+			o.drainPairs = 1
 		}
 		if !set["drain-rows"] {
 			o.drainRows = 100_000
@@ -227,30 +230,14 @@ func runBackend(ctx context.Context, o options, b backend, want map[string]bool,
 		return err
 	}
 	e := &env{b: b, cfg: o.clientConfig(), p: p, store: store, txm: p.txManager(), log: discardLogger(os.Stderr)}
-	// best runs the framework and each raw side -rounds times, alternating
-	// which goes first, and records the best round of the framework and
-	// the best of every raw round.
+	// best runs -pairs pairs of the framework against its raw sides and
+	// records the median pair.
 	best := func(name string, conc int, raws []string, side func(side string) (run, error)) error {
-		var bf, br run
-		for r := range max(o.rounds, 1) {
-			order := append([]string{"framework"}, raws...)
-			if r%2 == 0 {
-				slices.Reverse(order)
-			}
-			for _, s := range order {
-				res, err := side(s)
-				if err != nil {
-					return fmt.Errorf("%s (%s): %w", name, s, err)
-				}
-				if s != "framework" && res.rate() > br.rate() {
-					br = res
-				}
-				if s == "framework" && res.rate() > bf.rate() {
-					bf = res
-				}
-			}
+		res, err := measurePairs(o.pairs, "framework", raws, side)
+		if err != nil {
+			return fmt.Errorf("%s %w", name, err)
 		}
-		rep.add(result{db: b.name, scenario: name, conc: conc, fw: bf, raw: br, rssKB: peakRSSKB()})
+		rep.add(result{db: b.name, scenario: name, conc: conc, fw: res.measured, raw: res.base, rssKB: peakRSSKB(), ratios: res.ratios})
 		return nil
 	}
 	if want["write"] {
@@ -359,33 +346,30 @@ func (e *env) drain(ctx context.Context, o options, rep *report) error {
 	if o.drainConns > 0 {
 		best.conns = o.drainConns
 	}
-	// -rounds drains per side, alternating which goes first; the best of
-	// each side is reported.
-	var sides [2]run
-	for round := range max(o.rounds, 1) {
-		for k := range 2 {
-			i := (k + round) % 2
-			side, table := "raw", rawTable
-			if i == 1 {
-				side, table = "framework", fwTable
-			}
-			if err := load(table, rows); err != nil {
-				return err
-			}
-			r, err := spawnDrain(ctx, o, b, side, rows, best)
-			if err != nil {
-				return fmt.Errorf("drain (%s): %w", side, err)
-			}
-			if r.n != int64(rows) {
-				r.note = fmt.Sprintf("done=%d/%d", r.n, rows)
-			}
-			if r.rate() > sides[i].rate() || sides[i].n == 0 {
-				sides[i] = r
-			}
+	// -drain-pairs pairs of drains, each after a fresh load.
+	res, err := measurePairs(o.drainPairs, "framework", []string{"raw"}, func(side string) (run, error) {
+		table := rawTable
+		if side == "framework" {
+			table = fwTable
 		}
+		if err := load(table, rows); err != nil {
+			return run{}, err
+		}
+		r, err := spawnDrain(ctx, o, b, side, rows, best)
+		if err != nil {
+			return run{}, err
+		}
+		if r.n != int64(rows) {
+			r.note = fmt.Sprintf("done=%d/%d", r.n, rows)
+		}
+		return r, nil
+	})
+	if err != nil {
+		return fmt.Errorf("drain %w", err)
 	}
-	sides[0].note = strings.TrimPrefix(sides[0].note+",claim="+best.String(), ",")
-	rep.add(result{db: b.name, scenario: "drain", conc: best.conns, fw: sides[1], raw: sides[0], rssKB: sides[1].rssKB, rawRSSKB: sides[0].rssKB})
+	raw := res.base
+	raw.note = strings.TrimPrefix(raw.note+",claim="+best.String(), ",")
+	rep.add(result{db: b.name, scenario: "drain", conc: best.conns, fw: res.measured, raw: raw, rssKB: res.measured.rssKB, rawRSSKB: raw.rssKB, ratios: res.ratios})
 	return nil
 }
 

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 
 	outbox "github.com/go-outbox/outbox/core"
@@ -56,51 +54,33 @@ func observe(observed bool) (observation, error) {
 	return o, nil
 }
 
-// e2eObserved runs e2e-hot-observed: pairs of runs, the plain Client and
-// the observed one, alternating which goes first, and reports the pair
-// whose ratio is the median of the pairs. Not the best of each side, as
-// the other scenarios do: the difference measured here (a few percent) is
-// smaller than what separates two runs of the same side a minute apart on
-// a shared machine, and the best of each side would compare the luckiest
-// run of one with the luckiest of the other. The pairs are 2×-rounds+1,
-// at least 9 (3 with -short, which only proves the scenario runs): their
-// ratios scatter by ±10 % on a shared 2-core machine.
-func (e *env) e2eObserved(ctx context.Context, o options, rep *report) error {
-	n := max(2*o.rounds+1, 9)
+// observedPairs is the number of pairs of e2e-hot-observed.
+func (o options) observedPairs() int {
 	if o.short {
-		n = 3
+		return 3
 	}
-	pairs := make([][2]run, n)
-	for r := range pairs {
-		order := []bool{false, true}
-		if r%2 == 1 {
-			order = []bool{true, false}
+	return max(o.pairs, 9)
+}
+
+// e2eObserved runs e2e-hot-observed: pairs of the observed Client and the
+// plain one, the median pair reported (see pairs.go). The difference
+// measured here is a few percent and the pairs' ratios scatter by ±10 % on
+// a shared 2-core machine, so there are at least 9 pairs (3 with -short,
+// which only proves the scenario runs).
+func (e *env) e2eObserved(ctx context.Context, o options, rep *report) error {
+	res, err := measurePairs(o.observedPairs(), "observed", []string{"plain"}, func(side string) (run, error) {
+		obs, err := observe(side == "observed")
+		if err != nil {
+			return run{}, err
 		}
-		for _, observed := range order {
-			obs, err := observe(observed)
-			if err != nil {
-				return err
-			}
-			res, err := e.e2eFramework(ctx, o.e2eWriters, o.duration, variant{obs: &obs})
-			obs.shutdown()
-			if err != nil {
-				return fmt.Errorf("e2e-hot-observed (observed=%v): %w", observed, err)
-			}
-			if observed {
-				pairs[r][1] = res
-			} else {
-				pairs[r][0] = res
-			}
-		}
+		defer obs.shutdown()
+		return e.e2eFramework(ctx, o.e2eWriters, o.duration, variant{obs: &obs})
+	})
+	if err != nil {
+		return fmt.Errorf("e2e-hot-observed %w", err)
 	}
-	slices.SortFunc(pairs, func(a, b [2]run) int { return cmp.Compare(a[1].rate()/a[0].rate(), b[1].rate()/b[0].rate()) })
-	ratios := make([]float64, len(pairs))
-	for i, p := range pairs {
-		ratios[i] = p[1].rate() / p[0].rate()
-	}
-	med := pairs[len(pairs)/2]
-	med[0].note = strings.TrimPrefix(med[0].note+",plain-framework", ",")
-	rep.add(result{db: e.b.name, scenario: fmt.Sprintf("e2e-hot-observed-c%d", o.e2eWriters), conc: o.e2eWriters, fw: med[1], raw: med[0],
-		rssKB: peakRSSKB(), ratios: ratios})
+	res.base.note = strings.TrimPrefix(res.base.note+",plain-framework", ",")
+	rep.add(result{db: e.b.name, scenario: fmt.Sprintf("e2e-hot-observed-c%d", o.e2eWriters), conc: o.e2eWriters, fw: res.measured, raw: res.base,
+		rssKB: peakRSSKB(), ratios: res.ratios})
 	return nil
 }

@@ -86,30 +86,17 @@ func (b backend) setOrderingKeys(ctx context.Context, p pool, table string, keys
 	return err
 }
 
-// e2eOrdered runs e2e-hot-ordered: the ordered Client against the
-// unordered one, -rounds times each, best of each.
+// e2eOrdered runs e2e-hot-ordered: -pairs pairs of the ordered Client
+// and the unordered one, the median pair reported.
 func (e *env) e2eOrdered(ctx context.Context, o options, rep *report) error {
-	var best [2]run
-	for r := range max(o.rounds, 1) {
-		order := []bool{false, true}
-		if r%2 == 1 {
-			order = []bool{true, false}
-		}
-		for _, ordered := range order {
-			res, err := e.e2eFramework(ctx, o.e2eWriters, o.duration, variant{ordered: ordered})
-			if err != nil {
-				return fmt.Errorf("e2e-hot-ordered (ordered=%v): %w", ordered, err)
-			}
-			i := 0
-			if ordered {
-				i = 1
-			}
-			if res.rate() > best[i].rate() {
-				best[i] = res
-			}
-		}
+	res, err := measurePairs(o.pairs, "ordered", []string{"unordered"}, func(side string) (run, error) {
+		return e.e2eFramework(ctx, o.e2eWriters, o.duration, variant{ordered: side == "ordered"})
+	})
+	if err != nil {
+		return fmt.Errorf("e2e-hot-ordered %w", err)
 	}
-	best[0].note = strings.TrimPrefix(best[0].note+",unordered-framework", ",")
-	rep.add(result{db: e.b.name, scenario: fmt.Sprintf("e2e-hot-ordered-c%d", o.e2eWriters), conc: o.e2eWriters, fw: best[1], raw: best[0], rssKB: peakRSSKB()})
+	res.base.note = strings.TrimPrefix(res.base.note+",unordered-framework", ",")
+	rep.add(result{db: e.b.name, scenario: fmt.Sprintf("e2e-hot-ordered-c%d", o.e2eWriters), conc: o.e2eWriters, fw: res.measured, raw: res.base,
+		rssKB: peakRSSKB(), ratios: res.ratios})
 	return nil
 }

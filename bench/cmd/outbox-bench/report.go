@@ -16,8 +16,8 @@ type result struct {
 	fw, raw      run
 	rssKB        int64 // the framework side's process peak (see the package doc)
 	rawRSSKB     int64 // drain only: the baseline child's peak
-	// ratios, when set, are the ratios of every pair of runs, sorted; the
-	// result's own is their median (e2e-hot-observed).
+	// ratios are the ratios of every pair of runs, sorted; the result's
+	// own is their median (see pairs.go).
 	ratios []float64
 }
 
@@ -170,14 +170,14 @@ func (rep *report) markdown() string {
 
 	w("### Command and settings\n\n")
 	w("```\ncd bench && go run ./cmd/outbox-bench %s\n```\n\n", strings.Join(rep.args, " "))
-	w("- timed run per side: %s, best of %d round(s), sides alternating which goes first\n", o.duration, o.rounds)
+	w("- timed run per side: %s; each ratio is the median of %d pairs of runs (one per side, back to back, alternating which goes first; e2e-hot-observed: %d pairs), and the rates shown are that pair's; the ratios of all pairs are in the BENCH lines (`pairs=`)\n", o.duration, max(o.pairs, 1), o.observedPairs())
 	w("- writers: %v (write, write-batch); %d (e2e-hot); %d events per transaction in write-batch\n", o.writers, o.e2eWriters, o.batch)
 	w("- pool: %d connections for write, write-batch and e2e-hot, both sides\n", o.pool)
 	w("- drain: %d pending rows", o.drainRows)
 	if o.drainRowsMySQL > 0 {
 		w(" (%d on MariaDB)", o.drainRowsMySQL)
 	}
-	w("; baseline: the fastest raw claim+DONE loop of the shapes %v (claim size x connections, each tried on %d rows; the chosen one is in the note), run at the full size; best of %d drain(s) per side, alternating which goes first, each after a fresh load, VACUUM ANALYZE and CHECKPOINT on PostgreSQL; ", o.drainSweep, o.drainSweepRows, max(o.rounds, 1))
+	w("; baseline: the fastest raw claim+DONE loop of the shapes %v (claim size x connections, each tried on %d rows; the chosen one is in the note), run at the full size; the median of %d pair(s) of drains (the lower of two), alternating which side goes first, each drain after a fresh load, VACUUM ANALYZE and CHECKPOINT on PostgreSQL; ", o.drainSweep, o.drainSweepRows, max(o.drainPairs, 1))
 	w("framework: the same number of connections, the default PollBatchSize (claims of 50, growing to 2000 with the room in the cold queue) unless -drain-batch, poll interval (idle wait) %s\n", o.drainInterval)
 	w("- ordered (Config.Ordered): e2e-hot-ordered and drain-ordered-kK compare an ordered Client with the same Client unordered (the baseline column), not with raw SQL; ")
 	w("drain-ordered-kK drains the backlog spread over K keys round robin (%v rows for K below 1000: a key's events go out one at a time), %d connections unless -drain-conns\n", o.drainRowsFewKeys, 4)

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+)
+
+// How a scenario's ratio is measured: in pairs of runs, one of the measured
+// side and one of each baseline, back to back, alternating which goes
+// first. A pair's ratio is the measured side's rate over the fastest
+// baseline of the same pair, and the scenario reports the pair whose ratio
+// is the median (the lower middle one of an even number).
+//
+// Why not the best run of each side: on a shared machine two runs of one
+// side a minute apart differ by more (±15 %) than the gaps measured here,
+// and the best of each side compares the luckiest run of one with the
+// luckiest of the other; a slow minute that hits one side makes the ratio
+// wrong either way. The runs of a pair are seconds apart, so the load they
+// meet is about the same, and the median ignores the pairs a burst of load
+// split.
+
+// pairResult is the median pair of a scenario and every pair's ratio.
+type pairResult struct {
+	measured, base run
+	ratios         []float64 // sorted
+}
+
+// measurePairs runs n pairs (at least one) of measured against baselines:
+// side runs the side of that name.
+func measurePairs(n int, measured string, baselines []string, side func(name string) (run, error)) (pairResult, error) {
+	type pair struct {
+		measured, base run
+		ratio          float64
+	}
+	pairs := make([]pair, max(n, 1))
+	for i := range pairs {
+		order := append([]string{measured}, baselines...)
+		if i%2 == 1 {
+			slices.Reverse(order)
+		}
+		p := &pairs[i]
+		for _, name := range order {
+			r, err := side(name)
+			if err != nil {
+				return pairResult{}, fmt.Errorf("(%s): %w", name, err)
+			}
+			switch {
+			case name == measured:
+				p.measured = r
+			case r.rate() > p.base.rate() || p.base.n == 0:
+				p.base = r
+			}
+		}
+		if p.base.rate() > 0 {
+			p.ratio = p.measured.rate() / p.base.rate()
+		}
+	}
+	slices.SortFunc(pairs, func(a, b pair) int { return cmp.Compare(a.ratio, b.ratio) })
+	med := pairs[(len(pairs)-1)/2]
+	res := pairResult{measured: med.measured, base: med.base}
+	for _, p := range pairs {
+		res.ratios = append(res.ratios, p.ratio)
+	}
+	return res, nil
+}
