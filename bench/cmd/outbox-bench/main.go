@@ -230,9 +230,9 @@ func runBackend(ctx context.Context, o options, b backend, want map[string]bool,
 		return err
 	}
 	e := &env{b: b, cfg: o.clientConfig(), p: p, store: store, txm: p.txManager(), log: discardLogger(os.Stderr)}
-	// best runs -pairs pairs of the framework against its raw sides and
+	// paired runs -pairs pairs of the framework against its raw sides and
 	// records the median pair.
-	best := func(name string, conc int, raws []string, side func(side string) (run, error)) error {
+	paired := func(name string, conc int, raws []string, side func(side string) (run, error)) error {
 		res, err := measurePairs(o.pairs, "framework", raws, side)
 		if err != nil {
 			return fmt.Errorf("%s %w", name, err)
@@ -242,7 +242,7 @@ func runBackend(ctx context.Context, o options, b backend, want map[string]bool,
 	}
 	if want["write"] {
 		for _, w := range o.writers {
-			if err := best(fmt.Sprintf("write-c%d", w), w, e.rawSides(1), func(side string) (run, error) {
+			if err := paired(fmt.Sprintf("write-c%d", w), w, e.rawSides(1), func(side string) (run, error) {
 				return e.writeSide(ctx, side, w, 1, o.duration)
 			}); err != nil {
 				return err
@@ -251,7 +251,7 @@ func runBackend(ctx context.Context, o options, b backend, want map[string]bool,
 	}
 	if want["write-batch"] {
 		for _, w := range o.writers {
-			if err := best(fmt.Sprintf("write-batch-c%d", w), w, e.rawSides(o.batch), func(side string) (run, error) {
+			if err := paired(fmt.Sprintf("write-batch-c%d", w), w, e.rawSides(o.batch), func(side string) (run, error) {
 				return e.writeSide(ctx, side, w, o.batch, o.duration)
 			}); err != nil {
 				return err
@@ -259,7 +259,7 @@ func runBackend(ctx context.Context, o options, b backend, want map[string]bool,
 		}
 	}
 	if want["e2e-hot"] {
-		if err := best(fmt.Sprintf("e2e-hot-c%d", o.e2eWriters), o.e2eWriters, []string{"raw-deliver"}, func(side string) (run, error) {
+		if err := paired(fmt.Sprintf("e2e-hot-c%d", o.e2eWriters), o.e2eWriters, []string{"raw-deliver"}, func(side string) (run, error) {
 			if side != "framework" {
 				return e.e2eRaw(ctx, o.e2eWriters, o.duration, cmp.Or(o.ackBatch, outbox.DefaultAckBatchSize))
 			}
