@@ -23,7 +23,9 @@ import (
 // pairResult is the median pair of a scenario and every pair's ratio.
 type pairResult struct {
 	measured, base run
-	ratios         []float64 // sorted
+	// ratios are in the order the pairs ran: the first, third, … ran the
+	// measured side first, so an effect of the order shows.
+	ratios []float64
 }
 
 // measurePairs runs n pairs (at least one) of measured against baselines:
@@ -56,11 +58,12 @@ func measurePairs(n int, measured string, baselines []string, side func(name str
 			p.ratio = p.measured.rate() / p.base.rate()
 		}
 	}
-	slices.SortFunc(pairs, func(a, b pair) int { return cmp.Compare(a.ratio, b.ratio) })
-	med := pairs[(len(pairs)-1)/2]
-	res := pairResult{measured: med.measured, base: med.base}
+	var res pairResult
 	for _, p := range pairs {
 		res.ratios = append(res.ratios, p.ratio)
 	}
+	slices.SortFunc(pairs, func(a, b pair) int { return cmp.Compare(a.ratio, b.ratio) })
+	med := pairs[(len(pairs)-1)/2]
+	res.measured, res.base = med.measured, med.base
 	return res, nil
 }

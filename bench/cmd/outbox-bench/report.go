@@ -16,8 +16,8 @@ type result struct {
 	fw, raw      run
 	rssKB        int64 // the framework side's process peak (see the package doc)
 	rawRSSKB     int64 // drain only: the baseline child's peak
-	// ratios are the ratios of every pair of runs, sorted; the result's
-	// own is their median (see pairs.go).
+	// ratios are the ratios of every pair of runs, in the order they ran;
+	// the result's own is their median (see pairs.go).
 	ratios []float64
 }
 
@@ -132,7 +132,7 @@ func (rep *report) markdown() string {
 		}
 		note := ""
 		if p := r.pairs(); p != "" {
-			note = " (median of " + p + ")"
+			note = " (median of " + p + ", in run order)"
 		}
 		if r.fw.note != "" {
 			note += " ⚠ " + r.fw.note
@@ -170,7 +170,7 @@ func (rep *report) markdown() string {
 
 	w("### Command and settings\n\n")
 	w("```\ncd bench && go run ./cmd/outbox-bench %s\n```\n\n", strings.Join(rep.args, " "))
-	w("- timed run per side: %s; each ratio is the median of %d pairs of runs (one per side, back to back, alternating which goes first; e2e-hot-observed: %d pairs), and the rates shown are that pair's; the ratios of all pairs are in the BENCH lines (`pairs=`)\n", o.duration, max(o.pairs, 1), o.observedPairs())
+	w("- timed run per side: %s; each ratio is the median of %d pairs of runs (one per side, back to back, alternating which goes first; e2e-hot-observed: %d pairs), and the rates shown are that pair's; the ratios of all pairs, in the order they ran (the first, third, … ran the framework, or the ordered or observed Client, first), are in the BENCH lines (`pairs=`) and next to the ratio\n", o.duration, max(o.pairs, 1), o.observedPairs())
 	w("- writers: %v (write, write-batch); %d (e2e-hot); %d events per transaction in write-batch\n", o.writers, o.e2eWriters, o.batch)
 	w("- pool: %d connections for write, write-batch and e2e-hot, both sides\n", o.pool)
 	w("- drain: %d pending rows", o.drainRows)
