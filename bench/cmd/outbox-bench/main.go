@@ -233,12 +233,7 @@ func runBackend(ctx context.Context, o options, b backend, want map[string]bool,
 	// paired runs -pairs pairs of the framework against its raw sides and
 	// records the median pair.
 	paired := func(name string, conc int, raws []string, side func(side string) (run, error)) error {
-		res, err := measurePairs(o.pairs, "framework", raws, side)
-		if err != nil {
-			return fmt.Errorf("%s %w", name, err)
-		}
-		rep.add(result{db: b.name, scenario: name, conc: conc, fw: res.measured, raw: res.base, rssKB: peakRSSKB(), ratios: res.ratios})
-		return nil
+		return rep.addPairs(b.name, name, conc, o.pairs, "framework", raws, "", side)
 	}
 	if want["write"] {
 		for _, w := range o.writers {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	outbox "github.com/go-outbox/outbox/core"
 	outboxprom "github.com/go-outbox/outbox/metrics/prometheus"
@@ -68,19 +67,13 @@ func (o options) observedPairs() int {
 // a shared 2-core machine, so there are at least 9 pairs (3 with -short,
 // which only proves the scenario runs).
 func (e *env) e2eObserved(ctx context.Context, o options, rep *report) error {
-	res, err := measurePairs(o.observedPairs(), "observed", []string{"plain"}, func(side string) (run, error) {
-		obs, err := observe(side == "observed")
-		if err != nil {
-			return run{}, err
-		}
-		defer obs.shutdown()
-		return e.e2eFramework(ctx, o.e2eWriters, o.duration, variant{obs: &obs})
-	})
-	if err != nil {
-		return fmt.Errorf("e2e-hot-observed %w", err)
-	}
-	res.base.note = strings.TrimPrefix(res.base.note+",plain-framework", ",")
-	rep.add(result{db: e.b.name, scenario: fmt.Sprintf("e2e-hot-observed-c%d", o.e2eWriters), conc: o.e2eWriters, fw: res.measured, raw: res.base,
-		rssKB: peakRSSKB(), ratios: res.ratios})
-	return nil
+	return rep.addPairs(e.b.name, fmt.Sprintf("e2e-hot-observed-c%d", o.e2eWriters), o.e2eWriters, o.observedPairs(), "observed", []string{"plain"}, "plain-framework",
+		func(side string) (run, error) {
+			obs, err := observe(side == "observed")
+			if err != nil {
+				return run{}, err
+			}
+			defer obs.shutdown()
+			return e.e2eFramework(ctx, o.e2eWriters, o.duration, variant{obs: &obs})
+		})
 }

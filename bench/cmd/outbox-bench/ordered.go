@@ -89,14 +89,8 @@ func (b backend) setOrderingKeys(ctx context.Context, p pool, table string, keys
 // e2eOrdered runs e2e-hot-ordered: -pairs pairs of the ordered Client
 // and the unordered one, the median pair reported.
 func (e *env) e2eOrdered(ctx context.Context, o options, rep *report) error {
-	res, err := measurePairs(o.pairs, "ordered", []string{"unordered"}, func(side string) (run, error) {
-		return e.e2eFramework(ctx, o.e2eWriters, o.duration, variant{ordered: side == "ordered"})
-	})
-	if err != nil {
-		return fmt.Errorf("e2e-hot-ordered %w", err)
-	}
-	res.base.note = strings.TrimPrefix(res.base.note+",unordered-framework", ",")
-	rep.add(result{db: e.b.name, scenario: fmt.Sprintf("e2e-hot-ordered-c%d", o.e2eWriters), conc: o.e2eWriters, fw: res.measured, raw: res.base,
-		rssKB: peakRSSKB(), ratios: res.ratios})
-	return nil
+	return rep.addPairs(e.b.name, fmt.Sprintf("e2e-hot-ordered-c%d", o.e2eWriters), o.e2eWriters, o.pairs, "ordered", []string{"unordered"}, "unordered-framework",
+		func(side string) (run, error) {
+			return e.e2eFramework(ctx, o.e2eWriters, o.duration, variant{ordered: side == "ordered"})
+		})
 }

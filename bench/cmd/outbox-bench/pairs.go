@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // How a scenario's ratio is measured: in pairs of runs, one of the measured
@@ -66,4 +67,18 @@ func measurePairs(n int, measured string, baselines []string, side func(name str
 	med := pairs[(len(pairs)-1)/2]
 	res.measured, res.base = med.measured, med.base
 	return res, nil
+}
+
+// addPairs runs n pairs of a scenario (see measurePairs) and adds its
+// median pair to rep; baseNote, when set, is added to the baseline's note.
+func (rep *report) addPairs(db, scenario string, conc, n int, measured string, baselines []string, baseNote string, side func(name string) (run, error)) error {
+	res, err := measurePairs(n, measured, baselines, side)
+	if err != nil {
+		return fmt.Errorf("%s %w", scenario, err)
+	}
+	if baseNote != "" {
+		res.base.note = strings.TrimPrefix(res.base.note+","+baseNote, ",")
+	}
+	rep.add(result{db: db, scenario: scenario, conc: conc, fw: res.measured, raw: res.base, rssKB: peakRSSKB(), ratios: res.ratios})
+	return nil
 }
