@@ -362,9 +362,9 @@ func (e *env) drain(ctx context.Context, o options, rep *report) error {
 	if err != nil {
 		return fmt.Errorf("drain %w", err)
 	}
-	raw := res.base
-	raw.note = strings.TrimPrefix(raw.note+",claim="+best.String(), ",")
-	rep.add(result{db: b.name, scenario: "drain", conc: best.conns, fw: res.measured, raw: raw, rssKB: res.measured.rssKB, rawRSSKB: raw.rssKB, ratios: res.ratios})
+	res.raw.note = strings.TrimPrefix(res.raw.note+",claim="+best.String(), ",")
+	res.db, res.scenario, res.conc, res.rssKB, res.rawRSSKB = b.name, "drain", best.conns, res.fw.rssKB, res.raw.rssKB
+	rep.add(res)
 	return nil
 }
 

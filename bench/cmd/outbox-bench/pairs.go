@@ -21,22 +21,14 @@ import (
 // meet is about the same, and the median ignores the pairs a burst of load
 // split.
 
-// pairResult is the median pair of a scenario and every pair's ratio.
-type pairResult struct {
-	measured, base run
-	// ratios are in the order the pairs ran: the first, third, … ran the
-	// measured side first, so an effect of the order shows.
-	ratios []float64
-}
-
-// measurePairs runs n pairs (at least one) of measured against baselines:
-// side runs the side of that name.
-func measurePairs(n int, measured string, baselines []string, side func(name string) (run, error)) (pairResult, error) {
-	type pair struct {
-		measured, base run
-		ratio          float64
-	}
-	pairs := make([]pair, max(n, 1))
+// measurePairs runs n pairs (at least one) of measured against baselines
+// (side runs the side of that name) and returns the median pair: fw is
+// its measured run, raw its fastest baseline, and ratios every pair's
+// ratio, in the order the pairs ran (the first, third, … ran the measured
+// side first, so an effect of the order shows).
+func measurePairs(n int, measured string, baselines []string, side func(name string) (run, error)) (result, error) {
+	pairs := make([]result, max(n, 1))
+	ratios := make([]float64, len(pairs))
 	for i := range pairs {
 		order := append([]string{measured}, baselines...)
 		if i%2 == 1 {
@@ -46,39 +38,34 @@ func measurePairs(n int, measured string, baselines []string, side func(name str
 		for _, name := range order {
 			r, err := side(name)
 			if err != nil {
-				return pairResult{}, fmt.Errorf("(%s): %w", name, err)
+				return result{}, fmt.Errorf("(%s): %w", name, err)
 			}
 			switch {
 			case name == measured:
-				p.measured = r
-			case r.rate() > p.base.rate() || p.base.n == 0:
-				p.base = r
+				p.fw = r
+			case r.rate() > p.raw.rate() || p.raw.n == 0:
+				p.raw = r
 			}
 		}
-		if p.base.rate() > 0 {
-			p.ratio = p.measured.rate() / p.base.rate()
-		}
+		ratios[i] = p.ratio()
 	}
-	var res pairResult
-	for _, p := range pairs {
-		res.ratios = append(res.ratios, p.ratio)
-	}
-	slices.SortFunc(pairs, func(a, b pair) int { return cmp.Compare(a.ratio, b.ratio) })
+	slices.SortFunc(pairs, func(a, b result) int { return cmp.Compare(a.ratio(), b.ratio()) })
 	med := pairs[(len(pairs)-1)/2]
-	res.measured, res.base = med.measured, med.base
-	return res, nil
+	med.ratios = ratios
+	return med, nil
 }
 
 // addPairs runs n pairs of a scenario (see measurePairs) and adds its
 // median pair to rep; baseNote, when set, is added to the baseline's note.
 func (rep *report) addPairs(db, scenario string, conc, n int, measured string, baselines []string, baseNote string, side func(name string) (run, error)) error {
-	res, err := measurePairs(n, measured, baselines, side)
+	r, err := measurePairs(n, measured, baselines, side)
 	if err != nil {
 		return fmt.Errorf("%s %w", scenario, err)
 	}
 	if baseNote != "" {
-		res.base.note = strings.TrimPrefix(res.base.note+","+baseNote, ",")
+		r.raw.note = strings.TrimPrefix(r.raw.note+","+baseNote, ",")
 	}
-	rep.add(result{db: db, scenario: scenario, conc: conc, fw: res.measured, raw: res.base, rssKB: peakRSSKB(), ratios: res.ratios})
+	r.db, r.scenario, r.conc, r.rssKB = db, scenario, conc, peakRSSKB()
+	rep.add(r)
 	return nil
 }
