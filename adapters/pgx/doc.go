@@ -49,9 +49,10 @@
 //
 // Store.Insert writes batches of at least sqlstore.CopyThreshold events
 // with PostgreSQL's COPY protocol (pgx's CopyFrom) and smaller ones with
-// one multi-row INSERT. The COPY runs in a savepoint of its own, so that an
-// event id stored already fails the write with outbox.ErrDuplicateEvent and
-// leaves the transaction usable, as the INSERT's conflict clause does.
+// one multi-row INSERT. The COPY, like any INSERT of 32 events or more,
+// runs in a savepoint of its own, so that an event id stored already fails
+// the write with outbox.ErrDuplicateEvent and leaves the transaction
+// usable, as the conflict clause of a smaller INSERT does.
 //
 // # Time
 //

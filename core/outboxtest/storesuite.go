@@ -304,7 +304,8 @@ func storeInsertMany(t *testing.T, f Fixture) {
 }
 
 // storeInsertDuplicate: an id written twice — stored already, or twice in
-// one batch, in a small or a large (bulk) batch — fails with
+// one batch, in a small batch, a large one (inserted in a savepoint on
+// PostgreSQL, copied on pgx) or one of several statements — fails with
 // ErrDuplicateEvent, inserts none of the batch's events, and leaves the
 // caller's transaction usable (on PostgreSQL a failed statement would abort
 // it): the same transaction then inserts and commits other events.
@@ -312,15 +313,21 @@ func storeInsertDuplicate(t *testing.T, f Fixture) {
 	ctx := context.Background()
 	stored := event(t)
 	insert(t, f, t0, "", stored)
-	large := events(t, 130)                                                            // past the bulk-copy threshold
-	large = append(large[:70:70], append([]outbox.Envelope{stored}, large[70:]...)...) // the duplicate in the middle
+	// with inserts the stored event at i of n new ones.
+	with := func(n, i int) []outbox.Envelope {
+		batch := events(t, n)
+		return append(batch[:i:i], append([]outbox.Envelope{stored}, batch[i:]...)...)
+	}
 	twice := event(t)
 	var after outbox.Envelope
-	for _, batch := range [][]outbox.Envelope{
+	batches := [][]outbox.Envelope{
 		{event(t), stored, event(t)},
 		{twice, event(t), twice},
-		large,
-	} {
+		with(40, 20),     // past the savepoint threshold, below the bulk-copy one
+		with(130, 70),    // past the bulk-copy threshold
+		with(1100, 1050), // three statements of 500 rows at most: the first two are taken back
+	}
+	for _, batch := range batches {
 		after = event(t)
 		err := f.InTx(ctx, func(ctx context.Context) error {
 			tx, err := f.TxContext.Current(ctx)
@@ -340,8 +347,8 @@ func storeInsertDuplicate(t *testing.T, f Fixture) {
 			t.Fatalf("the event written after the duplicate: %+v", r)
 		}
 	}
-	if n := countRows(t, f, outbox.Query{}); n != 4 {
-		t.Fatalf("count = %d, want the stored event and the three written after each duplicate", n)
+	if n, want := countRows(t, f, outbox.Query{}), int64(1+len(batches)); n != want {
+		t.Fatalf("count = %d, want %d: the stored event and one written after each duplicate", n, want)
 	}
 	if r := get(t, f, stored.ID()); r.LockedBy != "" {
 		t.Fatalf("the stored event was changed by the duplicate insert: %+v", r)

@@ -50,8 +50,8 @@ type dialect struct {
 	// missingTable reports whether err says that the table does not exist.
 	missingTable func(err error) bool
 	// onConflict, when set, ends the multi-row INSERT so that an existing
-	// event id skips its row instead of failing the statement, and returns
-	// the ids written. PostgreSQL needs it: a failed statement aborts the
+	// event id skips its row instead of failing the statement. PostgreSQL
+	// needs it: a failed statement aborts the
 	// caller's whole transaction. MySQL and SQLite roll back only the
 	// failed statement, so a plain INSERT that fails keeps it usable.
 	onConflict string

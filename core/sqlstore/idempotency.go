@@ -59,9 +59,6 @@ type Idempotency struct {
 	// the statement on PostgreSQL; get reads one row; complete stores the
 	// response; release deletes one row; purge deletes the oldest rows.
 	reserve, get, complete, release, purge string
-	// conflict says that reserve returns the rows it wrote (RETURNING):
-	// an existing row is skipped rather than reported as an error.
-	conflict bool
 }
 
 // NewIdempotency returns the idempotency table named table
@@ -81,8 +78,7 @@ func NewIdempotency(s *Store, table string) (*Idempotency, error) {
 	get := "SELECT " + cols + " FROM " + table + " WHERE scope = ? AND idem_key = ?"
 	switch s.d {
 	case postgresDialect:
-		i.reserve += " ON CONFLICT (scope, idem_key) DO NOTHING RETURNING idem_key"
-		i.conflict = true
+		i.reserve += " ON CONFLICT (scope, idem_key) DO NOTHING"
 		i.purge = "DELETE FROM " + table + " WHERE (scope, idem_key) IN (SELECT scope, idem_key FROM " + table +
 			" WHERE created_at < ? ORDER BY created_at LIMIT ?)"
 	case mysqlDialect:
@@ -140,17 +136,14 @@ func (i *Idempotency) Reserve(ctx context.Context, c Conn, scope, key, fingerpri
 
 // insert runs the reserving INSERT and reports whether it wrote the row.
 func (i *Idempotency) insert(ctx context.Context, c Conn, args []any) (bool, error) {
-	if i.conflict {
-		written, err := i.tab.insertReturning(ctx, c, i.reserve, args)
-		return len(written) > 0, err
-	}
-	if _, err := c.Exec(ctx, i.reserve, args...); err != nil {
-		if i.tab.d.uniqueViolation(err) { // the statement alone was rolled back
+	n, err := c.Exec(ctx, i.reserve, args...)
+	if err != nil {
+		if i.tab.d.uniqueViolation(err) { // MySQL, SQLite: the statement alone was rolled back
 			return false, nil
 		}
 		return false, err
 	}
-	return true, nil
+	return n == 1, nil // 0: the conflict clause (PostgreSQL) skipped the row
 }
 
 // read returns the row of (scope, key), and false when there is none.

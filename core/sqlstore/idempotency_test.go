@@ -101,7 +101,7 @@ func TestIdempotencyStatements(t *testing.T) {
 			"UPDATE ik SET status = ?, headers = ?, body = ?, completed_at = ? WHERE scope = ? AND idem_key = ?",
 			"DELETE FROM ik WHERE scope = ? AND idem_key = ?"},
 		{PostgreSQL,
-			"INSERT INTO ik (scope, idem_key, fingerprint, status, created_at) VALUES ($1, $2, $3, 0, $4) ON CONFLICT (scope, idem_key) DO NOTHING RETURNING idem_key",
+			"INSERT INTO ik (scope, idem_key, fingerprint, status, created_at) VALUES ($1, $2, $3, 0, $4) ON CONFLICT (scope, idem_key) DO NOTHING",
 			"SELECT scope, idem_key, fingerprint, status, headers, body, created_at, completed_at FROM ik WHERE scope = $1 AND idem_key = $2",
 			"DELETE FROM ik WHERE (scope, idem_key) IN (SELECT scope, idem_key FROM ik WHERE created_at < $1 ORDER BY created_at LIMIT $2)",
 			"UPDATE ik SET status = $1, headers = $2, body = $3, completed_at = $4 WHERE scope = $5 AND idem_key = $6",

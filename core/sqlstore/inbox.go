@@ -69,20 +69,14 @@ func inboxPurgeSQL(d *dialect, table string) string {
 // be 1 to MaxInboxIDLen bytes long.
 func (i *Inbox) Record(ctx context.Context, c Conn, id string, now time.Time) (bool, error) {
 	args := []any{id, i.tab.t(now)}
-	if i.tab.d.onConflict != "" {
-		written, err := i.tab.insertReturning(ctx, c, i.record, args)
-		if err != nil {
-			return false, fmt.Errorf("sqlstore: inbox %s: record %s: %w", i.tab.table, id, i.tab.explain(err))
-		}
-		return len(written) > 0, nil
-	}
-	if _, err := c.Exec(ctx, i.record, args...); err != nil {
-		if i.tab.d.uniqueViolation(err) { // the statement alone was rolled back
+	n, err := c.Exec(ctx, i.record, args...)
+	if err != nil {
+		if i.tab.d.uniqueViolation(err) { // MySQL, SQLite: the statement alone was rolled back
 			return false, nil
 		}
 		return false, fmt.Errorf("sqlstore: inbox %s: record %s: %w", i.tab.table, id, i.tab.explain(err))
 	}
-	return true, nil
+	return n == 1, nil // 0: the conflict clause skipped the row
 }
 
 // Forget deletes id from the inbox through c, the transaction that

@@ -111,7 +111,7 @@ func TestInboxStatements(t *testing.T) {
 	}{
 		{SQLite, "INSERT INTO ib (event_id, processed_at) VALUES (?, ?)",
 			"DELETE FROM ib WHERE event_id IN (SELECT event_id FROM ib WHERE processed_at < ? ORDER BY processed_at LIMIT ?)"},
-		{PostgreSQL, "INSERT INTO ib (event_id, processed_at) VALUES ($1, $2) ON CONFLICT (event_id) DO NOTHING RETURNING event_id",
+		{PostgreSQL, "INSERT INTO ib (event_id, processed_at) VALUES ($1, $2) ON CONFLICT (event_id) DO NOTHING",
 			"DELETE FROM ib WHERE event_id = ANY(ARRAY(SELECT event_id FROM ib WHERE processed_at < $1 ORDER BY processed_at LIMIT $2))"},
 		{MySQL, "INSERT INTO ib (event_id, processed_at) VALUES (?, ?)",
 			"DELETE FROM ib WHERE processed_at < ? ORDER BY processed_at LIMIT ?"},

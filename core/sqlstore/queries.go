@@ -69,9 +69,10 @@ func (c insertCols) count() int {
 }
 
 // insertSQL is the multi-row INSERT of each set of columns and row count,
-// built when first used. On a dialect with a conflict clause (PostgreSQL)
-// an id that is stored already skips its row, and the statement returns
-// the ids it wrote.
+// with or without the dialect's conflict clause, built when first used.
+// With the clause (PostgreSQL), an id that is stored already skips its
+// row, and a statement of several rows returns the ids it wrote (of one
+// row, its count tells).
 type insertSQL struct {
 	d     *dialect
 	table string
@@ -79,13 +80,15 @@ type insertSQL struct {
 }
 
 type insertKey struct {
-	cols insertCols
-	n    int
+	cols     insertCols
+	n        int
+	conflict bool
 }
 
-// sql returns the INSERT of n rows that bind cols.
-func (q *insertSQL) sql(cols insertCols, n int) string {
-	k := insertKey{cols, n}
+// sql returns the INSERT of n rows that bind cols, ending in the dialect's
+// conflict clause if conflict.
+func (q *insertSQL) sql(cols insertCols, n int, conflict bool) string {
+	k := insertKey{cols, n, conflict}
 	if s, ok := q.cache.Load(k); ok {
 		return s.(string)
 	}
@@ -99,7 +102,12 @@ func (q *insertSQL) sql(cols insertCols, n int) string {
 		}
 		sb.WriteString(q.d.rebind(group, 1+i*per))
 	}
-	sb.WriteString(q.d.onConflict)
+	if conflict {
+		sb.WriteString(q.d.onConflict)
+		if n > 1 {
+			sb.WriteString(" RETURNING event_id")
+		}
+	}
 	s := sb.String()
 	q.cache.Store(k, s)
 	return s

@@ -89,7 +89,7 @@ func TestNoStatementReadsTheDatabaseClock(t *testing.T) {
 			t.Fatal(err)
 		}
 		q := s.q
-		all := []string{q.recoverClaim, q.freshClaim, q.markRetry, q.markDead, q.get, q.stats, q.oldest, q.purge, q.purgeTenant, q.insert.sql(colAll, 3), q.insert.sql(0, 3)}
+		all := []string{q.recoverClaim, q.freshClaim, q.markRetry, q.markDead, q.get, q.stats, q.oldest, q.purge, q.purgeTenant, q.insert.sql(colAll, 3, true), q.insert.sql(0, 3, false)}
 		for _, b := range []*idsSQL{q.markDone, q.renew, q.release, q.replay, q.deleteDead, q.existing, q.undoInsert} {
 			query, _ := b.bind(nil, []string{"a", "b"})
 			all = append(all, query)
@@ -155,7 +155,7 @@ func TestRebindNumbersPlaceholders(t *testing.T) {
 	}
 	for cols := range colAll + 1 {
 		per := len(cols.columns())
-		if n, want := strings.Count(s.q.insert.sql(cols, 7), "?"), 7*per; n != want {
+		if n, want := strings.Count(s.q.insert.sql(cols, 7, false), "?"), 7*per; n != want {
 			t.Errorf("insert of 7 rows binding %07b has %d placeholders, want %d", cols, n, want)
 		}
 		if n, want := len(s.appendInsertArgs(nil, cols, outbox.MustEnvelope(outbox.EventName("E"), outbox.WithJSON([]byte(`{}`))), time.Now(), "o")), per; n != want {
