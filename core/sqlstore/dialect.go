@@ -51,9 +51,9 @@ type dialect struct {
 	missingTable func(err error) bool
 	// onConflict, when set, ends the multi-row INSERT so that an existing
 	// event id skips its row instead of failing the statement. PostgreSQL
-	// needs it: a failed statement aborts the
-	// caller's whole transaction. MySQL and SQLite roll back only the
-	// failed statement, so a plain INSERT that fails keeps it usable.
+	// needs it: a failed statement aborts the caller's whole transaction.
+	// MySQL and SQLite roll back only the failed statement, so a plain
+	// INSERT that fails keeps it usable.
 	onConflict string
 	// uniqueViolation reports whether err is a duplicate-key error.
 	uniqueViolation func(err error) bool

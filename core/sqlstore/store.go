@@ -125,10 +125,12 @@ func (s *Store) Insert(ctx context.Context, tx outbox.Tx, now time.Time, owner s
 		seen[e.ID()] = struct{}{}
 		ids[i] = e.ID()
 	}
-	c, copies := ex.(Copier)
-	copies = copies && len(events) >= CopyThreshold
-	if copies || (s.d.onConflict != "" && len(events) >= savepointBatch) {
-		return s.insertSaved(ctx, ex, c, copies, events, ids, now, owner)
+	var copier Copier // set when the batch is copied
+	if c, ok := ex.(Copier); ok && len(events) >= CopyThreshold {
+		copier = c
+	}
+	if copier != nil || (s.d.onConflict != "" && len(events) >= savepointBatch) {
+		return s.insertSaved(ctx, ex, copier, events, ids, now, owner)
 	}
 	written := 0 // events of the chunks before this one, all inserted
 	for chunk := range slices.Chunk(events, s.d.maxBatch) {
@@ -210,17 +212,17 @@ func (s *Store) insertReturning(ctx context.Context, ex Conn, query string, args
 }
 
 // insertSaved inserts a large batch in a savepoint, with plain statements:
-// a COPY through c when copies, else multi-row INSERTs. A failed statement
+// a COPY through copier if set, else multi-row INSERTs. A failed statement
 // aborts a PostgreSQL transaction, and COPY has no conflict clause; when
 // an id is stored already, the savepoint is rolled back and the caller's
 // transaction goes on without these events. (Looking the ids up first
 // would cost a round trip too and still lose the race against a
 // concurrent writer of the same id.)
-func (s *Store) insertSaved(ctx context.Context, ex Conn, c Copier, copies bool, events []outbox.Envelope, ids []string, now time.Time, owner string) error {
+func (s *Store) insertSaved(ctx context.Context, ex Conn, copier Copier, events []outbox.Envelope, ids []string, now time.Time, owner string) error {
 	if _, err := ex.Exec(ctx, "SAVEPOINT "+insertSavepoint); err != nil {
 		return s.insertErr(len(events), err)
 	}
-	err := s.insertPlain(ctx, ex, c, copies, events, now, owner)
+	err := s.insertPlain(ctx, ex, copier, events, now, owner)
 	if err == nil {
 		if _, err := ex.Exec(ctx, "RELEASE SAVEPOINT "+insertSavepoint); err != nil {
 			return s.insertErr(len(events), err)
@@ -237,17 +239,17 @@ func (s *Store) insertSaved(ctx context.Context, ex Conn, c Copier, copies bool,
 	return s.insertErr(len(events), err)
 }
 
-// insertPlain inserts events without a conflict clause: through c when
-// copies, else in multi-row INSERTs of at most the dialect's batch size.
-func (s *Store) insertPlain(ctx context.Context, ex Conn, c Copier, copies bool, events []outbox.Envelope, now time.Time, owner string) error {
-	if copies {
+// insertPlain inserts events without a conflict clause: through copier if
+// set, else in multi-row INSERTs of at most the dialect's batch size.
+func (s *Store) insertPlain(ctx context.Context, ex Conn, copier Copier, events []outbox.Envelope, now time.Time, owner string) error {
+	if copier != nil {
 		cols := batchCols(events, owner)
 		columns := cols.columns()
 		rows := make([][]any, 0, len(events))
 		for _, e := range events {
 			rows = append(rows, s.appendInsertArgs(make([]any, 0, len(columns)), cols, e, now, owner))
 		}
-		_, err := c.CopyFrom(ctx, s.table, columns, rows)
+		_, err := copier.CopyFrom(ctx, s.table, columns, rows)
 		return err
 	}
 	for chunk := range slices.Chunk(events, s.d.maxBatch) {
