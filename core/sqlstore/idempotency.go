@@ -115,7 +115,7 @@ const reserveAttempts = 3
 func (i *Idempotency) Reserve(ctx context.Context, c Conn, scope, key, fingerprint string, now time.Time) (rec IdempotencyRecord, fresh bool, err error) {
 	args := []any{scope, key, fingerprint, i.tab.t(now)}
 	for range reserveAttempts {
-		fresh, err := i.insert(ctx, c, args)
+		fresh, err := i.tab.insertNew(ctx, c, i.reserve, args...)
 		if err != nil || fresh {
 			if err != nil {
 				err = fmt.Errorf("sqlstore: idempotency table %s: reserve %s %s: %w", i.tab.table, scope, key, i.tab.explain(err))
@@ -132,18 +132,6 @@ func (i *Idempotency) Reserve(ctx context.Context, c Conn, scope, key, fingerpri
 	}
 	return IdempotencyRecord{}, false, fmt.Errorf("sqlstore: idempotency table %s: reserve %s %s: the row kept disappearing after %d attempts",
 		i.tab.table, scope, key, reserveAttempts)
-}
-
-// insert runs the reserving INSERT and reports whether it wrote the row.
-func (i *Idempotency) insert(ctx context.Context, c Conn, args []any) (bool, error) {
-	n, err := c.Exec(ctx, i.reserve, args...)
-	if err != nil {
-		if i.tab.d.uniqueViolation(err) { // MySQL, SQLite: the statement alone was rolled back
-			return false, nil
-		}
-		return false, err
-	}
-	return n == 1, nil // 0: the conflict clause (PostgreSQL) skipped the row
 }
 
 // read returns the row of (scope, key), and false when there is none.

@@ -68,15 +68,11 @@ func inboxPurgeSQL(d *dialect, table string) string {
 // its commit makes the id a duplicate, its rollback makes it new. id must
 // be 1 to MaxInboxIDLen bytes long.
 func (i *Inbox) Record(ctx context.Context, c Conn, id string, now time.Time) (bool, error) {
-	args := []any{id, i.tab.t(now)}
-	n, err := c.Exec(ctx, i.record, args...)
+	fresh, err := i.tab.insertNew(ctx, c, i.record, id, i.tab.t(now))
 	if err != nil {
-		if i.tab.d.uniqueViolation(err) { // MySQL, SQLite: the statement alone was rolled back
-			return false, nil
-		}
 		return false, fmt.Errorf("sqlstore: inbox %s: record %s: %w", i.tab.table, id, i.tab.explain(err))
 	}
-	return n == 1, nil // 0: the conflict clause skipped the row
+	return fresh, nil
 }
 
 // Forget deletes id from the inbox through c, the transaction that

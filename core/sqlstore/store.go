@@ -151,29 +151,33 @@ func (s *Store) Insert(ctx context.Context, tx outbox.Tx, now time.Time, owner s
 
 // insertChunk runs query, the INSERT of the events whose ids are ids, and
 // returns the ids it wrote: all of them, or fewer when an id is stored
-// already. Without a conflict clause (MySQL, SQLite) the statement then
-// fails and only it is rolled back; with one (PostgreSQL) the row is
-// skipped, and a statement of one row tells by its count, of several by
-// the ids it returns.
+// already. A statement of several rows with the conflict clause
+// (PostgreSQL) tells which by the ids it returns; any other writes all its
+// rows or none (see insertNew).
 func (s *Store) insertChunk(ctx context.Context, ex Conn, query string, ids []string, args []any) ([]string, error) {
-	switch {
-	case s.d.onConflict == "":
-		if _, err := ex.Exec(ctx, query, args...); err != nil {
-			if s.d.uniqueViolation(err) {
-				return nil, nil
-			}
-			return nil, err
-		}
-		return ids, nil
-	case len(ids) == 1:
-		n, err := ex.Exec(ctx, query, args...)
-		if err != nil || n == 0 {
-			return nil, err
-		}
-		return ids, nil
-	default:
+	if s.d.onConflict != "" && len(ids) > 1 {
 		return s.insertReturning(ctx, ex, query, args)
 	}
+	if ok, err := s.insertNew(ctx, ex, query, args...); !ok {
+		return nil, err
+	}
+	return ids, nil
+}
+
+// insertNew runs query, an INSERT through c, and reports whether it wrote
+// its rows: false when a key is stored already, which leaves the
+// transaction usable on every database. Without a conflict clause (MySQL,
+// SQLite) the statement then fails and only it is rolled back; with one
+// (PostgreSQL) a row of one is skipped, and the count is 0.
+func (s *Store) insertNew(ctx context.Context, c Conn, query string, args ...any) (bool, error) {
+	n, err := c.Exec(ctx, query, args...)
+	if err != nil {
+		if s.d.onConflict == "" && s.d.uniqueViolation(err) {
+			return false, nil
+		}
+		return false, err
+	}
+	return n > 0, nil
 }
 
 // savepointBatch is the smallest batch that a dialect with a conflict
