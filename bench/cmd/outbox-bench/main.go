@@ -362,7 +362,7 @@ func (e *env) drain(ctx context.Context, o options, rep *report) error {
 	if err != nil {
 		return fmt.Errorf("drain %w", err)
 	}
-	res.raw.note = strings.TrimPrefix(res.raw.note+",claim="+best.String(), ",")
+	res.raw.addNote("claim=" + best.String())
 	res.db, res.scenario, res.conc, res.rssKB, res.rawRSSKB = b.name, "drain", best.conns, res.fw.rssKB, res.raw.rssKB
 	rep.add(res)
 	return nil

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"strings"
 )
 
 // The scenarios of ordered delivery (outbox.Config.Ordered):
@@ -62,7 +61,7 @@ func (e *env) drainOrdered(ctx context.Context, o options, rep *report) error {
 			}
 			sides[i] = r
 		}
-		sides[0].note = strings.TrimPrefix(sides[0].note+",unordered-framework", ",")
+		sides[0].addNote("unordered-framework")
 		rep.add(result{db: b.name, scenario: fmt.Sprintf("drain-ordered-k%d", keys), conc: conns, fw: sides[1], raw: sides[0],
 			rssKB: sides[1].rssKB, rawRSSKB: sides[0].rssKB})
 	}

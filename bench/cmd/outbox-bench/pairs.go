@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
-	"strings"
 )
 
 // How a scenario's ratio is measured: in pairs of runs, one of the measured
@@ -63,7 +62,7 @@ func (rep *report) addPairs(db, scenario string, conc, n int, measured string, b
 		return fmt.Errorf("%s %w", scenario, err)
 	}
 	if baseNote != "" {
-		r.raw.note = strings.TrimPrefix(r.raw.note+","+baseNote, ",")
+		r.raw.addNote(baseNote)
 	}
 	r.db, r.scenario, r.conc, r.rssKB = db, scenario, conc, peakRSSKB()
 	rep.add(r)

@@ -43,6 +43,9 @@ func (r run) cpuPerRow() string {
 	return fmt.Sprintf("%.1f+%.1f", per(r.client), per(r.server))
 }
 
+// addNote appends s to the run's note, comma-separated.
+func (r *run) addNote(s string) { r.note = strings.TrimPrefix(r.note+","+s, ",") }
+
 func (r run) rate() float64 {
 	if r.elapsed <= 0 {
 		return 0
