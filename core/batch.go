@@ -10,24 +10,24 @@ import (
 	"time"
 )
 
-// run delivers q in ctx (the worker's), together with the events queued behind it that route
+// run delivers q in to's context (the worker's), together with the events queued behind it that route
 // to the same BatchListener (up to ListenerBatchSize), and returns the
 // event it took on the way that routes elsewhere, which the worker runs
 // next (more is false when there is none). It takes what is queued now
 // and never waits for more. buf is the worker's own memory for batches,
 // reused from one to the next.
-func (d *Dispatcher) run(ctx context.Context, buf *batchBuf, q queued) (next queued, more bool) {
+func (d *Dispatcher) run(to *timeouts, buf *batchBuf, q queued) (next queued, more bool) {
 	if d.expired(q) {
 		return queued{}, false
 	}
 	if q.suspect {
-		d.deliverSuspect(q)
+		d.deliverSuspect(to, q)
 		return queued{}, false
 	}
 	l := d.route(q.env)
 	bl, ok := l.(BatchListener)
 	if !ok || d.cfg.ListenerBatchSize == 1 {
-		d.deliver(ctx, q, l)
+		d.deliver(to, q, l)
 		return queued{}, false
 	}
 	batch := append(buf.queued[:0], q)
@@ -47,9 +47,9 @@ func (d *Dispatcher) run(ctx context.Context, buf *batchBuf, q queued) (next que
 		batch = append(batch, t)
 	}
 	if len(batch) == 1 {
-		d.deliver(ctx, q, l)
+		d.deliver(to, q, l)
 	} else {
-		d.deliverBatch(ctx, buf, bl, batch)
+		d.deliverBatch(to.ctx, buf, bl, batch)
 	}
 	return next, more
 }

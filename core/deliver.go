@@ -42,21 +42,21 @@ func (dl delivery) context(ctx context.Context) context.Context {
 }
 
 // deliver runs one event through interceptors and its listener l (nil:
-// unroutable) and records the outcome.
-func (d *Dispatcher) deliver(ctx context.Context, q queued, l Listener) {
-	lctx, cancel := context.WithTimeout(ctx, d.cfg.ListenerTimeout)
+// unroutable) in a context of to, and records the outcome.
+func (d *Dispatcher) deliver(to *timeouts, q queued, l Listener) {
 	dl := d.begin(q, utcNow(d.clock).Add(d.cfg.ListenerTimeout))
+	ctx := to.start(dl.attempt)
 	// A listener that returns an error after its timeout failed (its
 	// error wraps context.DeadlineExceeded); one that succeeds late did its
 	// work, and a stale ack is fenced off anyway.
 	var err error
 	if len(d.cfg.Interceptors) == 0 {
-		err = d.call(dl.context(lctx), &q, l)
+		err = d.call(ctx, &q, l)
 	} else {
-		err = d.dispatch(dl.context(lctx), q.env, d.handler(q, l))
+		err = d.dispatch(ctx, q.env, d.handler(q, l))
 	}
-	cancel()
-	d.settle(ctx, dl, err)
+	to.end(ctx)
+	d.settle(to.ctx, dl, err)
 }
 
 // call is dispatch without interceptors: it runs q's listener l (nil: no

@@ -409,13 +409,15 @@ func (d *Dispatcher) poll() (queued, bool) {
 
 // work delivers events until the dispatcher stops (see run). Its
 // deliveries' contexts derive from a context of its own, which Close
-// cancels with the dispatcher's: deriving them from the dispatcher's
+// cancels with the dispatcher's: deriving a batch's from the dispatcher's
 // context would make every worker take that context's lock twice per
-// event.
+// batch.
 func (d *Dispatcher) work() {
 	defer d.workers.Done()
 	ctx, cancel := context.WithCancel(d.runCtx)
 	defer cancel()
+	to := newTimeouts(ctx, d.cfg.ListenerTimeout)
+	defer to.close()
 	var buf batchBuf
 	for {
 		q, ok := d.next()
@@ -423,7 +425,7 @@ func (d *Dispatcher) work() {
 			return
 		}
 		for ok {
-			q, ok = d.run(ctx, &buf, q)
+			q, ok = d.run(to, &buf, q)
 		}
 	}
 }
@@ -492,13 +494,15 @@ func (d *Dispatcher) renew(timeout time.Duration) {
 // suspectLane delivers the events of the suspects queue one at a time.
 func (d *Dispatcher) suspectLane() {
 	defer d.workers.Done()
+	to := newTimeouts(d.runCtx, d.cfg.ListenerTimeout)
+	defer to.close()
 	for {
 		select {
 		case q := <-d.suspects:
 			if d.expired(q) {
 				continue
 			}
-			d.deliverSuspect(q)
+			d.deliverSuspect(to, q)
 		case <-d.stopping:
 			return // releaseQueued gives the rest back
 		case <-d.runCtx.Done():
@@ -512,7 +516,7 @@ func (d *Dispatcher) suspectLane() {
 // the attempt is counted before the listener starts: if this delivery kills
 // the process too, the event still comes closer to DEAD, and the events
 // delivered before it are not delivered again.
-func (d *Dispatcher) deliverSuspect(q queued) {
+func (d *Dispatcher) deliverSuspect(to *timeouts, q queued) {
 	id := q.env.ID()
 	d.flushAcksNow()
 	var ok bool
@@ -532,7 +536,7 @@ func (d *Dispatcher) deliverSuspect(q queued) {
 		return
 	}
 	q.attempts, q.charged = q.attempts+1, true
-	d.deliver(d.runCtx, q, d.route(q.env))
+	d.deliver(to, q, d.route(q.env))
 }
 
 // Close stops accepting events, lets the workers deliver what is queued for
