@@ -13,7 +13,7 @@ import (
 // a deadline ListenerTimeout away and the delivery's attempt.
 //
 // Why not context.WithTimeout and WithValue per delivery: those allocate a
-// timer and three contexts for every event, register each with the
+// timer and two contexts for every event, register the first with the
 // goroutine's context and unregister it again, which cost more than half
 // of what the dispatcher spends on an event (BenchmarkColdDelivery). Here
 // one timer per goroutine is reset for each delivery, and the goroutine's
@@ -96,9 +96,9 @@ type deliveryCtx struct {
 	afters []*func() // AfterFunc's, run once cancelled
 }
 
-// closed is the Done channel of a context cancelled before anyone asked
-// for it.
-var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+// closedDone is the Done channel of a delivery cancelled before anyone
+// asked for it.
+var closedDone = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // Deadline returns the delivery's deadline.
 func (c *deliveryCtx) Deadline() (time.Time, bool) { return c.deadline, true }
@@ -167,7 +167,7 @@ func (c *deliveryCtx) cancel(err error) {
 	}
 	c.err = err
 	if c.done == nil {
-		c.done = closed
+		c.done = closedDone
 	} else {
 		close(c.done)
 	}
