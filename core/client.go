@@ -78,8 +78,9 @@ type Config struct {
 	RetryPolicy RetryPolicy
 	// Interceptors run around every delivery.
 	Interceptors []Interceptor
-	// ListenerTimeout bounds one delivery: the listener's context is
-	// cancelled then and the delivery counts as failed (default 30s). Its
+	// ListenerTimeout bounds one delivery: the listener's context carries
+	// the deadline and ends then with context.DeadlineExceeded, and the
+	// delivery counts as failed (default 30s). Its
 	// claim is renewed until then, so it may exceed Lease; past it the
 	// claim lapses and a listener that hangs loses the event to a
 	// take-over.

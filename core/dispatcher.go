@@ -78,7 +78,8 @@ type DispatcherConfig struct {
 	// may have been claimed elsewhere).
 	Lease time.Duration
 	// ListenerTimeout bounds one delivery (default 30s): the listener's
-	// context is cancelled then, and the error it returns counts as a
+	// context carries the deadline and ends then with
+	// context.DeadlineExceeded, and the error it returns counts as a
 	// failed attempt. A listener that ignores its context and does not
 	// return keeps its worker, but its claim is no longer renewed: the
 	// event is taken over about one Lease later and its attempt counted.
