@@ -26,8 +26,9 @@ type timeouts struct {
 	stop    func() bool // stops watching ctx
 }
 
-// newTimeouts returns the timeouts of deliveries run in ctx; close lets go
-// of them.
+// newTimeouts returns the timeouts of deliveries run in ctx, which has no
+// deadline of its own (the dispatcher's contexts derive from
+// context.WithoutCancel); close lets go of them.
 func newTimeouts(ctx context.Context, timeout time.Duration) *timeouts {
 	t := &timeouts{ctx: ctx, timeout: timeout}
 	t.timer = time.AfterFunc(time.Hour, t.expire)
@@ -44,16 +45,13 @@ func newTimeouts(ctx context.Context, timeout time.Duration) *timeouts {
 // attempt. It must be ended (end) before the next one starts.
 func (t *timeouts) start(attempt int) *deliveryCtx {
 	c := &deliveryCtx{parent: t.ctx, deadline: time.Now().Add(t.timeout), attempt: attempt}
-	if d, ok := t.ctx.Deadline(); ok && d.Before(c.deadline) {
-		c.deadline = d
-	}
 	t.cur.Store(c)
 	// Checked after c is current: a ctx that ends from now on cancels c
 	// through the watch.
 	if err := t.ctx.Err(); err != nil {
 		c.cancel(err)
 	}
-	t.timer.Reset(time.Until(c.deadline))
+	t.timer.Reset(t.timeout) // fires at c.deadline or a little after
 	return c
 }
 
