@@ -74,6 +74,9 @@ type dialect struct {
 	// date; Migrate runs it after the DDL. Dialects whose DDL does that
 	// itself (DROP INDEX IF EXISTS, CREATE INDEX IF NOT EXISTS) need none.
 	upgrade func(ctx context.Context, s *Store) error
+	// oneWriter: the database has one write lock, so the store's own
+	// writes take turns in the process (see serialConn).
+	oneWriter bool
 	// maxBatch caps rows per multi-row INSERT.
 	maxBatch int
 	// maxListIDs caps the ids (or keys) of one IN list, on dialects

@@ -219,7 +219,7 @@ func (i *Idempotency) Purge(ctx context.Context, before time.Time, limit int) (i
 	if limit <= 0 {
 		return 0, nil
 	}
-	n, err := i.tab.db.Exec(ctx, i.purge, i.tab.t(before), limit)
+	n, err := i.tab.w.Exec(ctx, i.purge, i.tab.t(before), limit)
 	if err != nil {
 		return 0, fmt.Errorf("sqlstore: purge idempotency table %s: %w", i.tab.table, i.tab.explain(err))
 	}

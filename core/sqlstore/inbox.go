@@ -90,7 +90,7 @@ func (i *Inbox) Purge(ctx context.Context, before time.Time, limit int) (int64, 
 	if limit <= 0 {
 		return 0, nil
 	}
-	n, err := i.tab.db.Exec(ctx, i.purge, i.tab.t(before), limit)
+	n, err := i.tab.w.Exec(ctx, i.purge, i.tab.t(before), limit)
 	if err != nil {
 		return 0, fmt.Errorf("sqlstore: purge inbox %s: %w", i.tab.table, i.tab.explain(err))
 	}

@@ -277,7 +277,7 @@ func (s *Store) lockHeads(ctx context.Context, req outbox.ClaimRequest, ids []st
 	for chunk := range slices.Chunk(ids, s.q.ord.lock.chunk()) {
 		query, args := s.q.ord.lock.bind(fixed, chunk)
 		var err error
-		if out, err = s.queryRecords(ctx, s.db, out, query, args...); err != nil {
+		if out, err = s.queryRecords(ctx, s.w, out, query, args...); err != nil {
 			return out, err
 		}
 	}
@@ -297,7 +297,7 @@ func sharedOrderedClaim(ctx context.Context, s *Store, req outbox.ClaimRequest) 
 		return s.claimHeads(ctx, s.db, req, n, func(ids []string) ([]outbox.Record, error) { return s.lockHeads(ctx, req, ids) })
 	}
 	fresh := func(n int) ([]outbox.Record, error) {
-		return s.queryRecords(ctx, s.db, make([]outbox.Record, 0, n), s.q.freshClaim, slices.Concat(a.freshSet, a.freshWhere, []any{n})...)
+		return s.queryRecords(ctx, s.w, make([]outbox.Record, 0, n), s.q.freshClaim, slices.Concat(a.freshSet, a.freshWhere, []any{n})...)
 	}
 	return s.fillOrdered(recs, req.Limit, heads, fresh)
 }

@@ -49,7 +49,7 @@ func newSideTable(s *Store, table, def, file, kind string) (sideTable, error) {
 	if err != nil {
 		return sideTable{}, err
 	}
-	return sideTable{tab: &Store{db: s.db, d: s.d, table: table, schema: schema, indexes: indexes}, kind: kind}, nil
+	return sideTable{tab: &Store{db: s.db, w: s.w, d: s.d, table: table, schema: schema, indexes: indexes}, kind: kind}, nil
 }
 
 // Table returns the table's name.

@@ -36,6 +36,7 @@ var sqliteDialect = &dialect{
 		}
 		return "SELECT name FROM " + schema + "sqlite_master WHERE type = 'index' AND tbl_name = ? AND sql IS NOT NULL", []any{name}
 	},
+	oneWriter:  true,
 	maxBatch:   500,
 	maxListIDs: 4096, // variables per statement: at most 32766 (SQLITE_MAX_VARIABLE_NUMBER)
 	seq:        "rowid",

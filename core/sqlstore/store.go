@@ -24,7 +24,11 @@ const DefaultListLimit = 100
 // pool (a DB): only Insert runs in the caller's transaction. It is safe for
 // concurrent use.
 type Store struct {
-	db     DB
+	db DB
+	// w runs the store's own writes outside business transactions (claims,
+	// outcomes, heartbeats, purges): db, or on a dialect with one write
+	// lock, db one statement at a time (see serialConn).
+	w      Conn
 	d      *dialect
 	table  string
 	q      *queries
@@ -90,7 +94,11 @@ func New(db DB, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Store{db: db, d: spec, table: o.Table, q: buildQueries(spec, o.Table), schema: schema, indexes: indexes}, nil
+	var w Conn = db
+	if spec.oneWriter {
+		w = newSerialConn(db)
+	}
+	return &Store{db: db, w: w, d: spec, table: o.Table, q: buildQueries(spec, o.Table), schema: schema, indexes: indexes}, nil
 }
 
 // Table returns the name of the store's table.
@@ -475,7 +483,7 @@ func sharedClaim(ctx context.Context, s *Store, req outbox.ClaimRequest) ([]outb
 	if err != nil || len(recs) == req.Limit {
 		return recs, err
 	}
-	return s.queryRecords(ctx, s.db, recs, s.q.freshClaim, slices.Concat(a.freshSet, a.freshWhere, []any{req.Limit - len(recs)})...)
+	return s.queryRecords(ctx, s.w, recs, s.q.freshClaim, slices.Concat(a.freshSet, a.freshWhere, []any{req.Limit - len(recs)})...)
 }
 
 // recoverExpired runs the recovery of expired claims, unless req asks for
@@ -484,7 +492,7 @@ func (s *Store) recoverExpired(ctx context.Context, req outbox.ClaimRequest, a c
 	if req.NoRecovery {
 		return recs, nil
 	}
-	return s.queryRecords(ctx, s.db, recs, s.q.recoverClaim, slices.Concat(a.recoverSet, a.recoverWhere, []any{req.Limit})...)
+	return s.queryRecords(ctx, s.w, recs, s.q.recoverClaim, slices.Concat(a.recoverSet, a.recoverWhere, []any{req.Limit})...)
 }
 
 // sortDue orders records by due time, then id: the order of the claim.
@@ -497,7 +505,7 @@ func sortDue(recs []outbox.Record) {
 // execIDs runs a batch statement over ids in chunks, with fixed arguments
 // first, and returns the rows affected.
 func (s *Store) execIDs(ctx context.Context, b *idsSQL, fixed []any, ids []string) (int64, error) {
-	return s.execIDsOn(ctx, s.db, b, fixed, ids)
+	return s.execIDsOn(ctx, s.w, b, fixed, ids)
 }
 
 // execIDsOn is execIDs on ex.
@@ -530,7 +538,7 @@ func (s *Store) outcome(ctx context.Context, what, query string, o outbox.Outcom
 	if o.CountAttempt {
 		count = 1
 	}
-	n, err := s.db.Exec(ctx, query, s.t(o.At), outbox.TruncateError(o.Error), count, encodeSubscribers(o.Subscribers), o.ID, o.Owner)
+	n, err := s.w.Exec(ctx, query, s.t(o.At), outbox.TruncateError(o.Error), count, encodeSubscribers(o.Subscribers), o.ID, o.Owner)
 	if err != nil {
 		return false, fmt.Errorf("sqlstore: %s %s in %s: %w", what, o.ID, s.table, s.explain(err))
 	}
@@ -554,7 +562,7 @@ func (s *Store) MarkDead(ctx context.Context, o outbox.Outcome) (bool, error) {
 // CountAttempt increments the attempts of owner's claimed event and
 // reports whether the row changed.
 func (s *Store) CountAttempt(ctx context.Context, owner, id string) (bool, error) {
-	n, err := s.db.Exec(ctx, s.q.countAttempt, id, owner)
+	n, err := s.w.Exec(ctx, s.q.countAttempt, id, owner)
 	if err != nil {
 		return false, fmt.Errorf("sqlstore: count an attempt of %s in %s: %w", id, s.table, s.explain(err))
 	}
@@ -807,7 +815,7 @@ func (s *Store) Purge(ctx context.Context, req outbox.PurgeRequest) (int64, erro
 	if req.TenantID != "" {
 		query, args = s.q.purgeTenant, append(args, req.TenantID)
 	}
-	n, err := s.db.Exec(ctx, query, append(args, req.Limit)...)
+	n, err := s.w.Exec(ctx, query, append(args, req.Limit)...)
 	if err != nil {
 		return 0, fmt.Errorf("sqlstore: purge %s: %w", s.table, s.explain(err))
 	}
