@@ -19,12 +19,33 @@ import (
 // sqliteFile opens a new SQLite database in the test's temp dir.
 func sqliteFile(t *testing.T) *sql.DB {
 	t.Helper()
-	db, err := sql.Open("sqlite", outboxsql.SQLiteDSN(filepath.Join(t.TempDir(), "outbox.db")))
+	return openSQLite(t, outboxsql.SQLiteDSN(filepath.Join(t.TempDir(), "outbox.db")))
+}
+
+// openSQLite opens a SQLite pool on dsn, closed at cleanup.
+func openSQLite(t *testing.T, dsn string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = db.Close() })
 	return db
+}
+
+// insertEvents writes events into s in one transaction on db.
+func insertEvents(t *testing.T, db *sql.DB, s *outboxsql.Store, events ...outbox.Envelope) {
+	t.Helper()
+	txm := outboxsql.NewTxManager(db, outboxsql.WithTxLogger(quietLogger))
+	if err := txm.InTx(context.Background(), func(ctx context.Context) error {
+		tx, err := txm.Current(ctx)
+		if err != nil {
+			return err
+		}
+		return s.Insert(ctx, tx, time.Now(), "", events)
+	}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func tableExists(t *testing.T, db *sql.DB, name string) bool {
@@ -55,17 +76,7 @@ func TestTableNameInjectionIsRejected(t *testing.T) {
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	e := outbox.MustEnvelope(outbox.EventName("E"), outbox.WithJSON([]byte(`{}`)))
-	txm := outboxsql.NewTxManager(db)
-	if err := txm.InTx(ctx, func(ctx context.Context) error {
-		tx, err := txm.Current(ctx)
-		if err != nil {
-			return err
-		}
-		return s.Insert(ctx, tx, time.Now(), "", []outbox.Envelope{e})
-	}); err != nil {
-		t.Fatal(err)
-	}
+	insertEvents(t, db, s, outbox.MustEnvelope(outbox.EventName("E"), outbox.WithJSON([]byte(`{}`))))
 	if n, err := s.Count(ctx, outbox.Query{}); err != nil || n != 1 {
 		t.Fatalf("count = %d, %v", n, err)
 	}
@@ -361,11 +372,7 @@ func TestTxManagerOptions(t *testing.T) {
 // owners all succeed and every event ends DONE.
 func TestSQLiteStoreWritesTakeTurns(t *testing.T) {
 	ctx := context.Background()
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "outbox.db")+"?_pragma=journal_mode(WAL)&_txlock=immediate")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
+	db := openSQLite(t, "file:"+filepath.Join(t.TempDir(), "outbox.db")+"?_pragma=journal_mode(WAL)&_txlock=immediate")
 	s, err := outboxsql.Open(db)
 	if err != nil {
 		t.Fatal(err)
@@ -378,16 +385,7 @@ func TestSQLiteStoreWritesTakeTurns(t *testing.T) {
 	for i := range events {
 		events[i] = pingEvent(t)
 	}
-	txm := outboxsql.NewTxManager(db, outboxsql.WithTxLogger(quietLogger))
-	if err := txm.InTx(ctx, func(ctx context.Context) error {
-		tx, err := txm.Current(ctx)
-		if err != nil {
-			return err
-		}
-		return s.Insert(ctx, tx, time.Now(), "", events)
-	}); err != nil {
-		t.Fatal(err)
-	}
+	insertEvents(t, db, s, events...)
 	errs := make(chan error, 8)
 	for w := range 8 {
 		owner := "owner-" + strconv.Itoa(w)
