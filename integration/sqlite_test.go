@@ -13,6 +13,7 @@ import (
 
 	outbox "github.com/go-outbox/outbox/core"
 	"github.com/go-outbox/outbox/core/outboxsql"
+	"github.com/go-outbox/outbox/core/outboxsql/outboxsqltest"
 	"github.com/go-outbox/outbox/core/sqlstore"
 )
 
@@ -31,21 +32,6 @@ func openSQLite(t *testing.T, dsn string) *sql.DB {
 	}
 	t.Cleanup(func() { _ = db.Close() })
 	return db
-}
-
-// insertEvents writes events into s in one transaction on db.
-func insertEvents(t *testing.T, db *sql.DB, s *outboxsql.Store, events ...outbox.Envelope) {
-	t.Helper()
-	txm := outboxsql.NewTxManager(db, outboxsql.WithTxLogger(quietLogger))
-	if err := txm.InTx(context.Background(), func(ctx context.Context) error {
-		tx, err := txm.Current(ctx)
-		if err != nil {
-			return err
-		}
-		return s.Insert(ctx, tx, time.Now(), "", events)
-	}); err != nil {
-		t.Fatal(err)
-	}
 }
 
 func tableExists(t *testing.T, db *sql.DB, name string) bool {
@@ -76,7 +62,7 @@ func TestTableNameInjectionIsRejected(t *testing.T) {
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	insertEvents(t, db, s, outbox.MustEnvelope(outbox.EventName("E"), outbox.WithJSON([]byte(`{}`))))
+	outboxsqltest.Insert(t, db, s, outbox.MustEnvelope(outbox.EventName("E"), outbox.WithJSON([]byte(`{}`))))
 	if n, err := s.Count(ctx, outbox.Query{}); err != nil || n != 1 {
 		t.Fatalf("count = %d, %v", n, err)
 	}
@@ -385,7 +371,7 @@ func TestSQLiteStoreWritesTakeTurns(t *testing.T) {
 	for i := range events {
 		events[i] = pingEvent(t)
 	}
-	insertEvents(t, db, s, events...)
+	outboxsqltest.Insert(t, db, s, events...)
 	errs := make(chan error, 8)
 	for w := range 8 {
 		owner := "owner-" + strconv.Itoa(w)
