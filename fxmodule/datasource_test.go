@@ -14,6 +14,7 @@ import (
 
 	outbox "github.com/go-outbox/outbox/core"
 	"github.com/go-outbox/outbox/core/outboxsql"
+	"github.com/go-outbox/outbox/core/outboxtest"
 	outboxfx "github.com/go-outbox/outbox/fxmodule"
 	"github.com/rs/zerolog"
 	"go.uber.org/fx"
@@ -94,7 +95,7 @@ func reopen(t *testing.T, dsn string) *outboxsql.Store {
 	return store
 }
 
-func testLogger(buf *syncBuffer) zerolog.Logger {
+func testLogger(buf *outboxtest.LogBuffer) zerolog.Logger {
 	return zerolog.New(buf).Level(zerolog.DebugLevel).With().Timestamp().Logger()
 }
 
@@ -141,9 +142,9 @@ func countStatus(t *testing.T, c *outbox.Client, s outbox.Status) int64 {
 }
 
 // logLine returns the first JSON log line with message msg, or nil.
-func logLine(t *testing.T, logs *syncBuffer, msg string) map[string]any {
+func logLine(t *testing.T, logs *outboxtest.LogBuffer, msg string) map[string]any {
 	t.Helper()
-	for _, line := range logs.lines(t) {
+	for _, line := range logs.JSONLines(t) {
 		if line["message"] == msg {
 			return line
 		}
@@ -153,7 +154,7 @@ func logLine(t *testing.T, logs *syncBuffer, msg string) map[string]any {
 
 func TestStartStopLeavesNoGoroutine(t *testing.T) {
 	before := goleak.IgnoreCurrent()
-	var logs syncBuffer
+	var logs outboxtest.LogBuffer
 	l := newLedger()
 	var deps struct {
 		fx.In
@@ -183,7 +184,7 @@ func TestStartStopLeavesNoGoroutine(t *testing.T) {
 
 	// Both the core's logs and fx's events went to the zerolog logger.
 	want := map[string]bool{"outbox: data source started": false, "outbox: data source stopped": false, "fx started": false}
-	for _, line := range logs.lines(t) {
+	for _, line := range logs.JSONLines(t) {
 		msg, _ := line["message"].(string)
 		switch {
 		case line["outbox_ds"] == "default" && strings.HasPrefix(msg, "outbox: data source"):
@@ -229,7 +230,7 @@ func TestTwoDataSourcesAreIsolated(t *testing.T) {
 			l := newLedger()
 			var deps twoClients
 			app := fxtest.New(t,
-				fx.Supply(testLogger(&syncBuffer{})),
+				fx.Supply(testLogger(&outboxtest.LogBuffer{})),
 				outboxfx.WithZerolog(),
 				tc.dbs(t),
 				outboxfx.DataSource("orders", outboxfx.WithConfig(tc.cfg("orders_outbox"))),
@@ -384,7 +385,7 @@ func TestClientOfOneDataSourceIgnoresTheOthersTransaction(t *testing.T) {
 }
 
 func TestDataSourceWithoutListenersStartsAndSendsEventsToDead(t *testing.T) {
-	var logs syncBuffer
+	var logs outboxtest.LogBuffer
 	var deps struct {
 		fx.In
 		Client *outbox.Client       `name:"audit"`
@@ -560,7 +561,7 @@ func TestModesShapeTheClient(t *testing.T) {
 				Client *outbox.Client
 				Tx     *outboxsql.TxManager
 			}
-			var logs syncBuffer
+			var logs outboxtest.LogBuffer
 			l := newLedger()
 			m := &countingMetrics{}
 			path := dsn(t, "db")

@@ -5,13 +5,14 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/go-outbox/outbox/core/outboxtest"
 	outboxfx "github.com/go-outbox/outbox/fxmodule"
 	"github.com/rs/zerolog"
 	"go.uber.org/fx/fxevent"
 )
 
 func TestFxLoggerLevels(t *testing.T) {
-	var buf syncBuffer
+	var buf outboxtest.LogBuffer
 	l := outboxfx.NewFxLogger(zerolog.New(&buf))
 	boom := errors.New("boom")
 	for _, e := range []fxevent.Event{
@@ -24,7 +25,7 @@ func TestFxLoggerLevels(t *testing.T) {
 	} {
 		l.LogEvent(e)
 	}
-	got := buf.lines(t)
+	got := buf.JSONLines(t)
 	want := []struct{ level, msg string }{
 		{"debug", "provided"}, {"error", "invoke failed"}, {"error", "OnStart hook failed"},
 		{"info", "started"}, {"info", "received signal"}, {"error", "start failed, rolling back"},
@@ -45,7 +46,7 @@ func TestFxLoggerLevels(t *testing.T) {
 	}
 
 	// Routine events can be raised to info, or dropped with the logger's level.
-	buf = syncBuffer{}
+	buf = outboxtest.LogBuffer{}
 	quiet := &outboxfx.FxLogger{Logger: zerolog.New(&buf).Level(zerolog.InfoLevel)}
 	quiet.LogEvent(&fxevent.Invoking{FunctionName: "run()"})
 	if buf.String() != "" {
@@ -53,7 +54,7 @@ func TestFxLoggerLevels(t *testing.T) {
 	}
 	loud := &outboxfx.FxLogger{Logger: zerolog.New(&buf), Level: zerolog.InfoLevel}
 	loud.LogEvent(&fxevent.Invoking{FunctionName: "run()"})
-	if lines := buf.lines(t); len(lines) != 1 || lines[0]["level"] != "info" {
+	if lines := buf.JSONLines(t); len(lines) != 1 || lines[0]["level"] != "info" {
 		t.Errorf("Level not applied: %s", buf.String())
 	}
 }

@@ -1,63 +1,26 @@
 package outboxfx_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"testing/slogtest"
 	"time"
 
+	"github.com/go-outbox/outbox/core/outboxtest"
 	outboxfx "github.com/go-outbox/outbox/fxmodule"
 	"github.com/rs/zerolog"
 )
 
-// syncBuffer is a bytes.Buffer safe for the concurrent writes of workers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// lines decodes the JSON lines written so far.
-func (b *syncBuffer) lines(t *testing.T) []map[string]any {
-	t.Helper()
-	var out []map[string]any
-	for _, line := range strings.Split(strings.TrimSpace(b.String()), "\n") {
-		if line == "" {
-			continue
-		}
-		var m map[string]any
-		if err := json.Unmarshal([]byte(line), &m); err != nil {
-			t.Fatalf("not a JSON line: %q: %v", line, err)
-		}
-		out = append(out, m)
-	}
-	return out
-}
-
 func TestSlogHandlerPassesSlogtest(t *testing.T) {
-	var buf syncBuffer
+	var buf outboxtest.LogBuffer
 	// zerolog stamps the time itself (Timestamp), so a record's zero time
 	// cannot suppress it: that one slogtest case is expected to fail.
 	h := outboxfx.NewSlogHandler(zerolog.New(&buf).Level(zerolog.TraceLevel).With().Timestamp().Logger())
 	err := slogtest.TestHandler(h, func() []map[string]any {
-		ms := buf.lines(t)
+		ms := buf.JSONLines(t)
 		for _, m := range ms {
 			m[slog.MessageKey] = m[zerolog.MessageFieldName]
 			delete(m, zerolog.MessageFieldName)
@@ -80,7 +43,7 @@ func TestSlogHandlerPassesSlogtest(t *testing.T) {
 }
 
 func TestSlogHandlerLevelsAndValues(t *testing.T) {
-	var buf syncBuffer
+	var buf outboxtest.LogBuffer
 	zl := zerolog.New(&buf).Level(zerolog.InfoLevel).With().Str("app", "test").Logger()
 	log := outboxfx.NewSlogLogger(zl).With("outbox_ds", "orders")
 
@@ -93,7 +56,7 @@ func TestSlogHandlerLevelsAndValues(t *testing.T) {
 	if log.Enabled(context.Background(), slog.LevelDebug) || !log.Enabled(context.Background(), slog.LevelInfo) {
 		t.Fatal("Enabled must follow the zerolog logger's level")
 	}
-	got := buf.lines(t)
+	got := buf.JSONLines(t)
 	if len(got) != 4 {
 		t.Fatalf("want 4 lines (debug filtered), got %d: %s", len(got), buf.String())
 	}

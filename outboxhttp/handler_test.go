@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -20,6 +19,7 @@ import (
 	outbox "github.com/go-outbox/outbox/core"
 	"github.com/go-outbox/outbox/core/outboxsql"
 	"github.com/go-outbox/outbox/core/outboxsql/outboxsqltest"
+	"github.com/go-outbox/outbox/core/outboxtest"
 	"github.com/go-sql-driver/mysql"
 )
 
@@ -494,13 +494,13 @@ func unreachableDSN(t *testing.T, b outboxsqltest.Backend, password string) (dsn
 	return "", ""
 }
 
-func serveStore(t *testing.T, store *outboxsql.Store, txm *outboxsql.TxManager) (*httptest.Server, *logBuffer) {
+func serveStore(t *testing.T, store *outboxsql.Store, txm *outboxsql.TxManager) (*httptest.Server, *outboxtest.LogBuffer) {
 	t.Helper()
-	log := &logBuffer{}
+	logger, log := outboxtest.NewLogBuffer()
 	h, err := New(Config{
 		Sources:   []Source{{Name: "orders", Client: newClient(t, store, txm), Events: store}},
 		Authorize: allowAll,
-		Logger:    slog.New(slog.NewTextHandler(log, nil)),
+		Logger:    logger,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -510,7 +510,7 @@ func serveStore(t *testing.T, store *outboxsql.Store, txm *outboxsql.TxManager) 
 	return srv, log
 }
 
-func checkStoreErrors(t *testing.T, srv *httptest.Server, log *logBuffer, secrets ...string) {
+func checkStoreErrors(t *testing.T, srv *httptest.Server, log *outboxtest.LogBuffer, secrets ...string) {
 	t.Helper()
 	const id = "01JD5K3Q8V4N2M7XGZ6P1R9T0B"
 	for _, r := range [][3]string{

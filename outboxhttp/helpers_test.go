@@ -6,11 +6,9 @@ import (
 	"database/sql"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +16,7 @@ import (
 	"github.com/go-outbox/outbox/core/outboxadmin/outboxadmintest"
 	"github.com/go-outbox/outbox/core/outboxsql"
 	"github.com/go-outbox/outbox/core/outboxsql/outboxsqltest"
+	"github.com/go-outbox/outbox/core/outboxtest"
 	_ "github.com/go-sql-driver/mysql" // the mysql backend
 	_ "github.com/jackc/pgx/v5/stdlib" // the postgres-pgx backend
 	_ "github.com/lib/pq"              // the postgres-pq backend
@@ -44,24 +43,6 @@ func sqlite(t *testing.T) outboxsqltest.Backend {
 	return outboxsqltest.Backend{}
 }
 
-// logBuffer collects what a handler logs; safe for concurrent use.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
 // env is one test's outbox table on one backend, a Client on it and the
 // admin handler serving it on a test server.
 type env struct {
@@ -73,7 +54,7 @@ type env struct {
 	client *outbox.Client
 	h      *Handler
 	srv    *httptest.Server
-	log    *logBuffer
+	log    *outboxtest.LogBuffer
 }
 
 // allowAll is an authorizer that allows every mutation.
@@ -85,14 +66,15 @@ func allowAll(*http.Request) error { return nil }
 // changes that.
 func newEnv(t *testing.T, b outboxsqltest.Backend, configure func(*Config)) *env {
 	t.Helper()
-	e := &env{t: t, b: b, db: b.Open(t), log: &logBuffer{}}
+	logger, log := outboxtest.NewLogBuffer()
+	e := &env{t: t, b: b, db: b.Open(t), log: log}
 	e.store = b.NewStore(t, e.db)
 	e.txm = outboxsql.NewTxManager(e.db)
 	e.client = newClient(t, e.store, e.txm)
 	cfg := Config{
 		Sources:   []Source{{Name: "orders", Client: e.client, Events: e.store}},
 		Authorize: allowAll,
-		Logger:    slog.New(slog.NewTextHandler(e.log, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Logger:    logger,
 	}
 	if configure != nil {
 		configure(&cfg)

@@ -1,12 +1,12 @@
 package outboxtx
 
 import (
-	"bytes"
-	outbox "github.com/go-outbox/outbox/core"
-	"log/slog"
 	"strings"
 	"sync"
 	"testing"
+
+	outbox "github.com/go-outbox/outbox/core"
+	"github.com/go-outbox/outbox/core/outboxtest"
 )
 
 // journal records which callbacks ran, in order.
@@ -159,13 +159,7 @@ func TestScopeCallbackMayUseTheScope(t *testing.T) {
 }
 
 func TestScopePanickingCallbackIsLogged(t *testing.T) {
-	var buf bytes.Buffer
-	var mu sync.Mutex
-	logger := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		return buf.Write(p)
-	}), nil))
+	logger, buf := outboxtest.NewLogBuffer()
 	var j journal
 	s := NewScope(logger)
 	s.Savepoint("sp")
@@ -173,16 +167,10 @@ func TestScopePanickingCallbackIsLogged(t *testing.T) {
 	j.event(s, "next")
 	s.Commit()
 	expect(t, &j, "commit", "commit:next")
-	mu.Lock()
-	defer mu.Unlock()
 	if !strings.Contains(buf.String(), "callback bug") {
 		t.Errorf("panic not logged: %q", buf.String())
 	}
 }
-
-type writerFunc func([]byte) (int, error)
-
-func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 func TestScopeObserve(t *testing.T) {
 	var j journal

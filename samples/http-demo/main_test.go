@@ -12,12 +12,12 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	outboxgorm "github.com/go-outbox/outbox/adapters/gorm"
 	outbox "github.com/go-outbox/outbox/core"
+	"github.com/go-outbox/outbox/core/outboxtest"
 	"github.com/rs/zerolog"
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxtest"
@@ -31,30 +31,13 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // demo is the service running on a SQLite file in the test's temp dir,
 // served over real HTTP on loopback.
 type demo struct {
 	t     *testing.T
 	url   string
 	db    *sql.DB
-	logs  *syncBuffer
+	logs  *outboxtest.LogBuffer
 	httpc *http.Client
 }
 
@@ -62,7 +45,7 @@ type demo struct {
 // extra options (fx.Populate, for example).
 func startDemo(t *testing.T, s settings, extra ...fx.Option) *demo {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &outboxtest.LogBuffer{}
 	logger := zerolog.New(logs).Level(zerolog.InfoLevel).With().Timestamp().Logger()
 	var deps struct {
 		fx.In

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/go-outbox/outbox/core/outboxtest"
 )
 
 func TestMetricsAfterAnOrder(t *testing.T) {
@@ -49,7 +51,7 @@ type span struct {
 }
 
 func TestTheDeliverySpanContinuesTheRequest(t *testing.T) {
-	traces := &syncBuffer{}
+	traces := &outboxtest.LogBuffer{}
 	d := startDemo(t, settings{traces: traces})
 	o := d.placeOrder()
 	d.eventually("the order shipped", func() bool { return d.order(o.ID).Status == "shipped" })

@@ -1,7 +1,6 @@
 package outboxnats_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -11,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-outbox/outbox/core/outboxtest"
 	"github.com/go-outbox/outbox/core/relay/relaytest"
 )
 
@@ -20,29 +20,11 @@ import (
 type server struct {
 	bin, dir string
 	port     int
-	out      logBuffer
+	out      outboxtest.LogBuffer // the server's output, for failure messages
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
 	exited chan struct{}
-}
-
-// logBuffer collects the server's output for failure messages.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // startServer starts a server, or skips the test (fails it under
