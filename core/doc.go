@@ -5,7 +5,7 @@
 //
 // # Quick start
 //
-// A Client is the front door. With database/sql and SQLite (package
+// A [Client] is the front door. With database/sql and SQLite (package
 // outboxsql; its Store works the same on PostgreSQL and MySQL/MariaDB):
 //
 //	db, err := sql.Open("sqlite", outboxsql.SQLiteDSN("app.db")) // import _ "modernc.org/sqlite"
@@ -30,27 +30,27 @@
 //		return err
 //	})
 //
-// Event and aggregate types are values with a Name method (EventName and
-// AggregateName will do). Handle routes an event type on any aggregate;
-// Register routes one (aggregate type, event type) pair and wins over
-// Handle. Subscribe gives an event type several named subscribers that
-// retry independently: a failing one never runs the others again.
-// Client.Dead lists and replays events that kept failing, Client.Get and
-// Client.Stats inspect the table. A listener that is also a BatchListener
-// (the broker sinks are) is handed the events queued together in one
-// HandleBatch call, up to Config.ListenerBatchSize, with an outcome per
-// event.
+// Event and aggregate types are values with a Name method ([EventName] and
+// [AggregateName] will do). [Client.Handle] routes an event type on any
+// aggregate; [Client.Register] routes one (aggregate type, event type) pair
+// and wins over Handle. [Client.Subscribe] gives an event type several
+// named subscribers that retry independently: a failing one never runs the
+// others again. [Client.Dead] lists and replays events that kept failing,
+// [Client.Get] and [Client.Stats] inspect the table. A listener that is
+// also a [BatchListener] (the broker sinks are) is handed the events queued
+// together in one HandleBatch call, up to [Config.ListenerBatchSize], with
+// an outcome per event.
 //
 // # Guarantees
 //
-// An event is stored if and only if its transaction commits: Write runs in
-// the caller's transaction (it fails with ErrNoTransaction outside one),
-// and the events of a rolled-back savepoint are never delivered. A
+// An event is stored if and only if its transaction commits: [Client.Write]
+// runs in the caller's transaction (it fails with [ErrNoTransaction] outside
+// one), and the events of a rolled-back savepoint are never delivered. A
 // committed event is delivered at least once, or ends in DEAD after
-// MaxAttempts failed deliveries; a crash, a full queue, a slow listener or
-// a database outage delays it but does not lose it. Delivery can repeat
-// (after a crash, or a claim that expired while its listener ran), so
-// listeners must be idempotent: deduplicate by Envelope.ID.
+// [Config.MaxAttempts] failed deliveries; a crash, a full queue, a slow
+// listener or a database outage delays it but does not lose it. Delivery can
+// repeat (after a crash, or a claim that expired while its listener ran), so
+// listeners must be idempotent: deduplicate by [Envelope.ID].
 //
 // Right after commit the events go to this process's dispatcher (the hot
 // path). Everything else — delayed events, retries, events of crashed
@@ -64,33 +64,33 @@
 // Backpressure never fails or blocks a write: when the hot queue is full,
 // the event simply stays in the table for the poller. Events are delivered
 // concurrently and retried independently, in no particular order — unless
-// Config.Ordered is on.
+// [Config.Ordered] is on.
 //
 // # Ordered delivery
 //
-// With Config.Ordered, the events that share an ordering key (by default
-// their aggregate type and id, see Envelope.OrderingKey and
-// WithOrderingKey) are delivered one at a time, in the order they were
-// written, on any number of instances: a listener never starts an event
-// while an earlier event of its key is not DONE. Keys run in parallel; a
-// failing event holds back its key only, and Config.DeadPolicy says what a
-// DEAD one does (by default the key waits until it is replayed or skipped,
-// see DeadEvents.Skip and Stats.BlockedKeys). "Earlier" is the order of
+// With [Config.Ordered], the events that share an ordering key (by default
+// their aggregate type and id, see [Envelope.OrderingKey] and
+// [WithOrderingKey]) are delivered one at a time, in the order they were
+// written, on any number of instances: a listener never starts an event while
+// an earlier event of its key is not DONE. Keys run in parallel; a failing
+// event holds back its key only, and [Config.DeadPolicy] says what a DEAD one
+// does (by default the key waits until it is replayed or skipped, see
+// [DeadEvents.Skip] and [Stats.BlockedKeys]). "Earlier" is the order of
 // insertion, which is the commit order when the transactions of one key are
-// serialized, as they are when each updates its aggregate's row first.
-// Every Client of a table must agree on Ordered.
+// serialized, as they are when each updates its aggregate's row first. Every
+// Client of a table must agree on Ordered.
 //
 // # Modes
 //
-// Config.Mode chooses what runs in a process:
+// [Config.Mode] chooses what runs in a process:
 //
-//   - ModeFull (the default): writes, delivers its own events right after
+//   - [ModeFull] (the default): writes, delivers its own events right after
 //     commit, polls for the rest and purges old DONE and DEAD events;
-//   - ModeWriterOnly: only writes; other processes (or a CDC pipeline)
+//   - [ModeWriterOnly]: only writes; other processes (or a CDC pipeline)
 //     deliver;
-//   - ModePollerOnly: delivers what its poller claims, and purges; its
+//   - [ModePollerOnly]: delivers what its poller claims, and purges; its
 //     writes, if it has a TxContext, are left unclaimed for any poller;
-//   - ModeHotPathOnly: writes and delivers its own events right after
+//   - [ModeHotPathOnly]: writes and delivers its own events right after
 //     commit, without a poller and without purging: retries, delayed
 //     events and events the full hot queue refused wait for a poller in
 //     another process.

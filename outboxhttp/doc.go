@@ -27,13 +27,13 @@
 //
 // # Authorization
 //
-// Without Config.Authorize the handler is read-only: the page says so and
+// Without [Config.Authorize] the handler is read-only: the page says so and
 // has no buttons, and every replay or delete is refused with 403. With it,
 // each replay or delete is first checked against CSRF — it must be a POST
 // or DELETE with Content-Type: application/json, which an HTML form cannot
 // send and a script of another site cannot send without a CORS preflight
 // that this handler never grants, and a browser's Sec-Fetch-Site or Origin
-// header must not name another origin (http.CrossOriginProtection) — and
+// header must not name another origin ([http.CrossOriginProtection]) — and
 // then passed to Authorize; an error refuses it with 403. Reading is not
 // guarded by Authorize: payloads and errors can be sensitive, so wrap the
 // handler in your authentication middleware.
@@ -41,7 +41,7 @@
 // # Endpoints
 //
 // Paths are relative to where the handler is mounted; {source} is a
-// Source's Name. Every answer of the API is JSON; every error is
+// [Source]'s Name. Every answer of the API is JSON; every error is
 // {"error": "…", "code": "…"} with a 4xx or 5xx status.
 //
 //	GET    api                               title, read_only, authorized, sources
@@ -59,7 +59,7 @@
 // A replay or delete of ids that are not all DEAD events changes nothing
 // and answers 404; a malformed filter, page or body answers 400; a store
 // error answers 500 with a message that does not repeat the database's
-// error (it may name a host, a user or a table) — the Logger gets it.
+// error (it may name a host, a user or a table) — [Config.Logger] gets it.
 // Replays and deletes are logged too, with the ids and the remote address.
 //
 // The repository's docs/admin.md has example answers and a screenshot.

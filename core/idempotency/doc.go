@@ -7,12 +7,12 @@
 // Idempotency-Key header. The command's first run records the key, a
 // fingerprint of the request and the response, in the command's own
 // transaction: the business rows, the outbox events written with
-// outbox.Client.Write and the key's record commit or roll back together.
+// [outbox.Client.Write] and the key's record commit or roll back together.
 // A retry finds the record and gets the recorded response back without
 // running the command again. With the outbox at the producer and package
 // inbox at the consumer, that makes the whole path exactly-once in effect.
 //
-// The records are kept on PostgreSQL, MySQL/MariaDB or SQLite (SQLStore),
+// The records are kept on PostgreSQL, MySQL/MariaDB or SQLite ([SQLStore]),
 // reached through database/sql (outboxsql) or an adapter (GORM, bun, sqlx,
 // pgx); the package depends on the standard library only.
 //
@@ -36,26 +36,26 @@
 //		w.WriteHeader(http.StatusCreated) // recorded, replayed to every retry
 //	}
 //
-// Without HTTP, Guard.Do does the same for any command: inside the
+// Without HTTP, [Guard.Do] does the same for any command: inside the
 // caller's transaction it records the key, runs the command and records
-// its Response.
+// its [Response].
 //
 // # Answers
 //
-// A retry with the same key and the same request gets the recorded
-// response with the header Idempotent-Replayed: true. The same key with a
-// different request (another fingerprint) is ErrMismatch, 422. The same
-// key while the first request still runs waits for it, up to Config.Wait,
-// then replays its response, or is ErrInFlight, 409: the command never
-// runs twice at once, because the key's row is inserted before the command
-// runs and the database's unique key makes the second transaction wait.
-// Responses with a status below 500 are recorded; a server error is not
-// (ErrNotRecorded): its transaction rolls back and the key can be retried.
+// A retry with the same key and the same request gets the recorded response
+// with the header Idempotent-Replayed: true. The same key with a different
+// request (another fingerprint) is [ErrMismatch], 422. The same key while the
+// first request still runs waits for it, up to [Config.Wait], then replays its
+// response, or is [ErrInFlight], 409: the command never runs twice at once,
+// because the key's row is inserted before the command runs and the database's
+// unique key makes the second transaction wait. Responses with a status below
+// 500 are recorded; a server error is not ([ErrNotRecorded]): its transaction
+// rolls back and the key can be retried.
 //
 // # Retention
 //
-// Records are kept until they are purged: Guard.Purge deletes those older
-// than an age, and Guard.Purger hands them to the outbox's
+// Records are kept until they are purged: [Guard.Purge] deletes those
+// older than an age, and [Guard.Purger] hands them to the outbox's
 // PurgeScheduler. A retry with a purged key runs the command again, so
 // keep records longer than clients retry (a day is common).
 package idempotency

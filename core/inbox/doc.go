@@ -3,12 +3,12 @@
 // into an effect applied exactly once.
 //
 // A consumer processes each message in a transaction of its own database.
-// Process records the event id in the inbox table in that transaction and
-// runs the consumer's function in it: the changes and the record commit
-// together, and a redelivery of the id finds the record and changes
-// nothing. The table is on PostgreSQL, MySQL/MariaDB or SQLite, reached
-// through database/sql (outboxsql) or an adapter (GORM, bun, sqlx, pgx);
-// the package depends on the standard library only.
+// [Inbox.Process] records the event id in the inbox table in that transaction
+// and runs the consumer's function in it: the changes and the record commit
+// together, and a redelivery of the id finds the record and changes nothing.
+// The table is on PostgreSQL, MySQL/MariaDB or SQLite, reached through
+// database/sql (outboxsql) or an adapter (GORM, bun, sqlx, pgx); the package
+// depends on the standard library only.
 //
 // # Quick start
 //
@@ -40,14 +40,14 @@
 // redelivers it, and the inbox drops the redelivery. The event id is the
 // relay.HeaderEventID header the sinks of this repository set on every
 // message (also NATS's Nats-Msg-Id and AMQP's message-id); the outbox
-// Envelope.ID in an outbox listener.
+// [outbox.Envelope.ID] in an outbox listener.
 //
 // # Retention
 //
-// Ids are kept until they are purged: Purge deletes those processed before
-// a cutoff, and Purger hands the inbox to the outbox's PurgeScheduler,
-// which does it after a retention, at an interval. A redelivery of a
-// purged id is applied again, so the retention must outlast every
+// Ids are kept until they are purged: [Inbox.Purge] deletes those processed
+// before a cutoff, and [Inbox.Purger] hands the inbox to the outbox's
+// PurgeScheduler, which does it after a retention, at an interval. A redelivery
+// of a purged id is applied again, so the retention must outlast every
 // redelivery: the broker's (messages waiting unacknowledged, replays of a
 // stream) and the outbox's (retries, replays of DEAD events).
 package inbox

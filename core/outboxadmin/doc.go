@@ -3,17 +3,18 @@
 // so that both show an event the same way and change dead letters by the
 // same rules:
 //
-//   - Event and Stats are the JSON views of an outbox.Record and of
-//     outbox.Stats, with stable field names (snake_case, UTC times, empty
-//     fields left out). EventOptions adds an event's headers and payload,
+//   - [Event] and [Stats] are the JSON views of an [outbox.Record] and of
+//     [outbox.Stats], with stable field names (snake_case, UTC times, empty
+//     fields left out). [EventOptions] adds an event's headers and payload,
 //     or its payload's size.
-//   - CheckDead refuses a list of ids unless every one is a DEAD event,
-//     with a *NotDeadError (wrapping outbox.ErrNotFound) that names the
-//     first that is not; ReplayIDs then replays exactly those events.
+//   - [CheckDead] refuses a list of ids unless every one is a DEAD event,
+//     with a *[NotDeadError] (wrapping [outbox.ErrNotFound]) that names the
+//     first that is not; [ReplayIDs] then replays exactly those events.
 //
-// It builds on the public API of the core only (Client.Get, Client.Dead,
-// outbox.DeadEvents) and works with every Store. Package outboxadmintest
-// puts events into chosen states for the tests of such tools.
+// It builds on the public API of the core only ([outbox.Client.Get],
+// [outbox.Client.Dead], [outbox.DeadEvents]) and works with every Store.
+// Package outboxadmintest puts events into chosen states for the tests of such
+// tools.
 //
 // # Quick start
 //

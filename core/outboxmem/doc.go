@@ -15,19 +15,19 @@
 //		return err
 //	})
 //
-// InTx behaves like a database transaction under the outbox's transaction
-// contract: events written in it become visible all at once when it
+// [Store.InTx] behaves like a database transaction under the outbox's
+// transaction contract: events written in it become visible all at once when it
 // commits, and are discarded when it rolls back. A nested InTx runs in a
 // savepoint: if its function fails, only the events written inside it are
 // discarded, and they are never delivered; the enclosing function decides
 // whether the outer transaction still commits. After-commit callbacks (the
-// client's hot path) run only after the outermost commit. The bookkeeping
-// is package outboxtx's Scope, the one every adapter uses.
+// client's hot path) run only after the outermost commit. The bookkeeping is
+// package outboxtx's Scope, the one every adapter uses.
 //
 // Every other method follows the semantics of the SQL stores (package
 // sqlstore): claims with an owner and a lease, status updates fenced by
 // the claim's owner, due order by (available_at, id), error text truncated
-// with outbox.TruncateError, timestamps kept in UTC at microsecond
+// with [outbox.TruncateError], timestamps kept in UTC at microsecond
 // precision, purging of DONE and DEAD events by completion time. Records
 // are returned as copies. A Store is safe for concurrent use.
 //

@@ -2,7 +2,7 @@
 // every transaction adapter must pass, and helpers for tests of code that
 // uses the outbox. It depends on the standard library only.
 //
-// A backend provides one factory returning a Fixture (a Store on a fresh,
+// A backend provides one factory returning a [Fixture] (a Store on a fresh,
 // empty table plus its transaction style) and runs every suite with one call
 // each:
 //

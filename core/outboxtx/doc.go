@@ -1,7 +1,7 @@
 // Package outboxtx is the transaction bookkeeping shared by TxContext
 // implementations: adapters for ORMs and drivers observe a database
 // transaction (its savepoints, its commit or rollback) and report what they
-// see to a Scope, which runs the outbox's after-commit and after-rollback
+// see to a [Scope], which runs the outbox's after-commit and after-rollback
 // callbacks at the right moment.
 //
 // A Scope is one database transaction. Callbacks registered on it run once,
@@ -14,8 +14,9 @@
 //
 // Adapters that see the SQL of a transaction (a GORM connection pool, a bun
 // query hook, a database/sql driver wrapper) pass every statement that
-// succeeded to Scope.Observe, which recognizes SAVEPOINT, RELEASE
-// [SAVEPOINT] and ROLLBACK [WORK|TRANSACTION] TO [SAVEPOINT] in any letter
-// case; adapters that manage savepoints themselves call Savepoint, Release
-// and RollbackTo directly. The package depends on the standard library only.
+// succeeded to [Scope.Observe], which recognizes SAVEPOINT, RELEASE [SAVEPOINT]
+// and ROLLBACK [WORK|TRANSACTION] TO [SAVEPOINT] in any letter case; adapters
+// that manage savepoints themselves call [Scope.Savepoint], [Scope.Release] and
+// [Scope.RollbackTo] directly. The package depends on the standard library
+// only.
 package outboxtx

@@ -1,14 +1,14 @@
-// Package sqlstore is the outbox Store and Purger for SQL databases —
+// Package sqlstore is the outbox [Store] and Purger for SQL databases —
 // PostgreSQL, MySQL/MariaDB/TiDB and SQLite — independent of the driver API.
 //
 // It holds everything about the outbox table: the schema of every dialect
-// (Migrate, Schema), the statements (built once per Store), how timestamps
-// are bound and read, the claim and purge queries, decoding rows into
-// records. It runs them through two small interfaces: DB, the pool the
-// Store owns, and Tx, the caller's transaction that Insert writes in.
-// Package outboxsql binds them to database/sql (and through it the GORM,
-// bun and sqlx adapters); outboxpgx binds them to pgx with no database/sql
-// in between. Most users never import this package directly.
+// ([Store.Migrate], [Store.Schema]), the statements (built once per Store), how
+// timestamps are bound and read, the claim and purge queries, decoding rows
+// into records. It runs them through two small interfaces: [DB], the pool the
+// Store owns, and [Tx], the caller's transaction that [Store.Insert] writes in.
+// Package outboxsql binds them to database/sql (and through it the GORM, bun
+// and sqlx adapters); outboxpgx binds them to pgx with no database/sql in
+// between. Most users never import this package directly.
 //
 // # Time
 //

@@ -1,11 +1,12 @@
 // Package outboxkafka relays outbox events to Kafka, with franz-go.
 //
-// A Sink is an outbox.Listener (and an outbox.BatchListener, which takes the
-// events queued together in one call): register it with Client.HandleAll and every
-// event of the Client (that no specific route takes) is produced as the
-// record Record describes: the payload byte for byte as the value, the
-// ordering key (aggregate type and id) as the key, the event's metadata and headers (traceparent
-// included) as record headers, among them Outbox-Event-Id.
+// A [Sink] is an [outbox.Listener] (and an [outbox.BatchListener], which takes
+// the events queued together in one call): register it with
+// [outbox.Client.HandleAll] and every event of the Client (that no specific
+// route takes) is produced as the record [Record] describes: the payload byte
+// for byte as the value, the ordering key (aggregate type and id) as the key,
+// the event's metadata and headers (traceparent included) as record headers,
+// among them Outbox-Event-Id.
 //
 //	sink, err := outboxkafka.New(outboxkafka.Config{
 //		Brokers: []string{"127.0.0.1:9092"},
@@ -19,7 +20,7 @@
 //	_ = client.Start(ctx)
 //
 // The producer is idempotent (acks from all in-sync replicas; its own
-// retries never duplicate or reorder a record), and Handle returns the
+// retries never duplicate or reorder a record), and [Sink.Handle] returns the
 // outcome of that event's record, so an event is DONE only when Kafka has
 // it:
 //
@@ -27,10 +28,11 @@
 //     order the outbox hands them over (one at a time per aggregate with
 //     the outbox's per-key ordering);
 //   - a topic that does not exist is an error for that event naming the
-//     topic; it is retried and ends DEAD after MaxAttempts, where
-//     Client.Dead can replay it once the topic exists;
+//     topic; it is retried and ends DEAD after [outbox.Config.MaxAttempts],
+//     where [outbox.Client.Dead] can replay it once the topic exists;
 //   - while the brokers cannot be reached, Handle fails after
-//     PublishTimeout and the outbox retries with backoff; nothing is lost.
+//     [Config.PublishTimeout] and the outbox retries with backoff; nothing is
+//     lost.
 //
 // Kafka does not deduplicate what the outbox delivers twice: a redelivery
 // is a second record with the same Outbox-Event-Id header, which consumers

@@ -1,9 +1,9 @@
-// Package outboxadmintest puts events into chosen delivery states for the
-// tests of operator tools (outboxctl, outboxhttp, the outboxadmin views): a
-// test writes its events through a Client and drives each to NEW, RETRY,
-// DONE or DEAD at a chosen time, as a dispatcher would, then checks what
-// the tool shows and what a refused change left alone. It works with every
-// Store; the tests bring their own (an outboxsql Store on each backend of
+// Package outboxadmintest puts events into chosen delivery states for the tests
+// of operator tools (outboxctl, outboxhttp, the outboxadmin views): a test
+// writes its events through an [outbox.Client] and drives each to NEW, RETRY,
+// DONE or DEAD at a chosen time, as a dispatcher would, then checks what the
+// tool shows and what a refused change left alone. It works with every Store;
+// the tests bring their own (an outboxsql Store on each backend of
 // outboxsqltest, or outboxmem).
 //
 //	ids := outboxadmintest.Seed(t, client, store, txm,

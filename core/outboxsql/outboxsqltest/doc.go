@@ -9,12 +9,14 @@
 // it when OUTBOX_TEST_REQUIRE_DBS=1, as CI sets it.
 //
 // Beyond the list, it holds what those tests share: one pool per server for
-// the whole test binary (Open, or Shared for a pool an adapter opens its own
-// way), closed by CloseServers so that a leak check in TestMain passes
-// (ClosingServers), a fresh outbox table per test (NewStore, or OpenWith
-// through an adapter's Open), a database of its own for tables with fixed
-// names (OpenIsolated), a database whose driver outboxsql does not know
-// (UnknownDB), a statement that makes a commit fail (CommitFailure), and a
+// the whole test binary ([Backend.Open], or [Shared] for a pool an
+// adapter opens its own way), closed by [CloseServers] so that a leak check
+// in TestMain passes ([ClosingServers]), a fresh outbox table per test
+// ([Backend.NewStore], or [Backend.OpenWith] through an adapter's Open), a
+// database of its own for tables with fixed names ([Backend.OpenIsolated]),
+// a database whose driver outboxsql does not know ([UnknownDB]), a
+// statement that makes a commit fail ([Backend.CommitFailure]), and a
 // comparison of a table with the one outboxsql's DDL creates, through the
-// database's catalog (Shape, CompareWithDDL), for ORM models of the table.
+// database's catalog ([Shape], [Backend.CompareWithDDL]), for ORM models
+// of the table.
 package outboxsqltest
