@@ -20,10 +20,17 @@ help: ## Show this help.
 demo: ## Run the demo on an embedded SQLite file (no server needed).
 	cd samples/demo && $(GO) run . -db $(CURDIR)/bin/demo.db
 
-test: check-core-deps ## Run every module's tests with the race detector.
-	@set -e; for m in $(MODULES); do \
+# `make test` reads `go test -json` through scripts/testsummary.go, which
+# prints what plain `go test` would plus a line per module with how many
+# tests ran and how many skipped (a database that cannot be reached skips).
+TESTSUMMARY := $(CURDIR)/bin/testsummary
+
+test: check-core-deps ## Run every module's tests with the race detector; count the skipped ones.
+	@mkdir -p bin && GOWORK=off $(GO) build -o $(TESTSUMMARY) scripts/testsummary.go
+	@set -e; rc=$$(mktemp); trap 'rm -f $$rc' EXIT; for m in $(MODULES); do \
 		echo "==> go test $(RACE) ./... in $$m"; \
-		(cd $$m && $(GO) test $(RACE) -count=1 $(TESTFLAGS) ./...); \
+		(cd $$m && { $(GO) test -json $(RACE) -count=1 $(TESTFLAGS) ./... 2>&1; echo $$? >$$rc; }) | $(TESTSUMMARY) $$m; \
+		[ "$$(cat $$rc)" = 0 ]; \
 	done
 
 lint: check-core-deps bin/golangci-lint ## gofmt, go vet and golangci-lint on every module.
