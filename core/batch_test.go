@@ -347,8 +347,8 @@ func TestBatchCloseReleasesOnce(t *testing.T) {
 			t.Errorf("%s released %d times, want 1", id, n)
 		}
 	}
-	if h.d.holds.len() != 0 {
-		t.Errorf("%d events still held after Close", h.d.holds.len())
+	if h.d.claims.held.len() != 0 {
+		t.Errorf("%d events still held after Close", h.d.claims.held.len())
 	}
 }
 

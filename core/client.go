@@ -60,7 +60,7 @@ func New(cfg Config) (*Client, error) {
 		if err != nil {
 			return nil, err
 		}
-		c.dead.wake = c.d.wakePoller
+		c.dead.wake = c.d.claims.wakePoller
 	}
 	if cfg.Mode == ModeFull || cfg.Mode == ModePollerOnly {
 		c.poller, err = newPoller(pollerConfig{Dispatcher: c.d, Interval: cfg.PollInterval, BatchSize: cfg.PollBatchSize,

@@ -2,7 +2,6 @@ package outbox
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"runtime/debug"
 	"time"
@@ -27,7 +26,7 @@ func (d *Dispatcher) begin(q queued, deadline time.Time) delivery {
 	if q.charged {
 		dl.attempt, dl.count = q.attempts, false
 	}
-	d.holds.start(q.hold, deadline)
+	d.claims.delivering(q.hold, deadline)
 	if !q.created.IsZero() {
 		d.metrics.CommitToDelivery(labelsOf(q.env), utcNow(d.clock).Sub(q.created))
 	}
@@ -101,122 +100,27 @@ func unroutable(e Envelope) error {
 	return fmt.Errorf("%w: (%s, %s)", ErrUnroutable, e.AggregateType(), e.Type())
 }
 
-// settle records the outcome of a delivery whose dispatch returned err.
-// ctx is the dispatcher's: cancelled, Close cut the delivery off.
+// settle hands the outcome of a delivery whose dispatch returned err to
+// claims, which stores it. ctx is the worker's: cancelled, Close cut the
+// delivery off, and the row is given back (not the listener's failure).
 func (d *Dispatcher) settle(ctx context.Context, dl delivery, err error) {
-	q, e := dl.q, dl.q.env
-	attempt, count := dl.attempt, dl.count
-	d.metrics.ListenerDuration(labelsOf(e), time.Since(dl.started))
-	if err == nil {
-		d.metrics.Delivered(labelsOf(e))
-		d.acks <- q.hold // released once the ack is written
-		return
-	}
-	// Let go of the event before its outcome is stored: once it is, a
-	// claim may hand the event (pending again) right back to this process,
-	// and it must be taken then, not turned away as still held.
-	d.finish(q.hold)
-	now := utcNow(d.clock)
-	// A fan-out owes the subscribers that failed from now on.
-	subs := subscribersAfter(err, q.subscribers)
-	var ra *RetryAfterError
-	switch {
-	case ctx.Err() != nil:
-		// Cut off by Close: not the listener's failure. Give the row back.
-		d.record(ctx, e, "release", func(ctx context.Context) (bool, error) {
-			n, err := d.cfg.Store.Release(ctx, d.owner, []string{e.ID()})
-			return n > 0, err
-		})
-	case errors.Is(err, ErrUnroutable):
-		d.metrics.Dead(labelsOf(e))
-		d.log.Error("outbox: event has no listener, moved to DEAD", eventAttrs(e), "aggregate_type", e.AggregateType())
-		d.record(ctx, e, "dead", func(ctx context.Context) (bool, error) {
-			return d.cfg.Store.MarkDead(ctx, Outcome{Owner: d.owner, ID: e.ID(), At: now, Error: err.Error(), Subscribers: subs})
-		})
-		d.deadEnds(e)
-	case errors.As(err, &ra):
-		d.log.Debug("outbox: listener asked for a retry", eventAttrs(e), "delay", ra.Delay)
-		d.record(ctx, e, "retry", func(ctx context.Context) (bool, error) {
-			return d.cfg.Store.MarkRetry(ctx, Outcome{Owner: d.owner, ID: e.ID(), At: now.Add(ra.Delay), Error: TruncateError(err.Error()), Subscribers: subs})
-		})
-	case attempt >= d.cfg.MaxAttempts:
-		d.metrics.Dead(labelsOf(e))
-		d.log.Error("outbox: event failed its last attempt, moved to DEAD", eventAttrs(e), "attempts", attempt, "error", err)
-		d.record(ctx, e, "dead", func(ctx context.Context) (bool, error) {
-			return d.cfg.Store.MarkDead(ctx, Outcome{Owner: d.owner, ID: e.ID(), At: now, Error: TruncateError(err.Error()), CountAttempt: count, Subscribers: subs})
-		})
-		d.deadEnds(e)
-	default:
-		d.metrics.Failed(labelsOf(e))
-		delay := d.cfg.RetryPolicy.Delay(attempt)
-		d.log.Warn("outbox: delivery failed, will retry", eventAttrs(e), "attempts", attempt, "retry_in", delay, "error", err)
-		d.record(ctx, e, "retry", func(ctx context.Context) (bool, error) {
-			return d.cfg.Store.MarkRetry(ctx, Outcome{Owner: d.owner, ID: e.ID(), At: now.Add(delay), Error: TruncateError(err.Error()), CountAttempt: count, Subscribers: subs})
-		})
-	}
-	if e.Ordered() {
-		// Its key waits for it again (a retry is due later), or goes on: a
-		// poll sees which, and claims the next head of its key if it may.
-		d.wakePoller()
-	}
+	q := dl.q
+	d.metrics.ListenerDuration(labelsOf(q.env), time.Since(dl.started))
+	d.claims.settle(q.hold, q.env, d.outcome(ctx, dl, err))
 }
 
-// deadEnds reports an ordered event that went DEAD: under DeadBlocksKey
-// the later events of its key wait for it from now on.
-func (d *Dispatcher) deadEnds(e Envelope) {
-	if !e.Ordered() || d.cfg.DeadPolicy != DeadBlocksKey {
-		return
+// outcome is what the delivery dl that returned err comes to: released if
+// Close cut it off, otherwise what claims.decide says. A fan-out owes the
+// subscribers that failed from now on.
+func (d *Dispatcher) outcome(ctx context.Context, dl delivery, err error) outcome {
+	if err != nil && ctx.Err() != nil {
+		return released()
 	}
-	d.metrics.KeyBlocked()
-	d.log.Error("outbox: ordering key blocked by a DEAD event: its later events wait until it is replayed or skipped (Client.Dead)",
-		"ordering_key", e.OrderingKey(), eventAttrs(e))
-}
-
-// record writes a RETRY, DEAD or release outcome, retrying database errors.
-// It runs even while stopping hard, so an outcome already decided is not
-// thrown away.
-func (d *Dispatcher) record(ctx context.Context, e Envelope, what string, update func(context.Context) (bool, error)) {
-	var changed bool
-	err := storeRetry(ctx, func(ctx context.Context) (err error) {
-		changed, err = update(ctx)
-		return err
-	})
-	switch {
-	case err != nil:
-		d.log.Error("outbox: could not record delivery outcome; the event will be delivered again", eventAttrs(e), "outcome", what, "error", err)
-	case !changed:
-		d.metrics.StaleUpdates(1)
-		d.log.Warn("outbox: claim was taken over, outcome not recorded", eventAttrs(e), "outcome", what)
+	var subs []string
+	if err != nil {
+		subs = subscribersAfter(err, dl.q.subscribers)
 	}
-}
-
-// Outcome writes ride out short database outages (a failover, a cut
-// connection): a few attempts with growing pauses, about 1.5s in all.
-const (
-	storeAttempts   = 5
-	storeFirstPause = 50 * time.Millisecond
-)
-
-// storeRetry runs op until it succeeds, storeAttempts times at most, each
-// attempt bounded by releaseTimeoutOnStop. It keeps going after ctx is
-// cancelled: an outcome already decided should be stored.
-func storeRetry(ctx context.Context, op func(context.Context) error) error {
-	ctx = context.WithoutCancel(ctx)
-	var err error
-	pause := storeFirstPause
-	for attempt := range storeAttempts {
-		if attempt > 0 {
-			time.Sleep(pause)
-			pause *= 2
-		}
-		actx, cancel := context.WithTimeout(ctx, releaseTimeoutOnStop)
-		err = op(actx)
-		cancel()
-		if err == nil {
-			return nil
-		}
-	}
-	return err
+	return d.claims.decide(dl.attempt, dl.count, err, subs)
 }
 
 // dispatch runs interceptors and handle, the listener's call (nil: no

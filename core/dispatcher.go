@@ -117,30 +117,27 @@ type DispatcherConfig struct {
 // blocks or fails a writer: the event stays in the table for the poller.
 //
 // The work is spread over files by job: this one holds the configuration,
-// the queues and the lifecycle; deliver.go runs listeners and records their
-// outcomes; batch.go forms the batches of a BatchListener; acks.go batches DONE updates; hotpath.go takes committed events
-// from the Writer.
+// the queues and the lifecycle; deliver.go runs listeners and turns their
+// results into outcomes; batch.go forms the batches of a BatchListener;
+// hotpath.go takes committed events from the Writer. Every Store call of a
+// claim, and the holds, are claims' (claims.go).
 type Dispatcher struct {
 	cfg     DispatcherConfig
 	owner   string
 	log     *slog.Logger
 	metrics Metrics
 	clock   Clock
-	holds   *holds
+	// claims makes every Store call of this dispatcher's claims and keeps
+	// the holds of the events it is responsible for.
+	claims *claims
 
 	hot, cold chan queued
 	turn      atomic.Uint32
-	acks      chan *hold         // deliveries that succeeded, for ackLoop
-	flushNow  chan chan struct{} // see flushAcksNow
 	// suspects holds events taken over again and again (a suspect that
 	// has used suspectLaneAttempts): one goroutine delivers them one at a
 	// time. Others run on the workers: a SIGKILL of a healthy process
 	// leaves many first-time suspects, and they must not queue up here.
 	suspects chan queued
-	// wake tells the poller that events wait in the table for its next
-	// poll: the hot path refused them, or an ordered event ended and the
-	// next of its key may go out.
-	wake chan struct{}
 
 	mu       sync.RWMutex // guards closed against concurrent enqueues
 	closed   bool
@@ -149,7 +146,6 @@ type Dispatcher struct {
 	runCtx   context.Context
 	cancel   context.CancelFunc
 	workers  sync.WaitGroup
-	ackDone  chan struct{}
 	closeErr error
 	once     sync.Once
 }
@@ -219,15 +215,20 @@ func NewDispatcher(cfg DispatcherConfig) (*Dispatcher, error) {
 	cfg.Clock = clockOr(cfg.Clock)
 	d := &Dispatcher{
 		cfg: cfg, owner: cfg.Owner, log: loggerOr(cfg.Logger).With("outbox_owner", cfg.Owner),
-		metrics: metricsOr(cfg.Metrics), clock: cfg.Clock, holds: newHolds(),
+		metrics: metricsOr(cfg.Metrics), clock: cfg.Clock,
+		claims: newClaims(claimsConfig{
+			Store: cfg.Store, Owner: cfg.Owner, Lease: cfg.Lease, MaxAttempts: cfg.MaxAttempts, RetryPolicy: cfg.RetryPolicy,
+			Ordered: cfg.Ordered, DeadPolicy: cfg.DeadPolicy, AckBatch: cfg.AckBatchSize, AckInterval: cfg.AckInterval,
+			// Room for as many acks as the queues hold: a worker does not
+			// wait for the ack writer while a DONE update waits for the
+			// database (SQLite's write lock), unless that lasts thousands
+			// of deliveries.
+			AckRoom: cfg.HotQueueSize + cfg.ColdQueueSize + suspectQueueSize + cfg.Workers + 1,
+			Logger:  cfg.Logger, Metrics: cfg.Metrics, Clock: cfg.Clock,
+		}),
 		hot: make(chan queued, cfg.HotQueueSize), cold: make(chan queued, cfg.ColdQueueSize),
 		suspects: make(chan queued, suspectQueueSize),
-		// Room for as many acks as the queues hold: a worker does not wait
-		// for the ack writer while a DONE update waits for the database
-		// (SQLite's write lock), unless that lasts thousands of deliveries.
-		acks:     make(chan *hold, cfg.HotQueueSize+cfg.ColdQueueSize+suspectQueueSize+cfg.Workers+1),
-		flushNow: make(chan chan struct{}), wake: make(chan struct{}, 1),
-		stopping: make(chan struct{}), ackDone: make(chan struct{}),
+		stopping: make(chan struct{}),
 	}
 	return d, nil
 }
@@ -261,8 +262,11 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 		go d.work()
 	}
 	go d.suspectLane()
-	go d.heartbeat()
-	go d.ackLoop()
+	go func() {
+		defer d.workers.Done()
+		d.claims.heartbeat(d.runCtx, d.stopping)
+	}()
+	go d.claims.ackLoop()
 	return nil
 }
 
@@ -305,37 +309,18 @@ func (d *Dispatcher) enqueueCold(r Record) bool {
 }
 
 // enqueue holds item's event, claimed at claimed, and queues it without
-// blocking. held reports that the event was already held (see acquire), in
-// which case nothing is queued.
+// blocking. held reports that the event was already held (see
+// holds.acquire), in which case nothing is queued.
 func (d *Dispatcher) enqueue(q chan queued, item queued, claimed time.Time) (ok, held bool) {
-	item.hold = d.acquire(item.env.ID(), claimed)
+	item.hold = d.claims.hold(item.env, claimed)
 	if item.hold == nil {
 		return false, true
 	}
-	item.hold.ordered = item.env.Ordered()
 	if !d.send(q, item) {
-		d.holds.release(item.hold)
+		d.claims.letGo(item.hold)
 		return false, false
 	}
 	return true, false
-}
-
-// acquire holds id for delivery unless it is held already.
-func (d *Dispatcher) acquire(id string, claimed time.Time) *hold {
-	hd, ok := d.holds.acquire(id, claimed, utcNow(d.clock))
-	if !ok {
-		return nil
-	}
-	return hd
-}
-
-// finish releases holds whose outcome is stored. A claim can give such an
-// event out again only once it is pending and unclaimed (a retry) or its
-// claim expired, so its next delivery is never a stale one.
-func (d *Dispatcher) finish(hs ...*hold) {
-	for _, hd := range hs {
-		d.holds.release(hd)
-	}
 }
 
 func (d *Dispatcher) send(q chan queued, item queued) bool {
@@ -352,18 +337,19 @@ func (d *Dispatcher) send(q chan queued, item queued) bool {
 	}
 }
 
-// coldCapacity returns how many more events the cold queue accepts now.
-func (d *Dispatcher) coldCapacity() int {
+// room returns how many more events the cold queue accepts now (none
+// while the dispatcher is not running), and its size.
+func (d *Dispatcher) room() (free, size int) {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
 	if d.closed || !d.started {
-		return 0
+		return 0, cap(d.cold)
 	}
-	return cap(d.cold) - len(d.cold)
+	return cap(d.cold) - len(d.cold), cap(d.cold)
 }
 
-// queueDepths returns the current lengths of the hot and cold queues.
-func (d *Dispatcher) queueDepths() (hot, cold int) { return len(d.hot), len(d.cold) }
+// depths returns the current lengths of the hot and cold queues.
+func (d *Dispatcher) depths() (hot, cold int) { return len(d.hot), len(d.cold) }
 
 // next takes the next event (see poll), waiting for one. It returns
 // false when the dispatcher is stopping and both queues are empty, or
@@ -431,66 +417,9 @@ func (d *Dispatcher) work() {
 	}
 }
 
-// takenOver reports whether the claim of r was taken over from an owner
-// that stored no outcome (see ErrClaimExpired).
-func takenOver(r Record) bool { return r.LastError == ErrClaimExpired.Error() }
-
-// expired reports (and lets go of) an event whose claim was last renewed
-// more than a lease ago (the heartbeat failed): another instance may have
-// claimed and delivered it by now. It is left to whoever claims it next
-// (possibly this process's own poller) instead of being delivered twice.
-func (d *Dispatcher) expired(q queued) bool {
-	age := utcNow(d.clock).Sub(d.holds.lastRenewed(q.hold))
-	if age < d.cfg.Lease {
-		return false
-	}
-	d.holds.release(q.hold)
-	d.log.Info("outbox: claim expired while queued, leaving the event to a new claim", eventAttrs(q.env), "unrenewed_for", age)
-	return true
-}
-
-// heartbeat renews the claims of the held events every Lease/3 until
-// Close begins.
-func (d *Dispatcher) heartbeat() {
-	defer d.workers.Done()
-	every := d.cfg.Lease / 3
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-t.C:
-			d.renew(every)
-		case <-d.stopping:
-			return
-		case <-d.runCtx.Done():
-			return
-		}
-	}
-}
-
-// renew renews, in one batched update, the claims of the held events
-// that are queued or delivering within their ListenerTimeout.
-func (d *Dispatcher) renew(timeout time.Duration) {
-	now := utcNow(d.clock)
-	hs := d.holds.renewable(now)
-	if len(hs) == 0 {
-		return
-	}
-	ids := make([]string, len(hs))
-	for i, hd := range hs {
-		ids[i] = hd.id
-	}
-	ctx, cancel := context.WithTimeout(d.runCtx, timeout)
-	defer cancel()
-	n, err := d.cfg.Store.Renew(ctx, d.owner, ids, now)
-	if err != nil {
-		d.log.Warn("outbox: could not renew claims; they are taken over if this lasts a lease", "count", len(ids), "error", err)
-		return
-	}
-	d.holds.renewedAt(hs, now)
-	d.metrics.Renewed(len(ids), n)
-	d.log.Debug("outbox: claims renewed", "held", len(ids), "renewed", n)
-}
+// expired reports (and lets go of) a queued event whose claim lapsed
+// while it waited (see claims.expired).
+func (d *Dispatcher) expired(q queued) bool { return d.claims.expired(q.hold, q.env) }
 
 // suspectLane delivers the events of the suspects queue one at a time.
 func (d *Dispatcher) suspectLane() {
@@ -518,22 +447,7 @@ func (d *Dispatcher) suspectLane() {
 // the process too, the event still comes closer to DEAD, and the events
 // delivered before it are not delivered again.
 func (d *Dispatcher) deliverSuspect(to *timeouts, q queued) {
-	id := q.env.ID()
-	d.flushAcksNow()
-	var ok bool
-	err := storeRetry(d.runCtx, func(ctx context.Context) (err error) {
-		ok, err = d.cfg.Store.CountAttempt(ctx, d.owner, id)
-		return err
-	})
-	switch {
-	case err != nil:
-		d.holds.release(q.hold)
-		d.log.Error("outbox: could not count the attempt of a taken-over event; not starting it", eventAttrs(q.env), "error", err)
-		return
-	case !ok:
-		d.holds.release(q.hold)
-		d.metrics.StaleUpdates(1)
-		d.log.Warn("outbox: claim was taken over before delivery, not starting it", eventAttrs(q.env))
+	if !d.claims.countAttempt(q.hold, q.env) {
 		return
 	}
 	q.attempts, q.charged = q.attempts+1, true
@@ -585,8 +499,7 @@ func (d *Dispatcher) close(ctx context.Context) error {
 		}
 	}
 	d.releaseQueued(ctx)
-	close(d.acks)
-	<-d.ackDone
+	d.claims.closeAcks()
 	return err
 }
 
@@ -600,7 +513,7 @@ func (d *Dispatcher) releaseQueued(ctx context.Context) {
 			select {
 			case item := <-q:
 				ids = append(ids, item.env.ID())
-				d.holds.release(item.hold)
+				d.claims.letGo(item.hold)
 			default:
 				break drain
 			}
@@ -609,9 +522,7 @@ func (d *Dispatcher) releaseQueued(ctx context.Context) {
 	if len(ids) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeoutOnStop)
-	defer cancel()
-	if _, err := d.cfg.Store.Release(ctx, d.owner, ids); err != nil {
+	if err := d.claims.release(ctx, ids); err != nil {
 		d.log.Warn("outbox: could not release undelivered events; they are claimable again when their lease expires", "count", len(ids), "error", err)
 		return
 	}

@@ -47,7 +47,7 @@ func BenchmarkColdDelivery(b *testing.B) {
 	// The last listener returned; its ack follows.
 	last := events[b.N-1].ID()
 	for h.st.get(last).Status != StatusDone {
-		h.d.flushAcksNow()
+		h.d.claims.flushAcksNow()
 	}
 	b.StopTimer()
 }

@@ -154,7 +154,7 @@ func TestDispatcherOutcomes(t *testing.T) {
 				t.Errorf("HotEnqueued = %d, want 1", h.metrics.get("HotEnqueued"))
 			}
 			// The event is no longer held in this process.
-			waitFor(t, "hold release", func() bool { return h.d.holds.len() == 0 })
+			waitFor(t, "hold release", func() bool { return h.d.claims.held.len() == 0 })
 		})
 	}
 }
@@ -257,11 +257,11 @@ func TestDispatcherHotQueueFull(t *testing.T) {
 	if h.d.enqueueHot(evt("E"), time.Time{}) {
 		t.Error("enqueueHot accepted before Start")
 	}
-	if h.d.coldCapacity() != 0 {
-		t.Error("coldCapacity > 0 before Start")
+	if free, _ := h.d.room(); free != 0 {
+		t.Error("cold queue room > 0 before Start")
 	}
-	if owner := h.d.claimOwner(nil); owner != "" {
-		t.Errorf("dispatcher claims as %q before Start", owner)
+	if h.d.takesHot(nil) {
+		t.Error("dispatcher takes hot events before Start")
 	}
 	ctx, tx := withTx(context.Background())
 	early, _ := h.w.Write(ctx, evt("E"))
@@ -274,8 +274,8 @@ func TestDispatcherHotQueueFull(t *testing.T) {
 	}
 
 	h.start(t)
-	if owner := h.d.claimOwner(nil); owner != h.d.Owner() {
-		t.Errorf("running dispatcher claims as %q, want %q", owner, h.d.Owner())
+	if !h.d.takesHot(nil) {
+		t.Error("running dispatcher does not take hot events")
 	}
 	a := h.commit(t, evt("E"))
 	<-started // the worker holds a; the queue is empty again
@@ -284,7 +284,7 @@ func TestDispatcherHotQueueFull(t *testing.T) {
 	if h.metrics.get("HotDropped") != 1 {
 		t.Errorf("HotDropped = %d, want 1", h.metrics.get("HotDropped"))
 	}
-	if hot, _ := h.d.queueDepths(); hot != 1 {
+	if hot, _ := h.d.depths(); hot != 1 {
 		t.Errorf("hot depth = %d, want 1", hot)
 	}
 	if r := h.st.get(c[0]); r.Status != StatusNew || r.LockedBy != "" {
@@ -337,8 +337,8 @@ func TestDispatcherCloseReleasesQueued(t *testing.T) {
 	if h.d.enqueueHot(evt("E"), time.Time{}) || h.d.enqueueCold(Record{Envelope: evt("E")}) {
 		t.Error("closed dispatcher accepted an event")
 	}
-	if owner := h.d.claimOwner(nil); owner != "" {
-		t.Errorf("closed dispatcher still claims as %q", owner)
+	if h.d.takesHot(nil) {
+		t.Error("closed dispatcher still takes hot events")
 	}
 }
 

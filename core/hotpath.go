@@ -6,15 +6,16 @@ import (
 	"time"
 )
 
-// claimOwner returns the owner id the Writer inserts events claimed by,
-// or "" while the dispatcher is not running or its hot queue is full: the
-// rows are then left unclaimed for any poller (and, with a full queue,
-// counted as dropped from the hot path).
-func (d *Dispatcher) claimOwner(events []Envelope) string {
+// takesHot reports whether the hot path takes events now, so that the
+// Writer inserts them claimed by this process: not while the dispatcher is
+// not running or its hot queue is full. The rows are then left unclaimed
+// for any poller (and, with a full queue, counted as dropped from the hot
+// path).
+func (d *Dispatcher) takesHot(events []Envelope) bool {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
 	if !d.started || d.closed {
-		return ""
+		return false
 	}
 	if len(d.hot) == cap(d.hot) {
 		for _, e := range events {
@@ -22,10 +23,10 @@ func (d *Dispatcher) claimOwner(events []Envelope) string {
 				d.metrics.EventDropped(labelsOf(e))
 			}
 		}
-		d.wakePoller()
-		return ""
+		d.claims.wakePoller()
+		return false
 	}
-	return d.owner
+	return true
 }
 
 // afterCommit hands the events the Writer inserted claimed by this
@@ -57,20 +58,10 @@ func (d *Dispatcher) afterCommit(hot []Envelope, release []string, created time.
 		runtime.Gosched()
 		return
 	}
-	defer d.wakePoller()
+	defer d.claims.wakePoller()
 	d.log.Debug("outbox: releasing committed events to the poller (hot queue full, or waiting for their ordering key)", "count", len(release))
-	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeoutOnStop)
-	defer cancel()
-	if _, err := d.cfg.Store.Release(ctx, d.owner, release); err != nil {
+	if err := d.claims.release(context.Background(), release); err != nil {
 		d.log.Warn("outbox: could not release committed events for the poller; they are claimable again when their lease expires",
 			"count", len(release), "error", err)
-	}
-}
-
-// wakePoller asks the poller to poll soon: the hot path left events to it.
-func (d *Dispatcher) wakePoller() {
-	select {
-	case d.wake <- struct{}{}:
-	default:
 	}
 }

@@ -127,7 +127,7 @@ func TestPollWaitsForRoomForAFullBatch(t *testing.T) {
 	// for one, not for a batch of three. The poller claims nothing and asks
 	// to be called again soon.
 	deadline := time.Now().Add(5 * time.Second)
-	for h.d.coldCapacity() != 1 && time.Now().Before(deadline) {
+	for free, _ := h.d.room(); free != 1 && time.Now().Before(deadline); free, _ = h.d.room() {
 		time.Sleep(time.Millisecond)
 	}
 	claims := h.st.callCount("Claim")

@@ -74,6 +74,7 @@ type WriterConfig struct {
 type Writer struct {
 	tx      TxContext
 	store   Store
+	claims  *claims // inserts the rows, claimed for hot or not
 	hot     *Dispatcher
 	hooks   []WriterHook
 	ordered bool
@@ -92,8 +93,14 @@ func NewWriter(cfg WriterConfig) (*Writer, error) {
 			return nil, configErr("writer hook %d is nil", i)
 		}
 	}
-	return &Writer{tx: cfg.TxContext, store: cfg.Store, hot: cfg.Dispatcher, hooks: append([]WriterHook(nil), cfg.Hooks...),
-		ordered: cfg.Ordered, clock: clockOr(cfg.Clock), logger: loggerOr(cfg.Logger), metrics: metricsOr(cfg.Metrics)}, nil
+	w := &Writer{tx: cfg.TxContext, store: cfg.Store, hot: cfg.Dispatcher, hooks: append([]WriterHook(nil), cfg.Hooks...),
+		ordered: cfg.Ordered, clock: clockOr(cfg.Clock), logger: loggerOr(cfg.Logger), metrics: metricsOr(cfg.Metrics)}
+	if w.hot != nil {
+		w.claims = w.hot.claims
+	} else {
+		w.claims = newClaims(claimsConfig{Store: cfg.Store}) // inserts unclaimed only
+	}
+	return w, nil
 }
 
 // Write inserts events into the outbox in the transaction carried by ctx and
@@ -129,34 +136,30 @@ func (w *Writer) Write(ctx context.Context, events ...Envelope) ([]string, error
 		marked[i] = e.inOrder(w.ordered)
 	}
 	events = marked
-	owner := ""
-	if w.hot != nil {
-		owner = w.hot.claimOwner(events)
-	}
+	claim := w.hot != nil && w.hot.takesHot(events)
 	var hot []Envelope
 	var released []string
-	if owner != "" {
+	if claim {
 		if w.ordered {
-			var claim bool
 			if hot, released, claim, err = w.hotSplit(ctx, tx, events); err != nil {
 				return nil, err
 			}
 			if !claim {
-				owner, released = "", nil // nothing for the hot path: insert unclaimed
+				released = nil // nothing for the hot path: insert unclaimed
 			}
 		} else {
 			hot = events
 		}
 	}
 	now := utcNow(w.clock)
-	if err := w.store.Insert(ctx, tx, now, owner, events); err != nil {
+	if err := w.claims.insert(ctx, tx, now, claim, events); err != nil {
 		return nil, fmt.Errorf("outbox: write %d event(s): %w", len(events), err)
 	}
 	ids := make([]string, len(events))
 	for i, e := range events {
 		ids[i] = e.ID()
 	}
-	if owner != "" {
+	if claim {
 		d := w.hot
 		tx.AfterCommit(func() { d.afterCommit(hot, released, now) })
 	}
