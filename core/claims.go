@@ -44,31 +44,15 @@ type claims struct {
 	wake chan struct{}
 }
 
-// claimsConfig is what claims takes from a Client's Config, defaults
-// applied; ackRoom is how many acknowledgements may wait for the ack
-// writer (as many as the queues hold).
-type claimsConfig struct {
-	Store       Store
-	Owner       string
-	Lease       time.Duration
-	MaxAttempts int
-	RetryPolicy RetryPolicy
-	Ordered     bool
-	DeadPolicy  DeadPolicy
-	AckBatch    int
-	AckInterval time.Duration
-	AckRoom     int
-	Logger      *slog.Logger
-	Metrics     Metrics
-	Clock       Clock
-}
-
-func newClaims(cfg claimsConfig) *claims {
+// newClaims returns the claims of the owner cfg.Owner, with the settings
+// of cfg (defaults applied, see withDefaults). ackRoom is how many
+// acknowledgements may wait for the ack writer.
+func newClaims(cfg Config, ackRoom int) *claims {
 	return &claims{
 		store: cfg.Store, owner: cfg.Owner, lease: cfg.Lease, maxAttempts: cfg.MaxAttempts, retry: cfg.RetryPolicy,
-		ordered: cfg.Ordered, deadPolicy: cfg.DeadPolicy, ackBatch: cfg.AckBatch, ackInterval: cfg.AckInterval,
-		log: loggerOr(cfg.Logger).With("outbox_owner", cfg.Owner), metrics: metricsOr(cfg.Metrics), clock: clockOr(cfg.Clock),
-		held: newHolds(), acks: make(chan *hold, cfg.AckRoom), flushNow: make(chan chan struct{}),
+		ordered: cfg.Ordered, deadPolicy: cfg.DeadPolicy, ackBatch: cfg.AckBatchSize, ackInterval: cfg.AckInterval,
+		log: cfg.Logger.With("outbox_owner", cfg.Owner), metrics: cfg.Metrics, clock: cfg.Clock,
+		held: newHolds(), acks: make(chan *hold, ackRoom), flushNow: make(chan chan struct{}),
 		ackDone: make(chan struct{}), wake: make(chan struct{}, 1),
 	}
 }

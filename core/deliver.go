@@ -21,7 +21,7 @@ type delivery struct {
 // begin starts q's delivery, which must end in its deadline: past it the
 // claim is no longer renewed, so that a listener that ignores its context
 // and hangs loses the event to a take-over.
-func (d *Dispatcher) begin(q queued, deadline time.Time) delivery {
+func (d *dispatcher) begin(q queued, deadline time.Time) delivery {
 	dl := delivery{q: q, attempt: q.attempts + 1, count: true}
 	if q.charged {
 		dl.attempt, dl.count = q.attempts, false
@@ -42,7 +42,7 @@ func (dl delivery) context(ctx context.Context) context.Context {
 
 // deliver runs one event through interceptors and its listener l (nil:
 // unroutable) in a context of to, and records the outcome.
-func (d *Dispatcher) deliver(to *timeouts, q queued, l Listener) {
+func (d *dispatcher) deliver(to *timeouts, q queued, l Listener) {
 	dl := d.begin(q, utcNow(d.clock).Add(d.cfg.ListenerTimeout))
 	ctx := to.start(dl.attempt)
 	// A listener that returns an error after its timeout failed (its
@@ -61,13 +61,13 @@ func (d *Dispatcher) deliver(to *timeouts, q queued, l Listener) {
 // call is dispatch without interceptors: it runs q's listener l (nil: no
 // listener routes it), turning panics into errors, with no closure that
 // outlives the call (nothing of the delivery is allocated for it).
-func (d *Dispatcher) call(ctx context.Context, q *queued, l Listener) error {
+func (d *dispatcher) call(ctx context.Context, q *queued, l Listener) error {
 	return guard(func() error { return d.invoke(ctx, q, l) })
 }
 
 // handler returns the call of q's listener l for dispatch (nil: no
 // listener routes q).
-func (d *Dispatcher) handler(q queued, l Listener) func(context.Context) error {
+func (d *dispatcher) handler(q queued, l Listener) func(context.Context) error {
 	if l == nil {
 		return nil
 	}
@@ -76,7 +76,7 @@ func (d *Dispatcher) handler(q queued, l Listener) func(context.Context) error {
 
 // invoke runs q's listener l: the subscribers a fan-out owes, each
 // counted, or the listener itself.
-func (d *Dispatcher) invoke(ctx context.Context, q *queued, l Listener) error {
+func (d *dispatcher) invoke(ctx context.Context, q *queued, l Listener) error {
 	switch l := l.(type) {
 	case nil:
 		return unroutable(q.env)
@@ -89,7 +89,7 @@ func (d *Dispatcher) invoke(ctx context.Context, q *queued, l Listener) error {
 
 // runFanOut runs the subscribers of l that q owes, each counted. It takes
 // a copy of q: the counting closure would move invoke's q to the heap.
-func (d *Dispatcher) runFanOut(ctx context.Context, q queued, l *fanOut) error {
+func (d *dispatcher) runFanOut(ctx context.Context, q queued, l *fanOut) error {
 	return l.run(ctx, q.env, q.subscribers, func(name string, err error) {
 		d.metrics.SubscriberRun(labelsOf(q.env), name, err == nil)
 	})
@@ -103,7 +103,7 @@ func unroutable(e Envelope) error {
 // settle hands the outcome of a delivery whose dispatch returned err to
 // claims, which stores it. ctx is the worker's: cancelled, Close cut the
 // delivery off, and the row is given back (not the listener's failure).
-func (d *Dispatcher) settle(ctx context.Context, dl delivery, err error) {
+func (d *dispatcher) settle(ctx context.Context, dl delivery, err error) {
 	q := dl.q
 	d.metrics.ListenerDuration(labelsOf(q.env), time.Since(dl.started))
 	d.claims.settle(q.hold, q.env, d.outcome(ctx, dl, err))
@@ -112,7 +112,7 @@ func (d *Dispatcher) settle(ctx context.Context, dl delivery, err error) {
 // outcome is what the delivery dl that returned err comes to: released if
 // Close cut it off, otherwise what claims.decide says. A fan-out owes the
 // subscribers that failed from now on.
-func (d *Dispatcher) outcome(ctx context.Context, dl delivery, err error) outcome {
+func (d *dispatcher) outcome(ctx context.Context, dl delivery, err error) outcome {
 	if err != nil && ctx.Err() != nil {
 		return released()
 	}
@@ -125,7 +125,7 @@ func (d *Dispatcher) outcome(ctx context.Context, dl delivery, err error) outcom
 
 // dispatch runs interceptors and handle, the listener's call (nil: no
 // listener routes e), turning panics into errors.
-func (d *Dispatcher) dispatch(ctx context.Context, e Envelope, handle func(context.Context) error) (err error) {
+func (d *dispatcher) dispatch(ctx context.Context, e Envelope, handle func(context.Context) error) (err error) {
 	ran, err := d.before(ctx, e)
 	defer func() { d.after(ctx, e, ran, err) }()
 	if err != nil {
@@ -148,7 +148,7 @@ func (d *Dispatcher) dispatch(ctx context.Context, e Envelope, handle func(conte
 // before runs the interceptors' Before hooks in order, up to the first
 // that fails; ran is how many interceptors it reached, whose After hooks
 // run.
-func (d *Dispatcher) before(ctx context.Context, e Envelope) (ran int, err error) {
+func (d *dispatcher) before(ctx context.Context, e Envelope) (ran int, err error) {
 	for _, ic := range d.cfg.Interceptors {
 		ran++
 		if ic.Before != nil {
@@ -162,7 +162,7 @@ func (d *Dispatcher) before(ctx context.Context, e Envelope) (ran int, err error
 
 // after runs the After hooks of the first ran interceptors, in reverse
 // order, with the dispatch's error.
-func (d *Dispatcher) after(ctx context.Context, e Envelope, ran int, err error) {
+func (d *dispatcher) after(ctx context.Context, e Envelope, ran int, err error) {
 	ics := d.cfg.Interceptors
 	for i := ran - 1; i >= 0; i-- {
 		if after := ics[i].After; after != nil {

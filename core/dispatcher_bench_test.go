@@ -13,7 +13,7 @@ import (
 // to a listener that does nothing and acknowledged (in an in-memory store,
 // so the cost is the dispatcher's, not a database's).
 func BenchmarkColdDelivery(b *testing.B) {
-	h := newHarness(b, func(c *DispatcherConfig) { c.Workers, c.Logger = DefaultWorkers, slog.New(slog.DiscardHandler) })
+	h := newHarness(b, func(c *Config) { c.Workers, c.Logger = DefaultWorkers, slog.New(slog.DiscardHandler) })
 	var delivered atomic.Int64
 	if err := h.reg.Handle(EventName("Bench"), ListenerFunc(func(context.Context, Envelope) error {
 		delivered.Add(1)

@@ -25,17 +25,18 @@ type harness struct {
 	reg     *Registry
 	clk     *stepClock
 	metrics *countingMetrics
-	d       *Dispatcher
-	w       *Writer
+	cfg     Config // the dispatcher's and the writer's, defaults applied
+	d       *dispatcher
+	w       *writer
 	log     *syncBuffer
 }
 
-func newHarness(t testing.TB, mut func(*DispatcherConfig)) *harness {
+func newHarness(t testing.TB, mut func(*Config)) *harness {
 	t.Helper()
 	logger, buf := bufferLogger()
 	h := &harness{st: newMemStore(), reg: &Registry{}, clk: newStepClock(), metrics: &countingMetrics{}, log: buf}
-	cfg := DispatcherConfig{
-		Store: h.st, Registry: h.reg, Workers: 2, MaxAttempts: 3,
+	cfg := Config{
+		Store: h.st, TxContext: fakeTxContext{}, Workers: 2, MaxAttempts: 3,
 		RetryPolicy: RetryPolicyFunc(func(int) time.Duration { return time.Minute }),
 		AckInterval: time.Millisecond, DrainTimeout: time.Second,
 		Metrics: h.metrics, Logger: logger, Clock: h.clk,
@@ -43,13 +44,10 @@ func newHarness(t testing.TB, mut func(*DispatcherConfig)) *harness {
 	if mut != nil {
 		mut(&cfg)
 	}
-	d, err := NewDispatcher(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.d = d
-	h.w, err = NewWriter(WriterConfig{TxContext: fakeTxContext{}, Store: h.st, Dispatcher: d, Clock: h.clk, Logger: logger})
-	if err != nil {
+	h.cfg = withDefaults(cfg)
+	h.d = newDispatcher(h.cfg, h.reg)
+	var err error
+	if h.w, err = newWriter(h.cfg, h.d); err != nil {
 		t.Fatal(err)
 	}
 	return h
@@ -209,7 +207,7 @@ func TestDispatcherInterceptors(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			trace = nil
-			h := newHarness(t, func(c *DispatcherConfig) { c.Interceptors = tc.ics; c.Workers = 1 })
+			h := newHarness(t, func(c *Config) { c.Interceptors = tc.ics; c.Workers = 1 })
 			_ = h.reg.Handle(EventName("E"), func(context.Context, Envelope) error { add("listener"); return nil })
 			h.start(t)
 			ids := h.commit(t, evt("E"))
@@ -245,7 +243,7 @@ func TestDispatcherStaleOutcomeIsCounted(t *testing.T) {
 }
 
 func TestDispatcherHotQueueFull(t *testing.T) {
-	h := newHarness(t, func(c *DispatcherConfig) { c.Workers = 1; c.HotQueueSize = 1 })
+	h := newHarness(t, func(c *Config) { c.Workers = 1; c.HotQueueSize = 1 })
 	started, unblock := make(chan struct{}, 10), make(chan struct{})
 	_ = h.reg.Handle(EventName("E"), func(context.Context, Envelope) error {
 		started <- struct{}{}
@@ -312,7 +310,7 @@ func TestDispatcherHotQueueFull(t *testing.T) {
 }
 
 func TestDispatcherCloseReleasesQueued(t *testing.T) {
-	h := newHarness(t, func(c *DispatcherConfig) { c.Workers = 1; c.DrainTimeout = 20 * time.Millisecond })
+	h := newHarness(t, func(c *Config) { c.Workers = 1; c.DrainTimeout = 20 * time.Millisecond })
 	started := make(chan struct{}, 10)
 	_ = h.reg.Handle(EventName("E"), func(ctx context.Context, _ Envelope) error {
 		started <- struct{}{}
@@ -343,7 +341,7 @@ func TestDispatcherCloseReleasesQueued(t *testing.T) {
 }
 
 func TestDispatcherCloseDrains(t *testing.T) {
-	h := newHarness(t, func(c *DispatcherConfig) { c.Workers = 1; c.AckInterval = time.Hour; c.AckBatchSize = 1000 })
+	h := newHarness(t, func(c *Config) { c.Workers = 1; c.AckInterval = time.Hour; c.AckBatchSize = 1000 })
 	_ = h.reg.Handle(EventName("E"), func(context.Context, Envelope) error { time.Sleep(time.Millisecond); return nil })
 	if err := h.d.Start(context.Background()); err != nil {
 		t.Fatal(err)

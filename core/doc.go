@@ -95,7 +95,7 @@
 //     events and events the full hot queue refused wait for a poller in
 //     another process.
 //
-// The parts a Client assembles (Writer, Dispatcher, poller,
+// The parts a Client assembles (writer, dispatcher, poller,
 // PurgeScheduler, DeadEvents) can be built one by one for unusual setups;
 // the Client wires them in the right order and is what applications use.
 //

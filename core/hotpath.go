@@ -7,11 +7,11 @@ import (
 )
 
 // takesHot reports whether the hot path takes events now, so that the
-// Writer inserts them claimed by this process: not while the dispatcher is
+// writer inserts them claimed by this process: not while the dispatcher is
 // not running or its hot queue is full. The rows are then left unclaimed
 // for any poller (and, with a full queue, counted as dropped from the hot
 // path).
-func (d *Dispatcher) takesHot(events []Envelope) bool {
+func (d *dispatcher) takesHot(events []Envelope) bool {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
 	if !d.started || d.closed {
@@ -29,14 +29,14 @@ func (d *Dispatcher) takesHot(events []Envelope) bool {
 	return true
 }
 
-// afterCommit hands the events the Writer inserted claimed by this
+// afterCommit hands the events the writer inserted claimed by this
 // dispatcher for its hot path to the hot queue; delayed events were not
 // claimed and are left to the poller. An event the queue refuses (it
 // filled up since the insert, or the dispatcher has closed) is released at
 // once, so that any poller can claim it, and so are the ordered events the
-// Writer inserted claimed although they wait for an earlier event of
+// writer inserted claimed although they wait for an earlier event of
 // their key (release).
-func (d *Dispatcher) afterCommit(hot []Envelope, release []string, created time.Time) {
+func (d *dispatcher) afterCommit(hot []Envelope, release []string, created time.Time) {
 	for _, e := range hot {
 		if e.Delayed() {
 			continue

@@ -30,32 +30,15 @@ const (
 	recoveryInterval = time.Second
 )
 
-// pollerConfig configures a poller. Zero values take the documented
-// defaults. The store, lease, clock, logger and metrics are the dispatcher's.
-type pollerConfig struct {
-	// Dispatcher receives the claimed events on its cold queue and lends
-	// the poller its owner id, store and lease (required).
-	Dispatcher *Dispatcher
-	// Interval between polls when there is nothing to do (default 5s).
-	Interval time.Duration
-	// BatchSize is the smallest claim (default 50): the poller waits for
-	// that much room in the cold queue, then claims as much as there is
-	// room for, up to 40 times BatchSize.
-	BatchSize int
-	// SkipRecent leaves events younger than this to the hot path (default 0).
-	SkipRecent time.Duration
-	// MaxBackoff caps the wait between polls after database errors (default 1m).
-	MaxBackoff time.Duration
-}
-
 // poller claims due events that the hot path did not deliver — delayed
 // events, retries, events refused by a full queue, events of crashed
-// instances — and feeds them to the dispatcher's cold queue. Any number of
+// instances — and feeds them to the dispatcher's cold queue. It claims
+// through claims and reads the queue's room through coldQueue. Any number of
 // pollers can run on one table: claims are exclusive, with an owner and a
 // lease. A full batch triggers another poll at once; an idle poll waits
 // Interval; database errors back off exponentially up to MaxBackoff.
 type poller struct {
-	cfg    pollerConfig
+	cfg    Config
 	claims *claims
 	queue  coldQueue
 	// backlog wakes the extra claimers: the main loop found a full batch.
@@ -69,18 +52,15 @@ type poller struct {
 	bg background
 }
 
-// newPoller validates cfg and returns a poller; call Start to run it.
-func newPoller(cfg pollerConfig) (*poller, error) {
-	if cfg.Dispatcher == nil {
-		return nil, configErr("poller needs a Dispatcher")
-	}
-	if cfg.Interval < 0 || cfg.BatchSize < 0 || cfg.SkipRecent < 0 || cfg.MaxBackoff < 0 {
-		return nil, configErr("poller settings must not be negative")
-	}
-	setDefault(&cfg.Interval, DefaultPollInterval)
-	setDefault(&cfg.BatchSize, DefaultPollBatchSize)
-	setDefault(&cfg.MaxBackoff, DefaultMaxPollBackoff)
-	return &poller{cfg: cfg, claims: cfg.Dispatcher.claims, queue: cfg.Dispatcher, backlog: make(chan struct{}, 1)}, nil
+// newPoller returns a poller that claims through c and feeds queue, with
+// the settings of cfg (defaults applied, see withDefaults): PollInterval
+// between polls when there is nothing to do; PollBatchSize, the smallest
+// claim (the poller waits for that much room in the cold queue, then
+// claims as much as there is room for, up to maxClaimGrowth times
+// PollBatchSize); SkipRecent; MaxPollBackoff, the longest wait after
+// database errors. Call Start to run it.
+func newPoller(cfg Config, c *claims, queue coldQueue) *poller {
+	return &poller{cfg: cfg, claims: c, queue: queue, backlog: make(chan struct{}, 1)}
 }
 
 // coldQueue is what a poller feeds: the dispatcher's cold queue.
@@ -146,12 +126,12 @@ func (p *poller) loop(ctx context.Context) {
 			timer.Stop() // Reset below; a stale tick is at worst one more poll
 		}
 		_, more, busy, err := p.poll(ctx)
-		wait := p.cfg.Interval
+		wait := p.cfg.PollInterval
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return
 		case err != nil:
-			backoff = min(max(2*backoff, time.Second), p.cfg.MaxBackoff)
+			backoff = min(max(2*backoff, time.Second), p.cfg.MaxPollBackoff)
 			wait = backoff
 			p.claims.log.Error("outbox: poll failed, backing off", "error", err, "retry_in", wait)
 		case more:
@@ -244,10 +224,10 @@ func (p *poller) reserve() (limit int, concurrent, ok bool) {
 	defer p.mu.Unlock()
 	free, size := p.queue.room()
 	room := free - p.reserved
-	if room < min(p.cfg.BatchSize, size) {
+	if room < min(p.cfg.PollBatchSize, size) {
 		return 0, p.reserved > 0, false
 	}
-	limit = min(room, p.cfg.BatchSize*maxClaimGrowth)
+	limit = min(room, p.cfg.PollBatchSize*maxClaimGrowth)
 	concurrent = p.reserved > 0
 	p.reserved += limit
 	return limit, concurrent, true
