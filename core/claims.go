@@ -455,6 +455,9 @@ func (c *claims) release(ctx context.Context, ids []string) error {
 	return err
 }
 
+// wakeups is where the poller hears wakePoller.
+func (c *claims) wakeups() <-chan struct{} { return c.wake }
+
 // wakePoller asks the poller to poll soon: events wait in the table for it.
 func (c *claims) wakePoller() {
 	select {

@@ -3,6 +3,7 @@ package outbox
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
@@ -41,6 +42,7 @@ type poller struct {
 	cfg    Config
 	claims *claims
 	queue  coldQueue
+	log    *slog.Logger
 	// backlog wakes the extra claimers: the main loop found a full batch.
 	backlog chan struct{}
 	// reserved is the cold-queue room that claims in flight may fill;
@@ -60,7 +62,7 @@ type poller struct {
 // PollBatchSize); SkipRecent; MaxPollBackoff, the longest wait after
 // database errors. Call Start to run it.
 func newPoller(cfg Config, c *claims, queue coldQueue) *poller {
-	return &poller{cfg: cfg, claims: c, queue: queue, backlog: make(chan struct{}, 1)}
+	return &poller{cfg: cfg, claims: c, queue: queue, log: cfg.Logger.With("outbox_owner", cfg.Owner), backlog: make(chan struct{}, 1)}
 }
 
 // coldQueue is what a poller feeds: the dispatcher's cold queue.
@@ -119,7 +121,7 @@ func (p *poller) loop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-timer.C:
-		case <-p.claims.wake: // the hot path left events in the table
+		case <-p.claims.wakeups(): // the hot path left events in the table
 			if backoff > 0 {
 				continue // the database is failing: keep backing off
 			}
@@ -133,7 +135,7 @@ func (p *poller) loop(ctx context.Context) {
 		case err != nil:
 			backoff = min(max(2*backoff, time.Second), p.cfg.MaxPollBackoff)
 			wait = backoff
-			p.claims.log.Error("outbox: poll failed, backing off", "error", err, "retry_in", wait)
+			p.log.Error("outbox: poll failed, backing off", "error", err, "retry_in", wait)
 		case more:
 			backoff, wait = 0, 0
 			select {
@@ -165,9 +167,8 @@ func (p *poller) PollOnce(ctx context.Context) (queued int, more bool, err error
 // run many small claims, each competing with the dispatcher's acks for the
 // database (on SQLite, for its single write lock).
 func (p *poller) poll(ctx context.Context) (queued int, more, busy bool, err error) {
-	c := p.claims
 	hot, cold := p.queue.depths()
-	c.metrics.QueueDepths(hot, cold)
+	p.cfg.Metrics.QueueDepths(hot, cold)
 	limit, concurrent, ok := p.reserve()
 	if !ok { // always so while the dispatcher is not running
 		// Leave the rows in the table. While the queue holds events, the
@@ -176,9 +177,9 @@ func (p *poller) poll(ctx context.Context) (queued int, more, busy bool, err err
 		return 0, false, cold > 0 || concurrent, nil
 	}
 	defer p.unreserve(limit)
-	now := utcNow(c.clock)
+	now := utcNow(p.cfg.Clock)
 	recover := p.recoveryDue(now)
-	got, err := c.claim(ctx, now, limit, p.cfg.SkipRecent, recover)
+	got, err := p.claims.claim(ctx, now, limit, p.cfg.SkipRecent, recover)
 	if err != nil {
 		return 0, false, false, fmt.Errorf("outbox: claim: %w", err)
 	}
@@ -248,7 +249,7 @@ func (p *poller) recoveryDue(now time.Time) bool {
 	if now.Before(p.nextRecovery) {
 		return false
 	}
-	p.nextRecovery = now.Add(min(recoveryInterval, p.claims.lease/4))
+	p.nextRecovery = now.Add(min(recoveryInterval, p.cfg.Lease/4))
 	return true
 }
 
@@ -269,10 +270,10 @@ func (p *poller) release(ctx context.Context, recs []Record) {
 		ids[i] = r.ID
 	}
 	if err := p.claims.release(ctx, ids); err != nil {
-		p.claims.log.Warn("outbox: could not release events the cold queue refused; they are claimable again when their lease expires", "count", len(ids), "error", err)
+		p.log.Warn("outbox: could not release events the cold queue refused; they are claimable again when their lease expires", "count", len(ids), "error", err)
 		return
 	}
-	p.claims.log.Debug("outbox: cold queue full, released the rest of the claim", "count", len(ids))
+	p.log.Debug("outbox: cold queue full, released the rest of the claim", "count", len(ids))
 }
 
 // Close stops the polling loop and waits for it to exit (or for ctx to end).
