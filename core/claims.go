@@ -207,8 +207,9 @@ func (e *undecodableError) Unwrap() error { return e.err }
 // a claim may hand the event, pending again, right back to this process,
 // and it must be taken then, not turned away as still held) and is
 // written at once, fenced, retrying database errors. It runs even while
-// stopping hard, so that an outcome already decided is not thrown away.
-func (c *claims) settle(hd *hold, e Envelope, o outcome) {
+// stopping hard (ctx only lends its values), so that an outcome already
+// decided is not thrown away.
+func (c *claims) settle(ctx context.Context, hd *hold, e Envelope, o outcome) {
 	if o.verdict == settleDone {
 		c.metrics.Delivered(labelsOf(e))
 		c.acks <- hd
@@ -217,7 +218,7 @@ func (c *claims) settle(hd *hold, e Envelope, o outcome) {
 	c.held.release(hd)
 	c.report(e, e.ID(), o)
 	var changed bool
-	err := storeRetry(context.Background(), func(ctx context.Context) (err error) {
+	err := storeRetry(ctx, func(ctx context.Context) (err error) {
 		changed, err = c.mark(ctx, e.ID(), o)
 		return err
 	})
@@ -376,10 +377,10 @@ func (c *claims) expired(hd *hold, e Envelope) bool {
 // if this delivery kills the process, the events delivered before it are
 // not delivered again. It reports whether the delivery may start; if not,
 // the hold is let go.
-func (c *claims) countAttempt(hd *hold, e Envelope) bool {
+func (c *claims) countAttempt(ctx context.Context, hd *hold, e Envelope) bool {
 	c.flushAcksNow()
 	var ok bool
-	err := storeRetry(context.Background(), func(ctx context.Context) (err error) {
+	err := storeRetry(ctx, func(ctx context.Context) (err error) {
 		ok, err = c.store.CountAttempt(ctx, c.owner, e.ID())
 		return err
 	})

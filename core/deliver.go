@@ -106,7 +106,7 @@ func unroutable(e Envelope) error {
 func (d *dispatcher) settle(ctx context.Context, dl delivery, err error) {
 	q := dl.q
 	d.metrics.ListenerDuration(labelsOf(q.env), time.Since(dl.started))
-	d.claims.settle(q.hold, q.env, d.outcome(ctx, dl, err))
+	d.claims.settle(ctx, q.hold, q.env, d.outcome(ctx, dl, err))
 }
 
 // outcome is what the delivery dl that returned err comes to: released if

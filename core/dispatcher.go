@@ -341,7 +341,7 @@ func (d *dispatcher) suspectLane() {
 // the process too, the event still comes closer to DEAD, and the events
 // delivered before it are not delivered again.
 func (d *dispatcher) deliverSuspect(to *timeouts, q queued) {
-	if !d.claims.countAttempt(q.hold, q.env) {
+	if !d.claims.countAttempt(d.runCtx, q.hold, q.env) {
 		return
 	}
 	q.attempts, q.charged = q.attempts+1, true
