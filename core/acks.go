@@ -1,7 +1,6 @@
 package outbox
 
 import (
-	"context"
 	"sync"
 	"time"
 )
@@ -14,16 +13,16 @@ const maxAckGrowth = 8
 // other would cap the drain at what a single connection can update.
 const ackWriters = 2
 
-// ackLoop batches DONE updates: a batch is written when full or AckInterval
-// after its first id, and once more on Close. A batch also takes the acks
+// ackLoop batches DONE updates, which markDone writes: a batch is written
+// when full or AckInterval after its first id, and once more on Close. A batch also takes the acks
 // that are waiting when it is written (up to maxAckGrowth batches): while
 // the database is slow (SQLite's write lock), fewer, larger updates keep up
 // with the workers. Up to ackWriters batches are written at once; flushNow
 // and Close wait for every one.
-func (d *Dispatcher) ackLoop() {
-	defer close(d.ackDone)
-	limit := d.cfg.AckBatchSize * maxAckGrowth
-	batch := make([]*hold, 0, d.cfg.AckBatchSize)
+func (c *claims) ackLoop() {
+	defer close(c.ackDone)
+	limit := c.ackBatch * maxAckGrowth
+	batch := make([]*hold, 0, c.ackBatch)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	writers := make(chan struct{}, ackWriters)
@@ -33,7 +32,7 @@ func (d *Dispatcher) ackLoop() {
 	drain:
 		for len(batch) < limit {
 			select {
-			case hd, ok := <-d.acks:
+			case hd, ok := <-c.acks:
 				if !ok {
 					break drain
 				}
@@ -47,40 +46,42 @@ func (d *Dispatcher) ackLoop() {
 			return
 		}
 		b := batch
-		batch = make([]*hold, 0, d.cfg.AckBatchSize)
+		batch = make([]*hold, 0, c.ackBatch)
 		writing.Add(1)
 		go func() {
 			defer func() { <-writers; writing.Done() }()
-			d.flushAcks(b)
-			d.finish(b...)
+			c.markDone(b)
+			for _, hd := range b {
+				c.held.release(hd)
+			}
 		}()
 	}
 	// flushAll writes every ack that is waiting and waits until every
 	// update in flight is done.
 	flushAll := func() {
-		for flush(); len(d.acks) > 0; {
+		for flush(); len(c.acks) > 0; {
 			flush()
 		}
 		writing.Wait()
 	}
 	for {
 		select {
-		case done := <-d.flushNow:
+		case done := <-c.flushNow:
 			// flush takes what is waiting in the channel too: those
 			// deliveries ended before the request.
 			timer.Stop()
 			flushAll()
 			close(done)
-		case hd, ok := <-d.acks:
+		case hd, ok := <-c.acks:
 			if !ok {
 				flushAll()
 				return
 			}
 			if len(batch) == 0 {
-				timer.Reset(d.cfg.AckInterval)
+				timer.Reset(c.ackInterval)
 			}
 			batch = append(batch, hd)
-			if len(batch) >= d.cfg.AckBatchSize {
+			if len(batch) >= c.ackBatch {
 				timer.Stop()
 				flush()
 			}
@@ -90,44 +91,23 @@ func (d *Dispatcher) ackLoop() {
 	}
 }
 
-// flushAcks writes one batch, retrying database errors (storeRetry). If it
-// still fails the rows stay claimed by this owner and are delivered again.
-func (d *Dispatcher) flushAcks(batch []*hold) {
-	ids := make([]string, len(batch))
-	for i, hd := range batch {
-		ids[i] = hd.id
-	}
-	d.metrics.AckBatch(len(ids))
-	var n int64
-	err := storeRetry(context.Background(), func(ctx context.Context) (err error) {
-		n, err = d.cfg.Store.MarkDone(ctx, d.owner, ids, utcNow(d.clock))
-		return err
-	})
-	if err != nil {
-		d.log.Error("outbox: could not mark events DONE; they will be delivered again", "count", len(ids), "error", err)
-		return
-	}
-	if stale := len(ids) - int(n); stale > 0 {
-		d.metrics.StaleUpdates(stale)
-		d.log.Warn("outbox: some DONE updates found their claim taken over", "stale", stale, "batch", len(ids))
-	}
-	for _, hd := range batch {
-		if hd.ordered { // the next event of its key may go out now
-			d.wakePoller()
-			break
-		}
+// flushAcksNow writes the acknowledgements of every delivery that has
+// ended, and returns when they are stored (or given up): countAttempt
+// calls it before an event that may kill the process starts (a take-over,
+// see ErrClaimExpired), so that a crash costs only the deliveries in
+// flight.
+func (c *claims) flushAcksNow() {
+	done := make(chan struct{})
+	select {
+	case c.flushNow <- done:
+		<-done
+	case <-c.ackDone:
 	}
 }
 
-// flushAcksNow writes the acknowledgements of every delivery that has
-// ended, and returns when they are stored (or given up). A worker calls it
-// before it starts an event that may kill the process (a take-over, see
-// ErrClaimExpired), so that a crash costs only the deliveries in flight.
-func (d *Dispatcher) flushAcksNow() {
-	done := make(chan struct{})
-	select {
-	case d.flushNow <- done:
-		<-done
-	case <-d.ackDone:
-	}
+// closeAcks writes the acknowledgements still waiting and stops ackLoop;
+// no delivery may settle after it.
+func (c *claims) closeAcks() {
+	close(c.acks)
+	<-c.ackDone
 }

@@ -16,7 +16,7 @@ import (
 // next (more is false when there is none). It takes what is queued now
 // and never waits for more. buf is the worker's own memory for batches,
 // reused from one to the next.
-func (d *Dispatcher) run(to *timeouts, buf *batchBuf, q queued) (next queued, more bool) {
+func (d *dispatcher) run(to *timeouts, buf *batchBuf, q queued) (next queued, more bool) {
 	if d.expired(q) {
 		return queued{}, false
 	}
@@ -79,8 +79,8 @@ func clearSlice[T any](s []T) []T {
 }
 
 // route returns the listener of e, or nil.
-func (d *Dispatcher) route(e Envelope) Listener {
-	return d.cfg.Registry.listenerFor(e.AggregateType(), e.Type())
+func (d *dispatcher) route(e Envelope) Listener {
+	return d.registry.listenerFor(e.AggregateType(), e.Type())
 }
 
 // sameListener reports whether l is bl. Listeners of a type that cannot
@@ -101,7 +101,7 @@ func sameListener(l Listener, bl BatchListener) bool {
 // the batch and waits for the event's result; the batch is handed over
 // once every event has joined or left it. Without one, deliverInline
 // does the same in the worker.
-func (d *Dispatcher) deliverBatch(ctx context.Context, buf *batchBuf, l BatchListener, qs []queued) {
+func (d *dispatcher) deliverBatch(ctx context.Context, buf *batchBuf, l BatchListener, qs []queued) {
 	bctx, cancel := context.WithTimeout(ctx, d.cfg.ListenerTimeout)
 	defer cancel()
 	deadline := utcNow(d.clock).Add(d.cfg.ListenerTimeout)
@@ -128,7 +128,7 @@ func (d *Dispatcher) deliverBatch(ctx context.Context, buf *batchBuf, l BatchLis
 // deliverInline delivers a batch when no interceptor has an Around hook:
 // each event's Before hooks run, the events that passed them go to
 // l.HandleBatch, and each one's After hooks and outcome follow.
-func (d *Dispatcher) deliverInline(ctx, bctx context.Context, buf *batchBuf, l BatchListener, qs []queued, deadline time.Time) {
+func (d *dispatcher) deliverInline(ctx, bctx context.Context, buf *batchBuf, l BatchListener, qs []queued, deadline time.Time) {
 	in := buf.members[:0]
 	defer func() { buf.members = clearSlice(in) }()
 	// events is the listener's to keep: not reused.

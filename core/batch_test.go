@@ -86,7 +86,7 @@ func blockWorker(t *testing.T, h *harness) (unblock func()) {
 	return func() { close(release) }
 }
 
-func oneWorker(c *DispatcherConfig) { c.Workers = 1 }
+func oneWorker(c *Config) { c.Workers = 1 }
 
 func TestBatchMixedRoutes(t *testing.T) {
 	h := newHarness(t, oneWorker)
@@ -123,7 +123,7 @@ func TestBatchSize(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newHarness(t, func(c *DispatcherConfig) { c.Workers = 1; c.ListenerBatchSize = tc.size })
+			h := newHarness(t, func(c *Config) { c.Workers = 1; c.ListenerBatchSize = tc.size })
 			rec := &batchRecorder{}
 			_ = h.reg.HandleAll(rec)
 			unblock := blockWorker(t, h)
@@ -177,7 +177,7 @@ func TestBatchOutcomes(t *testing.T) {
 }
 
 func TestBatchLastAttemptGoesDead(t *testing.T) {
-	h := newHarness(t, func(c *DispatcherConfig) { c.Workers = 1; c.MaxAttempts = 1 })
+	h := newHarness(t, func(c *Config) { c.Workers = 1; c.MaxAttempts = 1 })
 	rec := &batchRecorder{result: func(ctx context.Context, e Envelope) error {
 		if e.Type() == "Fail" {
 			return errors.New("still refused")
@@ -277,7 +277,7 @@ func TestBatchInterceptorsPerEvent(t *testing.T) {
 					return next(ctx)
 				}
 			}
-			h := newHarness(t, func(c *DispatcherConfig) { c.Workers = 1; c.Interceptors = []Interceptor{ic} })
+			h := newHarness(t, func(c *Config) { c.Workers = 1; c.Interceptors = []Interceptor{ic} })
 			rec := &batchRecorder{}
 			_ = h.reg.HandleAll(rec)
 			unblock := blockWorker(t, h)
@@ -326,7 +326,7 @@ func (s *releaseLog) Release(ctx context.Context, owner string, ids []string) (i
 
 func TestBatchCloseReleasesOnce(t *testing.T) {
 	var rl *releaseLog
-	h := newHarness(t, func(c *DispatcherConfig) {
+	h := newHarness(t, func(c *Config) {
 		c.Workers, c.DrainTimeout = 1, 20*time.Millisecond
 		rl = &releaseLog{memStore: c.Store.(*memStore), released: map[string]int{}}
 		c.Store = rl
@@ -347,8 +347,8 @@ func TestBatchCloseReleasesOnce(t *testing.T) {
 			t.Errorf("%s released %d times, want 1", id, n)
 		}
 	}
-	if h.d.holds.len() != 0 {
-		t.Errorf("%d events still held after Close", h.d.holds.len())
+	if h.d.claims.held.len() != 0 {
+		t.Errorf("%d events still held after Close", h.d.claims.held.len())
 	}
 }
 

@@ -19,8 +19,8 @@ type Client struct {
 	cfg        Config
 	registry   Registry
 	eventTypes sync.Map // reflect.Type -> eventTypeName, see RegisterEventType
-	writer     *Writer
-	d          *Dispatcher
+	writer     *writer
+	d          *dispatcher
 	poller     *poller
 	purge      *PurgeScheduler
 	dead       *DeadEvents
@@ -37,41 +37,17 @@ func New(cfg Config) (*Client, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if cfg.Owner == "" {
-		cfg.Owner = NewOwnerID()
-	}
-	cfg.Clock = clockOr(cfg.Clock)
-	cfg.Logger = loggerOr(cfg.Logger)
-	cfg.Metrics = metricsOr(cfg.Metrics)
-	if cfg.Purger == nil {
-		cfg.Purger, _ = cfg.Store.(Purger)
-	}
+	cfg = withDefaults(cfg)
 	c := &Client{cfg: cfg, dead: newDeadEvents(cfg.Store, cfg.Clock), sampler: newBacklogSampler(cfg)}
 	var err error
 	if cfg.Mode != ModeWriterOnly {
-		c.d, err = NewDispatcher(DispatcherConfig{
-			Store: cfg.Store, Registry: &c.registry, Owner: cfg.Owner, Workers: cfg.Workers,
-			HotQueueSize: cfg.HotQueueSize, ColdQueueSize: cfg.ColdQueueSize, MaxAttempts: cfg.MaxAttempts,
-			RetryPolicy: cfg.RetryPolicy, Interceptors: cfg.Interceptors, DrainTimeout: cfg.DrainTimeout,
-			Lease: cfg.Lease, ListenerTimeout: cfg.ListenerTimeout, AckBatchSize: cfg.AckBatchSize, AckInterval: cfg.AckInterval,
-			ListenerBatchSize: cfg.ListenerBatchSize,
-			Ordered:           cfg.Ordered, DeadPolicy: cfg.DeadPolicy, Metrics: cfg.Metrics, Logger: cfg.Logger, Clock: cfg.Clock,
-		})
-		if err != nil {
-			return nil, err
-		}
-		c.dead.wake = c.d.wakePoller
+		c.d = newDispatcher(cfg, &c.registry)
+		c.dead.wake = c.d.claims.wakePoller
 	}
 	if cfg.Mode == ModeFull || cfg.Mode == ModePollerOnly {
-		c.poller, err = newPoller(pollerConfig{Dispatcher: c.d, Interval: cfg.PollInterval, BatchSize: cfg.PollBatchSize,
-			SkipRecent: cfg.SkipRecent, MaxBackoff: cfg.MaxPollBackoff})
-		if err != nil {
-			return nil, err
-		}
+		c.poller = newPoller(cfg, c.d.claims, c.d)
 		if cfg.Purger != nil && !cfg.DisablePurge {
-			c.purge, err = NewPurgeScheduler(PurgeConfig{Purger: cfg.Purger, Retention: cfg.Retention, DeadRetention: cfg.DeadRetention,
-				BatchSize: cfg.PurgeBatchSize, Interval: cfg.PurgeInterval, Logger: cfg.Logger, Clock: cfg.Clock})
-			if err != nil {
+			if c.purge, err = newPurgeScheduler(cfg); err != nil {
 				return nil, err
 			}
 		}
@@ -81,13 +57,48 @@ func New(cfg Config) (*Client, error) {
 		if cfg.Mode == ModePollerOnly {
 			hot = nil
 		}
-		c.writer, err = NewWriter(WriterConfig{TxContext: cfg.TxContext, Store: cfg.Store, Dispatcher: hot,
-			Hooks: cfg.Hooks, Ordered: cfg.Ordered, Clock: cfg.Clock, Logger: cfg.Logger, Metrics: cfg.Metrics})
-		if err != nil {
+		if c.writer, err = newWriter(cfg, hot); err != nil {
 			return nil, err
 		}
 	}
 	return c, nil
+}
+
+// withDefaults returns cfg, valid, with every zero setting the parts use
+// replaced by its default.
+func withDefaults(cfg Config) Config {
+	if cfg.Owner == "" {
+		cfg.Owner = NewOwnerID()
+	}
+	cfg.Clock = clockOr(cfg.Clock)
+	cfg.Logger = loggerOr(cfg.Logger)
+	cfg.Metrics = metricsOr(cfg.Metrics)
+	if cfg.Purger == nil {
+		cfg.Purger, _ = cfg.Store.(Purger)
+	}
+	if cfg.RetryPolicy == nil {
+		cfg.RetryPolicy = &ExponentialBackoff{}
+	}
+	setDefault(&cfg.Workers, DefaultWorkers)
+	setDefault(&cfg.HotQueueSize, DefaultQueueSize)
+	setDefault(&cfg.ColdQueueSize, DefaultColdQueueSize)
+	setDefault(&cfg.MaxAttempts, DefaultMaxAttempts)
+	setDefault(&cfg.AckBatchSize, DefaultAckBatchSize)
+	setDefault(&cfg.ListenerBatchSize, DefaultListenerBatchSize)
+	setDefault(&cfg.DrainTimeout, DefaultDrainTimeout)
+	setDefault(&cfg.AckInterval, DefaultAckInterval)
+	setDefault(&cfg.Lease, DefaultLease)
+	setDefault(&cfg.ListenerTimeout, DefaultListenerTimeout)
+	setDefault(&cfg.PollInterval, DefaultPollInterval)
+	setDefault(&cfg.PollBatchSize, DefaultPollBatchSize)
+	setDefault(&cfg.MaxPollBackoff, DefaultMaxPollBackoff)
+	return cfg
+}
+
+// newPurgeScheduler returns the purge scheduler of cfg's Purger.
+func newPurgeScheduler(cfg Config) (*PurgeScheduler, error) {
+	return NewPurgeScheduler(PurgeConfig{Purger: cfg.Purger, Retention: cfg.Retention, DeadRetention: cfg.DeadRetention,
+		BatchSize: cfg.PurgeBatchSize, Interval: cfg.PurgeInterval, Logger: cfg.Logger, Clock: cfg.Clock})
 }
 
 // Handle routes events of type et, on any aggregate type, to fn: the
@@ -232,8 +243,7 @@ func (c *Client) PurgeOnce(ctx context.Context) (int64, error) {
 		if c.cfg.Purger == nil {
 			return 0, configErr("PurgeOnce needs a Purger")
 		}
-		s, err := NewPurgeScheduler(PurgeConfig{Purger: c.cfg.Purger, Retention: c.cfg.Retention, DeadRetention: c.cfg.DeadRetention,
-			BatchSize: c.cfg.PurgeBatchSize, Logger: c.cfg.Logger, Clock: c.cfg.Clock})
+		s, err := newPurgeScheduler(c.cfg)
 		if err != nil {
 			return 0, err
 		}

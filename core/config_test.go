@@ -3,33 +3,16 @@ package outbox
 import (
 	"context"
 	"errors"
-	"strings"
 	"testing"
 	"time"
 )
 
+// TestConfigValidation: the parts take the Client's Config, validated
+// once by Config.Validate (TestNewValidatesConfig covers every setting);
+// what is left to check here is the PurgeScheduler's own configuration,
+// which inbox and idempotency use on their own, and the writer's hooks.
 func TestConfigValidation(t *testing.T) {
-	st, reg := newMemStore(), &Registry{}
-	d, err := NewDispatcher(DispatcherConfig{Store: st, Registry: reg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	okDispatcher := func(mut func(*DispatcherConfig)) func() error {
-		return func() error {
-			cfg := DispatcherConfig{Store: st, Registry: reg}
-			mut(&cfg)
-			_, err := NewDispatcher(cfg)
-			return err
-		}
-	}
-	okPoller := func(mut func(*pollerConfig)) func() error {
-		return func() error {
-			cfg := pollerConfig{Dispatcher: d}
-			mut(&cfg)
-			_, err := newPoller(cfg)
-			return err
-		}
-	}
+	st := newMemStore()
 	okPurge := func(mut func(*PurgeConfig)) func() error {
 		return func() error {
 			cfg := PurgeConfig{Purger: st}
@@ -38,11 +21,11 @@ func TestConfigValidation(t *testing.T) {
 			return err
 		}
 	}
-	okWriter := func(mut func(*WriterConfig)) func() error {
+	okWriter := func(mut func(*Config)) func() error {
 		return func() error {
-			cfg := WriterConfig{TxContext: fakeTxContext{}, Store: st}
+			cfg := Config{TxContext: fakeTxContext{}, Store: st}
 			mut(&cfg)
-			_, err := NewWriter(cfg)
+			_, err := newWriter(withDefaults(cfg), nil)
 			return err
 		}
 	}
@@ -50,29 +33,11 @@ func TestConfigValidation(t *testing.T) {
 		name string
 		new  func() error
 	}{
-		{"dispatcher no store", okDispatcher(func(c *DispatcherConfig) { c.Store = nil })},
-		{"dispatcher no registry", okDispatcher(func(c *DispatcherConfig) { c.Registry = nil })},
-		{"dispatcher negative workers", okDispatcher(func(c *DispatcherConfig) { c.Workers = -1 })},
-		{"dispatcher negative hot queue", okDispatcher(func(c *DispatcherConfig) { c.HotQueueSize = -1 })},
-		{"dispatcher negative cold queue", okDispatcher(func(c *DispatcherConfig) { c.ColdQueueSize = -1 })},
-		{"dispatcher negative max attempts", okDispatcher(func(c *DispatcherConfig) { c.MaxAttempts = -1 })},
-		{"dispatcher negative ack batch", okDispatcher(func(c *DispatcherConfig) { c.AckBatchSize = -1 })},
-		{"dispatcher negative drain timeout", okDispatcher(func(c *DispatcherConfig) { c.DrainTimeout = -time.Second })},
-		{"dispatcher negative ack interval", okDispatcher(func(c *DispatcherConfig) { c.AckInterval = -time.Millisecond })},
-		{"dispatcher negative lease", okDispatcher(func(c *DispatcherConfig) { c.Lease = -time.Second })},
-		{"dispatcher owner too long", okDispatcher(func(c *DispatcherConfig) { c.Owner = strings.Repeat("o", 129) })},
-		{"poller no dispatcher", okPoller(func(c *pollerConfig) { c.Dispatcher = nil })},
-		{"poller negative interval", okPoller(func(c *pollerConfig) { c.Interval = -1 })},
-		{"poller negative batch", okPoller(func(c *pollerConfig) { c.BatchSize = -1 })},
-		{"poller negative skip recent", okPoller(func(c *pollerConfig) { c.SkipRecent = -1 })},
-		{"poller negative max backoff", okPoller(func(c *pollerConfig) { c.MaxBackoff = -1 })},
 		{"purge no purger", okPurge(func(c *PurgeConfig) { c.Purger = nil })},
 		{"purge negative retention", okPurge(func(c *PurgeConfig) { c.Retention = -1 })},
 		{"purge negative batch", okPurge(func(c *PurgeConfig) { c.BatchSize = -1 })},
 		{"purge negative interval", okPurge(func(c *PurgeConfig) { c.Interval = -1 })},
-		{"writer no tx context", okWriter(func(c *WriterConfig) { c.TxContext = nil })},
-		{"writer no store", okWriter(func(c *WriterConfig) { c.Store = nil })},
-		{"writer nil hook", okWriter(func(c *WriterConfig) { c.Hooks = []WriterHook{NopHook{}, nil} })},
+		{"writer nil hook", okWriter(func(c *Config) { c.Hooks = []WriterHook{NopHook{}, nil} })},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -85,10 +50,8 @@ func TestConfigValidation(t *testing.T) {
 	// The unmodified configurations are valid: the failures above come from
 	// the one setting each case changes.
 	for name, f := range map[string]func() error{
-		"dispatcher": okDispatcher(func(*DispatcherConfig) {}),
-		"poller":     okPoller(func(*pollerConfig) {}),
-		"purge":      okPurge(func(*PurgeConfig) {}),
-		"writer":     okWriter(func(*WriterConfig) {}),
+		"purge":  okPurge(func(*PurgeConfig) {}),
+		"writer": okWriter(func(*Config) {}),
 	} {
 		if err := f(); err != nil {
 			t.Errorf("valid %s config rejected: %v", name, err)
@@ -98,11 +61,8 @@ func TestConfigValidation(t *testing.T) {
 
 func TestConfigDefaults(t *testing.T) {
 	st := newMemStore()
-	d, err := NewDispatcher(DispatcherConfig{Store: st, Registry: &Registry{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := d.cfg
+	c := withDefaults(Config{Store: st, TxContext: fakeTxContext{}})
+	d := newDispatcher(c, &Registry{})
 	if c.Workers != DefaultWorkers || c.HotQueueSize != DefaultQueueSize || c.ColdQueueSize != DefaultColdQueueSize ||
 		c.MaxAttempts != DefaultMaxAttempts || c.DrainTimeout != DefaultDrainTimeout ||
 		c.AckBatchSize != DefaultAckBatchSize || c.AckInterval != DefaultAckInterval || c.Lease != DefaultLease || c.ListenerTimeout != DefaultListenerTimeout {
@@ -121,13 +81,8 @@ func TestConfigDefaults(t *testing.T) {
 	if _, ok := c.RetryPolicy.(*ExponentialBackoff); !ok {
 		t.Errorf("default retry policy = %T", c.RetryPolicy)
 	}
-
-	p, err := newPoller(pollerConfig{Dispatcher: d})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p.cfg.Interval != 5*time.Second || p.cfg.BatchSize != 50 || p.cfg.MaxBackoff != time.Minute {
-		t.Errorf("poller defaults = %+v", p.cfg)
+	if c.PollInterval != 5*time.Second || c.PollBatchSize != 50 || c.MaxPollBackoff != time.Minute {
+		t.Errorf("poller defaults = %v, %d, %v", c.PollInterval, c.PollBatchSize, c.MaxPollBackoff)
 	}
 
 	s, err := NewPurgeScheduler(PurgeConfig{Purger: st})
@@ -201,8 +156,8 @@ func TestClientAssembly(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.Owner() != "node-1" || c.d.cfg.Lease != time.Minute || c.d.cfg.Workers != 3 || cap(c.d.hot) != 5 || cap(c.d.cold) != 7 ||
-		c.d.cfg.MaxAttempts != 2 || c.poller.cfg.Interval != 100*time.Millisecond ||
-		c.poller.cfg.BatchSize != 9 || c.poller.cfg.SkipRecent != time.Second || c.poller.cfg.MaxBackoff != 2*time.Second ||
+		c.d.cfg.MaxAttempts != 2 || c.poller.cfg.PollInterval != 100*time.Millisecond ||
+		c.poller.cfg.PollBatchSize != 9 || c.poller.cfg.SkipRecent != time.Second || c.poller.cfg.MaxPollBackoff != 2*time.Second ||
 		c.purge.cfg.Retention != time.Hour || c.purge.cfg.Interval != time.Minute || c.purge.cfg.BatchSize != 11 {
 		t.Errorf("settings did not reach the parts: dispatcher %+v, poller %+v, purge %+v", c.d.cfg, c.poller.cfg, c.purge.cfg)
 	}

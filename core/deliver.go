@@ -2,7 +2,6 @@ package outbox
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"runtime/debug"
 	"time"
@@ -22,12 +21,12 @@ type delivery struct {
 // begin starts q's delivery, which must end in its deadline: past it the
 // claim is no longer renewed, so that a listener that ignores its context
 // and hangs loses the event to a take-over.
-func (d *Dispatcher) begin(q queued, deadline time.Time) delivery {
+func (d *dispatcher) begin(q queued, deadline time.Time) delivery {
 	dl := delivery{q: q, attempt: q.attempts + 1, count: true}
 	if q.charged {
 		dl.attempt, dl.count = q.attempts, false
 	}
-	d.holds.start(q.hold, deadline)
+	d.claims.delivering(q.hold, deadline)
 	if !q.created.IsZero() {
 		d.metrics.CommitToDelivery(labelsOf(q.env), utcNow(d.clock).Sub(q.created))
 	}
@@ -43,7 +42,7 @@ func (dl delivery) context(ctx context.Context) context.Context {
 
 // deliver runs one event through interceptors and its listener l (nil:
 // unroutable) in a context of to, and records the outcome.
-func (d *Dispatcher) deliver(to *timeouts, q queued, l Listener) {
+func (d *dispatcher) deliver(to *timeouts, q queued, l Listener) {
 	dl := d.begin(q, utcNow(d.clock).Add(d.cfg.ListenerTimeout))
 	ctx := to.start(dl.attempt)
 	// A listener that returns an error after its timeout failed (its
@@ -62,13 +61,13 @@ func (d *Dispatcher) deliver(to *timeouts, q queued, l Listener) {
 // call is dispatch without interceptors: it runs q's listener l (nil: no
 // listener routes it), turning panics into errors, with no closure that
 // outlives the call (nothing of the delivery is allocated for it).
-func (d *Dispatcher) call(ctx context.Context, q *queued, l Listener) error {
+func (d *dispatcher) call(ctx context.Context, q *queued, l Listener) error {
 	return guard(func() error { return d.invoke(ctx, q, l) })
 }
 
 // handler returns the call of q's listener l for dispatch (nil: no
 // listener routes q).
-func (d *Dispatcher) handler(q queued, l Listener) func(context.Context) error {
+func (d *dispatcher) handler(q queued, l Listener) func(context.Context) error {
 	if l == nil {
 		return nil
 	}
@@ -77,7 +76,7 @@ func (d *Dispatcher) handler(q queued, l Listener) func(context.Context) error {
 
 // invoke runs q's listener l: the subscribers a fan-out owes, each
 // counted, or the listener itself.
-func (d *Dispatcher) invoke(ctx context.Context, q *queued, l Listener) error {
+func (d *dispatcher) invoke(ctx context.Context, q *queued, l Listener) error {
 	switch l := l.(type) {
 	case nil:
 		return unroutable(q.env)
@@ -90,7 +89,7 @@ func (d *Dispatcher) invoke(ctx context.Context, q *queued, l Listener) error {
 
 // runFanOut runs the subscribers of l that q owes, each counted. It takes
 // a copy of q: the counting closure would move invoke's q to the heap.
-func (d *Dispatcher) runFanOut(ctx context.Context, q queued, l *fanOut) error {
+func (d *dispatcher) runFanOut(ctx context.Context, q queued, l *fanOut) error {
 	return l.run(ctx, q.env, q.subscribers, func(name string, err error) {
 		d.metrics.SubscriberRun(labelsOf(q.env), name, err == nil)
 	})
@@ -101,127 +100,32 @@ func unroutable(e Envelope) error {
 	return fmt.Errorf("%w: (%s, %s)", ErrUnroutable, e.AggregateType(), e.Type())
 }
 
-// settle records the outcome of a delivery whose dispatch returned err.
-// ctx is the dispatcher's: cancelled, Close cut the delivery off.
-func (d *Dispatcher) settle(ctx context.Context, dl delivery, err error) {
-	q, e := dl.q, dl.q.env
-	attempt, count := dl.attempt, dl.count
-	d.metrics.ListenerDuration(labelsOf(e), time.Since(dl.started))
-	if err == nil {
-		d.metrics.Delivered(labelsOf(e))
-		d.acks <- q.hold // released once the ack is written
-		return
-	}
-	// Let go of the event before its outcome is stored: once it is, a
-	// claim may hand the event (pending again) right back to this process,
-	// and it must be taken then, not turned away as still held.
-	d.finish(q.hold)
-	now := utcNow(d.clock)
-	// A fan-out owes the subscribers that failed from now on.
-	subs := subscribersAfter(err, q.subscribers)
-	var ra *RetryAfterError
-	switch {
-	case ctx.Err() != nil:
-		// Cut off by Close: not the listener's failure. Give the row back.
-		d.record(ctx, e, "release", func(ctx context.Context) (bool, error) {
-			n, err := d.cfg.Store.Release(ctx, d.owner, []string{e.ID()})
-			return n > 0, err
-		})
-	case errors.Is(err, ErrUnroutable):
-		d.metrics.Dead(labelsOf(e))
-		d.log.Error("outbox: event has no listener, moved to DEAD", eventAttrs(e), "aggregate_type", e.AggregateType())
-		d.record(ctx, e, "dead", func(ctx context.Context) (bool, error) {
-			return d.cfg.Store.MarkDead(ctx, Outcome{Owner: d.owner, ID: e.ID(), At: now, Error: err.Error(), Subscribers: subs})
-		})
-		d.deadEnds(e)
-	case errors.As(err, &ra):
-		d.log.Debug("outbox: listener asked for a retry", eventAttrs(e), "delay", ra.Delay)
-		d.record(ctx, e, "retry", func(ctx context.Context) (bool, error) {
-			return d.cfg.Store.MarkRetry(ctx, Outcome{Owner: d.owner, ID: e.ID(), At: now.Add(ra.Delay), Error: TruncateError(err.Error()), Subscribers: subs})
-		})
-	case attempt >= d.cfg.MaxAttempts:
-		d.metrics.Dead(labelsOf(e))
-		d.log.Error("outbox: event failed its last attempt, moved to DEAD", eventAttrs(e), "attempts", attempt, "error", err)
-		d.record(ctx, e, "dead", func(ctx context.Context) (bool, error) {
-			return d.cfg.Store.MarkDead(ctx, Outcome{Owner: d.owner, ID: e.ID(), At: now, Error: TruncateError(err.Error()), CountAttempt: count, Subscribers: subs})
-		})
-		d.deadEnds(e)
-	default:
-		d.metrics.Failed(labelsOf(e))
-		delay := d.cfg.RetryPolicy.Delay(attempt)
-		d.log.Warn("outbox: delivery failed, will retry", eventAttrs(e), "attempts", attempt, "retry_in", delay, "error", err)
-		d.record(ctx, e, "retry", func(ctx context.Context) (bool, error) {
-			return d.cfg.Store.MarkRetry(ctx, Outcome{Owner: d.owner, ID: e.ID(), At: now.Add(delay), Error: TruncateError(err.Error()), CountAttempt: count, Subscribers: subs})
-		})
-	}
-	if e.Ordered() {
-		// Its key waits for it again (a retry is due later), or goes on: a
-		// poll sees which, and claims the next head of its key if it may.
-		d.wakePoller()
-	}
+// settle hands the outcome of a delivery whose dispatch returned err to
+// claims, which stores it. ctx is the worker's: cancelled, Close cut the
+// delivery off, and the row is given back (not the listener's failure).
+func (d *dispatcher) settle(ctx context.Context, dl delivery, err error) {
+	q := dl.q
+	d.metrics.ListenerDuration(labelsOf(q.env), time.Since(dl.started))
+	d.claims.settle(ctx, q.hold, q.env, d.outcome(ctx, dl, err))
 }
 
-// deadEnds reports an ordered event that went DEAD: under DeadBlocksKey
-// the later events of its key wait for it from now on.
-func (d *Dispatcher) deadEnds(e Envelope) {
-	if !e.Ordered() || d.cfg.DeadPolicy != DeadBlocksKey {
-		return
+// outcome is what the delivery dl that returned err comes to: released if
+// Close cut it off, otherwise what claims.decide says. A fan-out owes the
+// subscribers that failed from now on.
+func (d *dispatcher) outcome(ctx context.Context, dl delivery, err error) outcome {
+	if err != nil && ctx.Err() != nil {
+		return released()
 	}
-	d.metrics.KeyBlocked()
-	d.log.Error("outbox: ordering key blocked by a DEAD event: its later events wait until it is replayed or skipped (Client.Dead)",
-		"ordering_key", e.OrderingKey(), eventAttrs(e))
-}
-
-// record writes a RETRY, DEAD or release outcome, retrying database errors.
-// It runs even while stopping hard, so an outcome already decided is not
-// thrown away.
-func (d *Dispatcher) record(ctx context.Context, e Envelope, what string, update func(context.Context) (bool, error)) {
-	var changed bool
-	err := storeRetry(ctx, func(ctx context.Context) (err error) {
-		changed, err = update(ctx)
-		return err
-	})
-	switch {
-	case err != nil:
-		d.log.Error("outbox: could not record delivery outcome; the event will be delivered again", eventAttrs(e), "outcome", what, "error", err)
-	case !changed:
-		d.metrics.StaleUpdates(1)
-		d.log.Warn("outbox: claim was taken over, outcome not recorded", eventAttrs(e), "outcome", what)
+	var subs []string
+	if err != nil {
+		subs = subscribersAfter(err, dl.q.subscribers)
 	}
-}
-
-// Outcome writes ride out short database outages (a failover, a cut
-// connection): a few attempts with growing pauses, about 1.5s in all.
-const (
-	storeAttempts   = 5
-	storeFirstPause = 50 * time.Millisecond
-)
-
-// storeRetry runs op until it succeeds, storeAttempts times at most, each
-// attempt bounded by releaseTimeoutOnStop. It keeps going after ctx is
-// cancelled: an outcome already decided should be stored.
-func storeRetry(ctx context.Context, op func(context.Context) error) error {
-	ctx = context.WithoutCancel(ctx)
-	var err error
-	pause := storeFirstPause
-	for attempt := range storeAttempts {
-		if attempt > 0 {
-			time.Sleep(pause)
-			pause *= 2
-		}
-		actx, cancel := context.WithTimeout(ctx, releaseTimeoutOnStop)
-		err = op(actx)
-		cancel()
-		if err == nil {
-			return nil
-		}
-	}
-	return err
+	return d.claims.decide(dl.attempt, dl.count, err, subs)
 }
 
 // dispatch runs interceptors and handle, the listener's call (nil: no
 // listener routes e), turning panics into errors.
-func (d *Dispatcher) dispatch(ctx context.Context, e Envelope, handle func(context.Context) error) (err error) {
+func (d *dispatcher) dispatch(ctx context.Context, e Envelope, handle func(context.Context) error) (err error) {
 	ran, err := d.before(ctx, e)
 	defer func() { d.after(ctx, e, ran, err) }()
 	if err != nil {
@@ -244,7 +148,7 @@ func (d *Dispatcher) dispatch(ctx context.Context, e Envelope, handle func(conte
 // before runs the interceptors' Before hooks in order, up to the first
 // that fails; ran is how many interceptors it reached, whose After hooks
 // run.
-func (d *Dispatcher) before(ctx context.Context, e Envelope) (ran int, err error) {
+func (d *dispatcher) before(ctx context.Context, e Envelope) (ran int, err error) {
 	for _, ic := range d.cfg.Interceptors {
 		ran++
 		if ic.Before != nil {
@@ -258,7 +162,7 @@ func (d *Dispatcher) before(ctx context.Context, e Envelope) (ran int, err error
 
 // after runs the After hooks of the first ran interceptors, in reverse
 // order, with the dispatch's error.
-func (d *Dispatcher) after(ctx context.Context, e Envelope, ran int, err error) {
+func (d *dispatcher) after(ctx context.Context, e Envelope, ran int, err error) {
 	ics := d.cfg.Interceptors
 	for i := ran - 1; i >= 0; i-- {
 		if after := ics[i].After; after != nil {

@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// Dispatcher defaults (the reference specification's values, except the cold
+// dispatcher defaults (the reference specification's values, except the cold
 // queue's size).
 const (
 	DefaultWorkers = 4
@@ -43,104 +43,34 @@ const (
 	suspectLaneAttempts      = 2   // attempts after which a taken-over event runs alone
 )
 
-// DispatcherConfig configures a Dispatcher. Zero values take the documented
-// defaults; negative values are errors.
-type DispatcherConfig struct {
-	// Store records delivery outcomes (required).
-	Store Store
-	// Registry routes events to listeners (required).
-	Registry *Registry
-	// Owner identifies this dispatcher in claims; default NewOwnerID().
-	// It must be unique per process start.
-	Owner string
-	// Workers is the number of concurrent deliveries (default 4).
-	Workers int
-	// HotQueueSize and ColdQueueSize bound the queues (defaults 1000 and
-	// 4000).
-	HotQueueSize  int
-	ColdQueueSize int
-	// MaxAttempts is the number of failed deliveries after which an event is
-	// DEAD (default 10).
-	MaxAttempts int
-	// RetryPolicy spaces retries (default &ExponentialBackoff{}).
-	RetryPolicy RetryPolicy
-	// Interceptors run around every delivery.
-	Interceptors []Interceptor
-	// DrainTimeout bounds how long Close delivers what is queued (default 5s).
-	DrainTimeout time.Duration
-	// Lease is how long a claim protects a row from other instances
-	// without being renewed (default 15s). A heartbeat renews the claims of
-	// every event the dispatcher holds (queued, or delivering within its
-	// ListenerTimeout) every Lease/3, in one batched update: a crashed
-	// instance's events are taken over about one Lease after the crash,
-	// however long listeners run. The dispatcher does not start an event
-	// whose claim was last renewed more than Lease ago (renewals failed: it
-	// may have been claimed elsewhere).
-	Lease time.Duration
-	// ListenerTimeout bounds one delivery (default 30s): the listener's
-	// context carries the deadline and ends then with
-	// context.DeadlineExceeded, and the error it returns counts as a
-	// failed attempt. A listener that ignores its context and does not
-	// return keeps its worker, but its claim is no longer renewed: the
-	// event is taken over about one Lease later and its attempt counted.
-	ListenerTimeout time.Duration
-	// AckBatchSize and AckInterval bound the batching of DONE updates:
-	// a batch is written when it is full or AckInterval after its first id
-	// (defaults 256 and 5ms). A crash before the write means redelivery.
-	AckBatchSize int
-	AckInterval  time.Duration
-	// ListenerBatchSize bounds how many events a worker hands to a
-	// BatchListener at once (default DefaultListenerBatchSize). A worker
-	// that takes an event routed to a BatchListener also takes the events
-	// queued behind it (hot and cold, as it would one by one) that route
-	// to the same listener, without waiting for more, and hands them over
-	// in one HandleBatch; the first event it takes that routes elsewhere
-	// ends the batch and is delivered right after it. Each event's outcome
-	// is its own. 1 switches batching off: every event goes to Handle.
-	ListenerBatchSize int
-	// Ordered claims ordered events (see Config.Ordered) only as the first
-	// of their key that is not DONE, and wakes the poller when one ends, so
-	// that the next event of its key goes out at once. DeadPolicy says what
-	// an ordered event that ends in DEAD does to its key (default
-	// DeadBlocksKey).
-	Ordered    bool
-	DeadPolicy DeadPolicy
-	// Metrics, Logger and Clock default to no-op metrics, slog.Default() and SystemClock.
-	Metrics Metrics
-	Logger  *slog.Logger
-	Clock   Clock
-}
-
-// Dispatcher delivers events to listeners with a fixed pool of workers fed
-// by two bounded queues: hot (from the Writer, right after commit) and cold
+// dispatcher delivers events to listeners with a fixed pool of workers fed
+// by two bounded queues: hot (from the writer, right after commit) and cold
 // (from the poller), drained 2:1 so neither starves. A full queue never
 // blocks or fails a writer: the event stays in the table for the poller.
 //
 // The work is spread over files by job: this one holds the configuration,
-// the queues and the lifecycle; deliver.go runs listeners and records their
-// outcomes; batch.go forms the batches of a BatchListener; acks.go batches DONE updates; hotpath.go takes committed events
-// from the Writer.
-type Dispatcher struct {
-	cfg     DispatcherConfig
-	owner   string
-	log     *slog.Logger
-	metrics Metrics
-	clock   Clock
-	holds   *holds
+// the queues and the lifecycle; deliver.go runs listeners and turns their
+// results into outcomes; batch.go forms the batches of a BatchListener;
+// hotpath.go takes committed events from the writer. Every Store call of a
+// claim, and the holds, are claims' (claims.go).
+type dispatcher struct {
+	cfg      Config
+	registry *Registry
+	owner    string
+	log      *slog.Logger
+	metrics  Metrics
+	clock    Clock
+	// claims makes every Store call of this dispatcher's claims and keeps
+	// the holds of the events it is responsible for.
+	claims *claims
 
 	hot, cold chan queued
 	turn      atomic.Uint32
-	acks      chan *hold         // deliveries that succeeded, for ackLoop
-	flushNow  chan chan struct{} // see flushAcksNow
 	// suspects holds events taken over again and again (a suspect that
 	// has used suspectLaneAttempts): one goroutine delivers them one at a
 	// time. Others run on the workers: a SIGKILL of a healthy process
 	// leaves many first-time suspects, and they must not queue up here.
 	suspects chan queued
-	// wake tells the poller that events wait in the table for its next
-	// poll: the hot path refused them, or an ordered event ended and the
-	// next of its key may go out.
-	wake chan struct{}
 
 	mu       sync.RWMutex // guards closed against concurrent enqueues
 	closed   bool
@@ -149,7 +79,6 @@ type Dispatcher struct {
 	runCtx   context.Context
 	cancel   context.CancelFunc
 	workers  sync.WaitGroup
-	ackDone  chan struct{}
 	closeErr error
 	once     sync.Once
 }
@@ -181,55 +110,21 @@ func NewOwnerID() string {
 	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
 }
 
-// NewDispatcher validates cfg and returns a Dispatcher; call Start to run it.
-func NewDispatcher(cfg DispatcherConfig) (*Dispatcher, error) {
-	if cfg.Store == nil || cfg.Registry == nil {
-		return nil, configErr("dispatcher needs a Store and a Registry")
-	}
-	for name, v := range map[string]int{"Workers": cfg.Workers, "HotQueueSize": cfg.HotQueueSize, "ColdQueueSize": cfg.ColdQueueSize, "MaxAttempts": cfg.MaxAttempts, "AckBatchSize": cfg.AckBatchSize, "ListenerBatchSize": cfg.ListenerBatchSize} {
-		if v < 0 {
-			return nil, configErr("dispatcher %s must not be negative, got %d", name, v)
-		}
-	}
-	if cfg.DrainTimeout < 0 || cfg.AckInterval < 0 || cfg.Lease < 0 || cfg.ListenerTimeout < 0 {
-		return nil, configErr("dispatcher durations must not be negative")
-	}
-	if cfg.DeadPolicy != DeadBlocksKey && cfg.DeadPolicy != DeadSkipsKey {
-		return nil, configErr("unknown dead policy %d", int(cfg.DeadPolicy))
-	}
-	if len(cfg.Owner) > maxOwnerLen {
-		return nil, configErr("dispatcher owner id longer than %d characters", maxOwnerLen)
-	}
-	setDefault(&cfg.Workers, DefaultWorkers)
-	setDefault(&cfg.HotQueueSize, DefaultQueueSize)
-	setDefault(&cfg.ColdQueueSize, DefaultColdQueueSize)
-	setDefault(&cfg.MaxAttempts, DefaultMaxAttempts)
-	setDefault(&cfg.AckBatchSize, DefaultAckBatchSize)
-	setDefault(&cfg.ListenerBatchSize, DefaultListenerBatchSize)
-	setDefault(&cfg.DrainTimeout, DefaultDrainTimeout)
-	setDefault(&cfg.AckInterval, DefaultAckInterval)
-	setDefault(&cfg.Lease, DefaultLease)
-	setDefault(&cfg.ListenerTimeout, DefaultListenerTimeout)
-	if cfg.Owner == "" {
-		cfg.Owner = NewOwnerID()
-	}
-	if cfg.RetryPolicy == nil {
-		cfg.RetryPolicy = &ExponentialBackoff{}
-	}
-	cfg.Clock = clockOr(cfg.Clock)
-	d := &Dispatcher{
-		cfg: cfg, owner: cfg.Owner, log: loggerOr(cfg.Logger).With("outbox_owner", cfg.Owner),
-		metrics: metricsOr(cfg.Metrics), clock: cfg.Clock, holds: newHolds(),
-		hot: make(chan queued, cfg.HotQueueSize), cold: make(chan queued, cfg.ColdQueueSize),
-		suspects: make(chan queued, suspectQueueSize),
+// newDispatcher returns a dispatcher delivering the events it is given
+// to the listeners of reg, with the settings of cfg (defaults applied, see
+// withDefaults); call Start to run it. Its claims makes every Store call.
+func newDispatcher(cfg Config, reg *Registry) *dispatcher {
+	return &dispatcher{
+		cfg: cfg, registry: reg, owner: cfg.Owner, log: cfg.Logger.With("outbox_owner", cfg.Owner),
+		metrics: cfg.Metrics, clock: cfg.Clock,
 		// Room for as many acks as the queues hold: a worker does not wait
 		// for the ack writer while a DONE update waits for the database
 		// (SQLite's write lock), unless that lasts thousands of deliveries.
-		acks:     make(chan *hold, cfg.HotQueueSize+cfg.ColdQueueSize+suspectQueueSize+cfg.Workers+1),
-		flushNow: make(chan chan struct{}), wake: make(chan struct{}, 1),
-		stopping: make(chan struct{}), ackDone: make(chan struct{}),
+		claims: newClaims(cfg, cfg.HotQueueSize+cfg.ColdQueueSize+suspectQueueSize+cfg.Workers+1),
+		hot:    make(chan queued, cfg.HotQueueSize), cold: make(chan queued, cfg.ColdQueueSize),
+		suspects: make(chan queued, suspectQueueSize),
+		stopping: make(chan struct{}),
 	}
-	return d, nil
 }
 
 func setDefault[T comparable](v *T, def T) {
@@ -240,12 +135,12 @@ func setDefault[T comparable](v *T, def T) {
 }
 
 // Owner returns the owner id this dispatcher claims rows with.
-func (d *Dispatcher) Owner() string { return d.owner }
+func (d *dispatcher) Owner() string { return d.owner }
 
 // Start launches the workers and the ack writer. The goroutines stop on
 // Close; ctx only scopes the values listeners see (its cancellation does not
 // stop the dispatcher).
-func (d *Dispatcher) Start(ctx context.Context) error {
+func (d *dispatcher) Start(ctx context.Context) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
@@ -261,8 +156,11 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 		go d.work()
 	}
 	go d.suspectLane()
-	go d.heartbeat()
-	go d.ackLoop()
+	go func() {
+		defer d.workers.Done()
+		d.claims.heartbeat(d.runCtx, d.stopping)
+	}()
+	go d.claims.ackLoop()
 	return nil
 }
 
@@ -270,7 +168,7 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 // false, without blocking, if the hot queue is full, the dispatcher is
 // closed, or the event is already held in this process; the event then
 // stays in the table for the poller.
-func (d *Dispatcher) enqueueHot(e Envelope, created time.Time) bool {
+func (d *dispatcher) enqueueHot(e Envelope, created time.Time) bool {
 	ok, _ := d.enqueue(d.hot, queued{env: e, created: created}, utcNow(d.clock))
 	if ok {
 		d.metrics.EventEnqueued(labelsOf(e), PathHot)
@@ -281,7 +179,7 @@ func (d *Dispatcher) enqueueHot(e Envelope, created time.Time) bool {
 // enqueueCold queues an event claimed by the poller. It returns false if the
 // cold queue is full or the dispatcher is closed. An event already held in
 // this process is not queued twice but reported as accepted.
-func (d *Dispatcher) enqueueCold(r Record) bool {
+func (d *dispatcher) enqueueCold(r Record) bool {
 	claimed := r.LockedAt
 	if claimed.IsZero() {
 		claimed = utcNow(d.clock)
@@ -305,40 +203,21 @@ func (d *Dispatcher) enqueueCold(r Record) bool {
 }
 
 // enqueue holds item's event, claimed at claimed, and queues it without
-// blocking. held reports that the event was already held (see acquire), in
-// which case nothing is queued.
-func (d *Dispatcher) enqueue(q chan queued, item queued, claimed time.Time) (ok, held bool) {
-	item.hold = d.acquire(item.env.ID(), claimed)
+// blocking. held reports that the event was already held (see
+// holds.acquire), in which case nothing is queued.
+func (d *dispatcher) enqueue(q chan queued, item queued, claimed time.Time) (ok, held bool) {
+	item.hold = d.claims.hold(item.env, claimed)
 	if item.hold == nil {
 		return false, true
 	}
-	item.hold.ordered = item.env.Ordered()
 	if !d.send(q, item) {
-		d.holds.release(item.hold)
+		d.claims.letGo(item.hold)
 		return false, false
 	}
 	return true, false
 }
 
-// acquire holds id for delivery unless it is held already.
-func (d *Dispatcher) acquire(id string, claimed time.Time) *hold {
-	hd, ok := d.holds.acquire(id, claimed, utcNow(d.clock))
-	if !ok {
-		return nil
-	}
-	return hd
-}
-
-// finish releases holds whose outcome is stored. A claim can give such an
-// event out again only once it is pending and unclaimed (a retry) or its
-// claim expired, so its next delivery is never a stale one.
-func (d *Dispatcher) finish(hs ...*hold) {
-	for _, hd := range hs {
-		d.holds.release(hd)
-	}
-}
-
-func (d *Dispatcher) send(q chan queued, item queued) bool {
+func (d *dispatcher) send(q chan queued, item queued) bool {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
 	if d.closed || !d.started {
@@ -352,23 +231,24 @@ func (d *Dispatcher) send(q chan queued, item queued) bool {
 	}
 }
 
-// coldCapacity returns how many more events the cold queue accepts now.
-func (d *Dispatcher) coldCapacity() int {
+// room returns how many more events the cold queue accepts now (none
+// while the dispatcher is not running), and its size.
+func (d *dispatcher) room() (free, size int) {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
 	if d.closed || !d.started {
-		return 0
+		return 0, cap(d.cold)
 	}
-	return cap(d.cold) - len(d.cold)
+	return cap(d.cold) - len(d.cold), cap(d.cold)
 }
 
-// queueDepths returns the current lengths of the hot and cold queues.
-func (d *Dispatcher) queueDepths() (hot, cold int) { return len(d.hot), len(d.cold) }
+// depths returns the current lengths of the hot and cold queues.
+func (d *dispatcher) depths() (hot, cold int) { return len(d.hot), len(d.cold) }
 
 // next takes the next event (see poll), waiting for one. It returns
 // false when the dispatcher is stopping and both queues are empty, or
 // when it is stopping hard.
-func (d *Dispatcher) next() (queued, bool) {
+func (d *dispatcher) next() (queued, bool) {
 	if q, ok := d.poll(); ok || d.runCtx.Err() != nil {
 		return q, ok
 	}
@@ -387,7 +267,7 @@ func (d *Dispatcher) next() (queued, bool) {
 // poll takes the next queued event without waiting, hot twice for every
 // cold one when both have work. It returns false when both queues are
 // empty, or when the dispatcher is stopping hard.
-func (d *Dispatcher) poll() (queued, bool) {
+func (d *dispatcher) poll() (queued, bool) {
 	if d.runCtx.Err() != nil {
 		return queued{}, false
 	}
@@ -413,7 +293,7 @@ func (d *Dispatcher) poll() (queued, bool) {
 // cancels with the dispatcher's: deriving a batch's from the dispatcher's
 // context would make every worker take that context's lock twice per
 // batch.
-func (d *Dispatcher) work() {
+func (d *dispatcher) work() {
 	defer d.workers.Done()
 	ctx, cancel := context.WithCancel(d.runCtx)
 	defer cancel()
@@ -431,69 +311,12 @@ func (d *Dispatcher) work() {
 	}
 }
 
-// takenOver reports whether the claim of r was taken over from an owner
-// that stored no outcome (see ErrClaimExpired).
-func takenOver(r Record) bool { return r.LastError == ErrClaimExpired.Error() }
-
-// expired reports (and lets go of) an event whose claim was last renewed
-// more than a lease ago (the heartbeat failed): another instance may have
-// claimed and delivered it by now. It is left to whoever claims it next
-// (possibly this process's own poller) instead of being delivered twice.
-func (d *Dispatcher) expired(q queued) bool {
-	age := utcNow(d.clock).Sub(d.holds.lastRenewed(q.hold))
-	if age < d.cfg.Lease {
-		return false
-	}
-	d.holds.release(q.hold)
-	d.log.Info("outbox: claim expired while queued, leaving the event to a new claim", eventAttrs(q.env), "unrenewed_for", age)
-	return true
-}
-
-// heartbeat renews the claims of the held events every Lease/3 until
-// Close begins.
-func (d *Dispatcher) heartbeat() {
-	defer d.workers.Done()
-	every := d.cfg.Lease / 3
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-t.C:
-			d.renew(every)
-		case <-d.stopping:
-			return
-		case <-d.runCtx.Done():
-			return
-		}
-	}
-}
-
-// renew renews, in one batched update, the claims of the held events
-// that are queued or delivering within their ListenerTimeout.
-func (d *Dispatcher) renew(timeout time.Duration) {
-	now := utcNow(d.clock)
-	hs := d.holds.renewable(now)
-	if len(hs) == 0 {
-		return
-	}
-	ids := make([]string, len(hs))
-	for i, hd := range hs {
-		ids[i] = hd.id
-	}
-	ctx, cancel := context.WithTimeout(d.runCtx, timeout)
-	defer cancel()
-	n, err := d.cfg.Store.Renew(ctx, d.owner, ids, now)
-	if err != nil {
-		d.log.Warn("outbox: could not renew claims; they are taken over if this lasts a lease", "count", len(ids), "error", err)
-		return
-	}
-	d.holds.renewedAt(hs, now)
-	d.metrics.Renewed(len(ids), n)
-	d.log.Debug("outbox: claims renewed", "held", len(ids), "renewed", n)
-}
+// expired reports (and lets go of) a queued event whose claim lapsed
+// while it waited (see claims.expired).
+func (d *dispatcher) expired(q queued) bool { return d.claims.expired(q.hold, q.env) }
 
 // suspectLane delivers the events of the suspects queue one at a time.
-func (d *Dispatcher) suspectLane() {
+func (d *dispatcher) suspectLane() {
 	defer d.workers.Done()
 	to := newTimeouts(d.runCtx, d.cfg.ListenerTimeout)
 	defer to.close()
@@ -517,23 +340,8 @@ func (d *Dispatcher) suspectLane() {
 // the attempt is counted before the listener starts: if this delivery kills
 // the process too, the event still comes closer to DEAD, and the events
 // delivered before it are not delivered again.
-func (d *Dispatcher) deliverSuspect(to *timeouts, q queued) {
-	id := q.env.ID()
-	d.flushAcksNow()
-	var ok bool
-	err := storeRetry(d.runCtx, func(ctx context.Context) (err error) {
-		ok, err = d.cfg.Store.CountAttempt(ctx, d.owner, id)
-		return err
-	})
-	switch {
-	case err != nil:
-		d.holds.release(q.hold)
-		d.log.Error("outbox: could not count the attempt of a taken-over event; not starting it", eventAttrs(q.env), "error", err)
-		return
-	case !ok:
-		d.holds.release(q.hold)
-		d.metrics.StaleUpdates(1)
-		d.log.Warn("outbox: claim was taken over before delivery, not starting it", eventAttrs(q.env))
+func (d *dispatcher) deliverSuspect(to *timeouts, q queued) {
+	if !d.claims.countAttempt(d.runCtx, q.hold, q.env) {
 		return
 	}
 	q.attempts, q.charged = q.attempts+1, true
@@ -544,12 +352,12 @@ func (d *Dispatcher) deliverSuspect(to *timeouts, q queued) {
 // up to DrainTimeout (or until ctx ends), then cancels the listeners' context
 // and waits for the workers. Events still queued are released so any poller
 // can claim them at once; pending acks are written. Close is idempotent.
-func (d *Dispatcher) Close(ctx context.Context) error {
+func (d *dispatcher) Close(ctx context.Context) error {
 	d.once.Do(func() { d.closeErr = d.close(ctx) })
 	return d.closeErr
 }
 
-func (d *Dispatcher) close(ctx context.Context) error {
+func (d *dispatcher) close(ctx context.Context) error {
 	d.mu.Lock()
 	d.closed = true
 	started := d.started
@@ -585,14 +393,13 @@ func (d *Dispatcher) close(ctx context.Context) error {
 		}
 	}
 	d.releaseQueued(ctx)
-	close(d.acks)
-	<-d.ackDone
+	d.claims.closeAcks()
 	return err
 }
 
 // releaseQueued drops this owner's claim on events that were queued but not
 // delivered, so they need not wait for the lease to expire.
-func (d *Dispatcher) releaseQueued(ctx context.Context) {
+func (d *dispatcher) releaseQueued(ctx context.Context) {
 	var ids []string
 	for _, q := range []chan queued{d.hot, d.cold, d.suspects} {
 	drain:
@@ -600,7 +407,7 @@ func (d *Dispatcher) releaseQueued(ctx context.Context) {
 			select {
 			case item := <-q:
 				ids = append(ids, item.env.ID())
-				d.holds.release(item.hold)
+				d.claims.letGo(item.hold)
 			default:
 				break drain
 			}
@@ -609,9 +416,7 @@ func (d *Dispatcher) releaseQueued(ctx context.Context) {
 	if len(ids) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeoutOnStop)
-	defer cancel()
-	if _, err := d.cfg.Store.Release(ctx, d.owner, ids); err != nil {
+	if err := d.claims.release(ctx, ids); err != nil {
 		d.log.Warn("outbox: could not release undelivered events; they are claimable again when their lease expires", "count", len(ids), "error", err)
 		return
 	}

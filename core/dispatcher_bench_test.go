@@ -13,7 +13,7 @@ import (
 // to a listener that does nothing and acknowledged (in an in-memory store,
 // so the cost is the dispatcher's, not a database's).
 func BenchmarkColdDelivery(b *testing.B) {
-	h := newHarness(b, func(c *DispatcherConfig) { c.Workers, c.Logger = DefaultWorkers, slog.New(slog.DiscardHandler) })
+	h := newHarness(b, func(c *Config) { c.Workers, c.Logger = DefaultWorkers, slog.New(slog.DiscardHandler) })
 	var delivered atomic.Int64
 	if err := h.reg.Handle(EventName("Bench"), ListenerFunc(func(context.Context, Envelope) error {
 		delivered.Add(1)
@@ -47,7 +47,7 @@ func BenchmarkColdDelivery(b *testing.B) {
 	// The last listener returned; its ack follows.
 	last := events[b.N-1].ID()
 	for h.st.get(last).Status != StatusDone {
-		h.d.flushAcksNow()
+		h.d.claims.flushAcksNow()
 	}
 	b.StopTimer()
 }

@@ -25,17 +25,18 @@ type harness struct {
 	reg     *Registry
 	clk     *stepClock
 	metrics *countingMetrics
-	d       *Dispatcher
-	w       *Writer
+	cfg     Config // the dispatcher's and the writer's, defaults applied
+	d       *dispatcher
+	w       *writer
 	log     *syncBuffer
 }
 
-func newHarness(t testing.TB, mut func(*DispatcherConfig)) *harness {
+func newHarness(t testing.TB, mut func(*Config)) *harness {
 	t.Helper()
 	logger, buf := bufferLogger()
 	h := &harness{st: newMemStore(), reg: &Registry{}, clk: newStepClock(), metrics: &countingMetrics{}, log: buf}
-	cfg := DispatcherConfig{
-		Store: h.st, Registry: h.reg, Workers: 2, MaxAttempts: 3,
+	cfg := Config{
+		Store: h.st, TxContext: fakeTxContext{}, Workers: 2, MaxAttempts: 3,
 		RetryPolicy: RetryPolicyFunc(func(int) time.Duration { return time.Minute }),
 		AckInterval: time.Millisecond, DrainTimeout: time.Second,
 		Metrics: h.metrics, Logger: logger, Clock: h.clk,
@@ -43,13 +44,10 @@ func newHarness(t testing.TB, mut func(*DispatcherConfig)) *harness {
 	if mut != nil {
 		mut(&cfg)
 	}
-	d, err := NewDispatcher(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.d = d
-	h.w, err = NewWriter(WriterConfig{TxContext: fakeTxContext{}, Store: h.st, Dispatcher: d, Clock: h.clk, Logger: logger})
-	if err != nil {
+	h.cfg = withDefaults(cfg)
+	h.d = newDispatcher(h.cfg, h.reg)
+	var err error
+	if h.w, err = newWriter(h.cfg, h.d); err != nil {
 		t.Fatal(err)
 	}
 	return h
@@ -154,7 +152,7 @@ func TestDispatcherOutcomes(t *testing.T) {
 				t.Errorf("HotEnqueued = %d, want 1", h.metrics.get("HotEnqueued"))
 			}
 			// The event is no longer held in this process.
-			waitFor(t, "hold release", func() bool { return h.d.holds.len() == 0 })
+			waitFor(t, "hold release", func() bool { return h.d.claims.held.len() == 0 })
 		})
 	}
 }
@@ -209,7 +207,7 @@ func TestDispatcherInterceptors(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			trace = nil
-			h := newHarness(t, func(c *DispatcherConfig) { c.Interceptors = tc.ics; c.Workers = 1 })
+			h := newHarness(t, func(c *Config) { c.Interceptors = tc.ics; c.Workers = 1 })
 			_ = h.reg.Handle(EventName("E"), func(context.Context, Envelope) error { add("listener"); return nil })
 			h.start(t)
 			ids := h.commit(t, evt("E"))
@@ -245,7 +243,7 @@ func TestDispatcherStaleOutcomeIsCounted(t *testing.T) {
 }
 
 func TestDispatcherHotQueueFull(t *testing.T) {
-	h := newHarness(t, func(c *DispatcherConfig) { c.Workers = 1; c.HotQueueSize = 1 })
+	h := newHarness(t, func(c *Config) { c.Workers = 1; c.HotQueueSize = 1 })
 	started, unblock := make(chan struct{}, 10), make(chan struct{})
 	_ = h.reg.Handle(EventName("E"), func(context.Context, Envelope) error {
 		started <- struct{}{}
@@ -257,11 +255,11 @@ func TestDispatcherHotQueueFull(t *testing.T) {
 	if h.d.enqueueHot(evt("E"), time.Time{}) {
 		t.Error("enqueueHot accepted before Start")
 	}
-	if h.d.coldCapacity() != 0 {
-		t.Error("coldCapacity > 0 before Start")
+	if free, _ := h.d.room(); free != 0 {
+		t.Error("cold queue room > 0 before Start")
 	}
-	if owner := h.d.claimOwner(nil); owner != "" {
-		t.Errorf("dispatcher claims as %q before Start", owner)
+	if h.d.takesHot(nil) {
+		t.Error("dispatcher takes hot events before Start")
 	}
 	ctx, tx := withTx(context.Background())
 	early, _ := h.w.Write(ctx, evt("E"))
@@ -274,8 +272,8 @@ func TestDispatcherHotQueueFull(t *testing.T) {
 	}
 
 	h.start(t)
-	if owner := h.d.claimOwner(nil); owner != h.d.Owner() {
-		t.Errorf("running dispatcher claims as %q, want %q", owner, h.d.Owner())
+	if !h.d.takesHot(nil) {
+		t.Error("running dispatcher does not take hot events")
 	}
 	a := h.commit(t, evt("E"))
 	<-started // the worker holds a; the queue is empty again
@@ -284,7 +282,7 @@ func TestDispatcherHotQueueFull(t *testing.T) {
 	if h.metrics.get("HotDropped") != 1 {
 		t.Errorf("HotDropped = %d, want 1", h.metrics.get("HotDropped"))
 	}
-	if hot, _ := h.d.queueDepths(); hot != 1 {
+	if hot, _ := h.d.depths(); hot != 1 {
 		t.Errorf("hot depth = %d, want 1", hot)
 	}
 	if r := h.st.get(c[0]); r.Status != StatusNew || r.LockedBy != "" {
@@ -312,7 +310,7 @@ func TestDispatcherHotQueueFull(t *testing.T) {
 }
 
 func TestDispatcherCloseReleasesQueued(t *testing.T) {
-	h := newHarness(t, func(c *DispatcherConfig) { c.Workers = 1; c.DrainTimeout = 20 * time.Millisecond })
+	h := newHarness(t, func(c *Config) { c.Workers = 1; c.DrainTimeout = 20 * time.Millisecond })
 	started := make(chan struct{}, 10)
 	_ = h.reg.Handle(EventName("E"), func(ctx context.Context, _ Envelope) error {
 		started <- struct{}{}
@@ -337,13 +335,13 @@ func TestDispatcherCloseReleasesQueued(t *testing.T) {
 	if h.d.enqueueHot(evt("E"), time.Time{}) || h.d.enqueueCold(Record{Envelope: evt("E")}) {
 		t.Error("closed dispatcher accepted an event")
 	}
-	if owner := h.d.claimOwner(nil); owner != "" {
-		t.Errorf("closed dispatcher still claims as %q", owner)
+	if h.d.takesHot(nil) {
+		t.Error("closed dispatcher still takes hot events")
 	}
 }
 
 func TestDispatcherCloseDrains(t *testing.T) {
-	h := newHarness(t, func(c *DispatcherConfig) { c.Workers = 1; c.AckInterval = time.Hour; c.AckBatchSize = 1000 })
+	h := newHarness(t, func(c *Config) { c.Workers = 1; c.AckInterval = time.Hour; c.AckBatchSize = 1000 })
 	_ = h.reg.Handle(EventName("E"), func(context.Context, Envelope) error { time.Sleep(time.Millisecond); return nil })
 	if err := h.d.Start(context.Background()); err != nil {
 		t.Fatal(err)

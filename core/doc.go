@@ -95,9 +95,9 @@
 //     events and events the full hot queue refused wait for a poller in
 //     another process.
 //
-// The parts a Client assembles (Writer, Dispatcher, poller,
-// PurgeScheduler, DeadEvents) can be built one by one for unusual setups;
-// the Client wires them in the right order and is what applications use.
+// A Client assembles its parts (a writer, a dispatcher with its workers,
+// a poller, a PurgeScheduler and DeadEvents) from its Config: they are not
+// built one by one. docs/design.md maps the package for maintainers.
 //
 // # Packages
 //

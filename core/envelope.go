@@ -146,9 +146,9 @@ func (e Envelope) OrderingKey() string {
 }
 
 // Ordered reports whether the event is stored with its OrderingKey and so
-// delivered in order with the other events of that key: the Writer of a
+// delivered in order with the other events of that key: the writer of a
 // Client with Config.Ordered marks the events it writes that have a key
-// (the Writer of a Client without it unmarks them), WithOrderingKey marks
+// (the writer of a Client without it unmarks them), WithOrderingKey marks
 // its event, and an event read back from the table is ordered if it was
 // stored so. Stores keep the key of ordered events only.
 func (e Envelope) Ordered() bool { return e.ordered && e.OrderingKey() != "" }

@@ -6,15 +6,16 @@ import (
 	"time"
 )
 
-// claimOwner returns the owner id the Writer inserts events claimed by,
-// or "" while the dispatcher is not running or its hot queue is full: the
-// rows are then left unclaimed for any poller (and, with a full queue,
-// counted as dropped from the hot path).
-func (d *Dispatcher) claimOwner(events []Envelope) string {
+// takesHot reports whether the hot path takes events now, so that the
+// writer inserts them claimed by this process: not while the dispatcher is
+// not running or its hot queue is full. The rows are then left unclaimed
+// for any poller (and, with a full queue, counted as dropped from the hot
+// path).
+func (d *dispatcher) takesHot(events []Envelope) bool {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
 	if !d.started || d.closed {
-		return ""
+		return false
 	}
 	if len(d.hot) == cap(d.hot) {
 		for _, e := range events {
@@ -22,20 +23,20 @@ func (d *Dispatcher) claimOwner(events []Envelope) string {
 				d.metrics.EventDropped(labelsOf(e))
 			}
 		}
-		d.wakePoller()
-		return ""
+		d.claims.wakePoller()
+		return false
 	}
-	return d.owner
+	return true
 }
 
-// afterCommit hands the events the Writer inserted claimed by this
+// afterCommit hands the events the writer inserted claimed by this
 // dispatcher for its hot path to the hot queue; delayed events were not
 // claimed and are left to the poller. An event the queue refuses (it
 // filled up since the insert, or the dispatcher has closed) is released at
 // once, so that any poller can claim it, and so are the ordered events the
-// Writer inserted claimed although they wait for an earlier event of
+// writer inserted claimed although they wait for an earlier event of
 // their key (release).
-func (d *Dispatcher) afterCommit(hot []Envelope, release []string, created time.Time) {
+func (d *dispatcher) afterCommit(hot []Envelope, release []string, created time.Time) {
 	for _, e := range hot {
 		if e.Delayed() {
 			continue
@@ -57,20 +58,10 @@ func (d *Dispatcher) afterCommit(hot []Envelope, release []string, created time.
 		runtime.Gosched()
 		return
 	}
-	defer d.wakePoller()
+	defer d.claims.wakePoller()
 	d.log.Debug("outbox: releasing committed events to the poller (hot queue full, or waiting for their ordering key)", "count", len(release))
-	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeoutOnStop)
-	defer cancel()
-	if _, err := d.cfg.Store.Release(ctx, d.owner, release); err != nil {
+	if err := d.claims.release(context.Background(), release); err != nil {
 		d.log.Warn("outbox: could not release committed events for the poller; they are claimable again when their lease expires",
 			"count", len(release), "error", err)
-	}
-}
-
-// wakePoller asks the poller to poll soon: the hot path left events to it.
-func (d *Dispatcher) wakePoller() {
-	select {
-	case d.wake <- struct{}{}:
-	default:
 	}
 }

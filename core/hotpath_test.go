@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// TestHotPathClosedBetweenInsertAndCommit: rows the Writer inserted claimed
+// TestHotPathClosedBetweenInsertAndCommit: rows the writer inserted claimed
 // by a dispatcher that closed before the transaction committed are
 // released at commit, so that any poller takes them at once rather than
 // after the lease.

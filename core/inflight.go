@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// holds are the events a Dispatcher is responsible for, from the moment
+// holds are the events a dispatcher is responsible for, from the moment
 // one is queued until its outcome is stored. A hold keeps an event from
 // being delivered twice at once in the process, and the heartbeat renews
 // the claims of the held events whose delivery has not outlived its

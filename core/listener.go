@@ -18,7 +18,7 @@ type Listener interface {
 // such as a broker sink that publishes them asynchronously and waits for
 // their acknowledgements together. The dispatcher hands a worker's event
 // to HandleBatch together with the events queued right behind it that
-// route to the same listener (up to DispatcherConfig.ListenerBatchSize),
+// route to the same listener (up to Config.ListenerBatchSize),
 // and to Handle when it is alone.
 //
 // HandleBatch returns one result per event, in the order of events: nil

@@ -5,8 +5,19 @@ import "time"
 // Metrics receives the framework's counters, observations and gauges. The
 // framework calls it from many goroutines at once: implementations must be
 // safe for concurrent use, and fast (they run on the write and delivery
-// paths). Embed NopMetrics to implement only some of the methods (and stay
-// compatible when methods are added).
+// paths).
+//
+// Metrics grows: a release may add a method. Every implementation embeds
+// NopMetrics, which the interface requires (its unexported method is
+// NopMetrics's), so that a method added later does nothing until the
+// implementation overrides it, and no implementation stops compiling:
+//
+//	type myMetrics struct {
+//		outbox.NopMetrics // the methods this type does not override
+//		delivered atomic.Int64
+//	}
+//
+//	func (m *myMetrics) Delivered(outbox.EventLabels) { m.delivered.Add(1) }
 //
 // Counters and observations about events carry the event's EventLabels:
 // its type (Envelope.Type) and its tenant (Envelope.TenantID), where there
@@ -68,6 +79,10 @@ type Metrics interface {
 	// Backlog reports the state of the table, sampled by the Client every
 	// Config.MetricsInterval.
 	Backlog(b Backlog)
+
+	// embedsNopMetrics is NopMetrics's: implementations embed it (see
+	// above).
+	embedsNopMetrics()
 }
 
 // EventLabels are what a counter or an observation about events knows of
@@ -125,9 +140,12 @@ type Backlog struct {
 	BlockedKeys int64
 }
 
-// NopMetrics implements Metrics doing nothing. Embed it in partial
-// implementations.
+// NopMetrics implements Metrics doing nothing. Every implementation of
+// Metrics embeds it: the methods it does not override, and those added to
+// Metrics later, do nothing.
 type NopMetrics struct{}
+
+func (NopMetrics) embedsNopMetrics() {}
 
 // EventsWritten does nothing.
 func (NopMetrics) EventsWritten(EventLabels, int) {}

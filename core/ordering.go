@@ -63,7 +63,7 @@ func orderedKeys(events []Envelope) []string {
 // of their key is pending in the table. The others it inserted claimed are
 // released after commit (released), for the poller, which claims them in
 // their key's order. With nothing hot, the write is inserted unclaimed.
-func (w *Writer) hotSplit(ctx context.Context, tx Tx, events []Envelope) (hot []Envelope, released []string, claim bool, err error) {
+func (w *writer) hotSplit(ctx context.Context, tx Tx, events []Envelope) (hot []Envelope, released []string, claim bool, err error) {
 	keys := orderedKeys(events)
 	pending := map[string]bool{}
 	if len(keys) > 0 {

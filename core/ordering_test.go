@@ -26,13 +26,13 @@ func TestOrderingKey(t *testing.T) {
 		if e.OrderingKey() != tc.key || e.Ordered() != tc.ordered {
 			t.Errorf("%s: key %q ordered %v, want %q %v", tc.name, e.OrderingKey(), e.Ordered(), tc.key, tc.ordered)
 		}
-		// What a Writer does: an ordered Client marks the events that have a
+		// What a writer does: an ordered Client marks the events that have a
 		// key, an unordered one unmarks all.
 		if on := e.inOrder(true); on.Ordered() != (tc.key != "") {
 			t.Errorf("%s: marked by an ordered Client: ordered %v, want %v", tc.name, on.Ordered(), tc.key != "")
 		}
 		if e.inOrder(false).Ordered() {
-			t.Errorf("%s: still ordered after an unordered Client's Writer", tc.name)
+			t.Errorf("%s: still ordered after an unordered Client's writer", tc.name)
 		}
 	}
 	if _, err := NewEnvelope(EventName("E"), WithJSON([]byte(`{}`)), WithOrderingKey(strings.Repeat("k", MaxOrderingKeyLen+1))); !errors.Is(err, ErrInvalidEnvelope) {
@@ -63,13 +63,7 @@ func TestDeadPolicyIsValidated(t *testing.T) {
 // orderedHarness is a harness whose dispatcher and writer order events.
 func orderedHarness(t *testing.T) *harness {
 	t.Helper()
-	h := newHarness(t, func(c *DispatcherConfig) { c.Ordered = true })
-	var err error
-	h.w, err = NewWriter(WriterConfig{TxContext: fakeTxContext{}, Store: h.st, Dispatcher: h.d, Ordered: true, Clock: h.clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return h
+	return newHarness(t, func(c *Config) { c.Ordered = true })
 }
 
 func keyedEvt(key string) Envelope {
@@ -135,7 +129,7 @@ func TestOrderedWriteFailsWithPendingKeys(t *testing.T) {
 	}
 }
 
-// TestUnorderedWriterStoresNoKeys: a Writer without Ordered unmarks
+// TestUnorderedWriterStoresNoKeys: a writer without Ordered unmarks
 // events that asked for a key, and never asks for pending keys.
 func TestUnorderedWriterStoresNoKeys(t *testing.T) {
 	h := newHarness(t, nil)
@@ -178,13 +172,8 @@ func TestDeadEventsSkip(t *testing.T) {
 // DeadSkipsKey it is not.
 func TestOrderedDeadBlocksIsReported(t *testing.T) {
 	for _, policy := range []DeadPolicy{DeadBlocksKey, DeadSkipsKey} {
-		h := newHarness(t, func(c *DispatcherConfig) { c.Ordered, c.DeadPolicy, c.MaxAttempts = true, policy, 1 })
+		h := newHarness(t, func(c *Config) { c.Ordered, c.DeadPolicy, c.MaxAttempts = true, policy, 1 })
 		_ = h.reg.Handle(EventName("E"), func(context.Context, Envelope) error { return errors.New("boom") })
-		var err error
-		h.w, err = NewWriter(WriterConfig{TxContext: fakeTxContext{}, Store: h.st, Dispatcher: h.d, Ordered: true, Clock: h.clk})
-		if err != nil {
-			t.Fatal(err)
-		}
 		h.start(t)
 		e := keyedEvt("k")
 		h.commit(t, e)

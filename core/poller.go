@@ -3,6 +3,7 @@ package outbox
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
@@ -30,33 +31,18 @@ const (
 	recoveryInterval = time.Second
 )
 
-// pollerConfig configures a poller. Zero values take the documented
-// defaults. The store, lease, clock, logger and metrics are the dispatcher's.
-type pollerConfig struct {
-	// Dispatcher receives the claimed events on its cold queue and lends
-	// the poller its owner id, store and lease (required).
-	Dispatcher *Dispatcher
-	// Interval between polls when there is nothing to do (default 5s).
-	Interval time.Duration
-	// BatchSize is the smallest claim (default 50): the poller waits for
-	// that much room in the cold queue, then claims as much as there is
-	// room for, up to 40 times BatchSize.
-	BatchSize int
-	// SkipRecent leaves events younger than this to the hot path (default 0).
-	SkipRecent time.Duration
-	// MaxBackoff caps the wait between polls after database errors (default 1m).
-	MaxBackoff time.Duration
-}
-
 // poller claims due events that the hot path did not deliver — delayed
 // events, retries, events refused by a full queue, events of crashed
-// instances — and feeds them to the dispatcher's cold queue. Any number of
+// instances — and feeds them to the dispatcher's cold queue. It claims
+// through claims and reads the queue's room through coldQueue. Any number of
 // pollers can run on one table: claims are exclusive, with an owner and a
 // lease. A full batch triggers another poll at once; an idle poll waits
 // Interval; database errors back off exponentially up to MaxBackoff.
 type poller struct {
-	cfg pollerConfig
-	d   *Dispatcher
+	cfg    Config
+	claims *claims
+	queue  coldQueue
+	log    *slog.Logger
 	// backlog wakes the extra claimers: the main loop found a full batch.
 	backlog chan struct{}
 	// reserved is the cold-queue room that claims in flight may fill;
@@ -68,18 +54,27 @@ type poller struct {
 	bg background
 }
 
-// newPoller validates cfg and returns a poller; call Start to run it.
-func newPoller(cfg pollerConfig) (*poller, error) {
-	if cfg.Dispatcher == nil {
-		return nil, configErr("poller needs a Dispatcher")
-	}
-	if cfg.Interval < 0 || cfg.BatchSize < 0 || cfg.SkipRecent < 0 || cfg.MaxBackoff < 0 {
-		return nil, configErr("poller settings must not be negative")
-	}
-	setDefault(&cfg.Interval, DefaultPollInterval)
-	setDefault(&cfg.BatchSize, DefaultPollBatchSize)
-	setDefault(&cfg.MaxBackoff, DefaultMaxPollBackoff)
-	return &poller{cfg: cfg, d: cfg.Dispatcher, backlog: make(chan struct{}, 1)}, nil
+// newPoller returns a poller that claims through c and feeds queue, with
+// the settings of cfg (defaults applied, see withDefaults): PollInterval
+// between polls when there is nothing to do; PollBatchSize, the smallest
+// claim (the poller waits for that much room in the cold queue, then
+// claims as much as there is room for, up to maxClaimGrowth times
+// PollBatchSize); SkipRecent; MaxPollBackoff, the longest wait after
+// database errors. Call Start to run it.
+func newPoller(cfg Config, c *claims, queue coldQueue) *poller {
+	return &poller{cfg: cfg, claims: c, queue: queue, log: cfg.Logger.With("outbox_owner", cfg.Owner), backlog: make(chan struct{}, 1)}
+}
+
+// coldQueue is what a poller feeds: the dispatcher's cold queue.
+type coldQueue interface {
+	// room returns how many more events the queue takes now (none while
+	// the dispatcher is not running) and its size.
+	room() (free, size int)
+	// depths returns the current lengths of the hot and cold queues.
+	depths() (hot, cold int)
+	// enqueueCold queues a claimed event; false if the queue is full or
+	// closing.
+	enqueueCold(r Record) bool
 }
 
 // Start runs the polling loop, and the extra claimers that help it while
@@ -126,21 +121,21 @@ func (p *poller) loop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-timer.C:
-		case <-p.d.wake: // the hot path left events in the table
+		case <-p.claims.wakeups(): // the hot path left events in the table
 			if backoff > 0 {
 				continue // the database is failing: keep backing off
 			}
 			timer.Stop() // Reset below; a stale tick is at worst one more poll
 		}
 		_, more, busy, err := p.poll(ctx)
-		wait := p.cfg.Interval
+		wait := p.cfg.PollInterval
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return
 		case err != nil:
-			backoff = min(max(2*backoff, time.Second), p.cfg.MaxBackoff)
+			backoff = min(max(2*backoff, time.Second), p.cfg.MaxPollBackoff)
 			wait = backoff
-			p.d.log.Error("outbox: poll failed, backing off", "error", err, "retry_in", wait)
+			p.log.Error("outbox: poll failed, backing off", "error", err, "retry_in", wait)
 		case more:
 			backoff, wait = 0, 0
 			select {
@@ -172,9 +167,8 @@ func (p *poller) PollOnce(ctx context.Context) (queued int, more bool, err error
 // run many small claims, each competing with the dispatcher's acks for the
 // database (on SQLite, for its single write lock).
 func (p *poller) poll(ctx context.Context) (queued int, more, busy bool, err error) {
-	d := p.d
-	hot, cold := d.queueDepths()
-	d.metrics.QueueDepths(hot, cold)
+	hot, cold := p.queue.depths()
+	p.cfg.Metrics.QueueDepths(hot, cold)
 	limit, concurrent, ok := p.reserve()
 	if !ok { // always so while the dispatcher is not running
 		// Leave the rows in the table. While the queue holds events, the
@@ -183,22 +177,16 @@ func (p *poller) poll(ctx context.Context) (queued int, more, busy bool, err err
 		return 0, false, cold > 0 || concurrent, nil
 	}
 	defer p.unreserve(limit)
-	now := utcNow(d.clock)
+	now := utcNow(p.cfg.Clock)
 	recover := p.recoveryDue(now)
-	began := time.Now() // the claim's real duration: the monotonic clock
-	recs, err := d.cfg.Store.Claim(ctx, ClaimRequest{
-		Owner: d.owner, Now: now, Lease: d.cfg.Lease, SkipRecent: p.cfg.SkipRecent, Limit: limit,
-		NoRecovery: !recover, Ordered: d.cfg.Ordered, DeadSkips: d.cfg.DeadPolicy == DeadSkipsKey,
-	})
-	if err == nil {
-		d.metrics.Claimed(time.Since(began), len(recs))
-	}
-	if recover && err == nil {
-		p.recovered(now, recs, limit)
-	}
+	got, err := p.claims.claim(ctx, now, limit, p.cfg.SkipRecent, recover)
 	if err != nil {
 		return 0, false, false, fmt.Errorf("outbox: claim: %w", err)
 	}
+	if recover {
+		p.recovered(now, got, limit)
+	}
+	recs := got.recs
 	if len(recs) == 0 {
 		return 0, false, false, nil
 	}
@@ -215,30 +203,7 @@ func (p *poller) poll(ctx context.Context) (queued int, more, busy bool, err err
 		return -1
 	})
 	for i, r := range recs {
-		if r.Err != nil {
-			d.log.Error("outbox: stored event cannot be decoded, moved to DEAD", "event_id", r.ID, "error", r.Err)
-			d.metrics.Dead(EventLabels{}) // its type cannot be read
-			if _, err := d.cfg.Store.MarkDead(ctx, Outcome{Owner: d.owner, ID: r.ID, At: now, Error: TruncateError("decode: " + r.Err.Error()), Subscribers: r.Subscribers}); err != nil {
-				d.log.Error("outbox: could not move undecodable event to DEAD", "event_id", r.ID, "error", err)
-			}
-			continue
-		}
-		if r.Attempts >= d.cfg.MaxAttempts {
-			// Only take-overs reach this here (a failing delivery goes to
-			// DEAD when it stores its last failure): attempts of taken-over
-			// deliveries that stored no outcome either. The listener kills
-			// or hangs its process; do not start it again.
-			d.metrics.Dead(labelsOf(r.Envelope))
-			d.log.Error("outbox: deliveries ended without an outcome too often, moved to DEAD", eventAttrs(r.Envelope), "attempts", r.Attempts)
-			msg := fmt.Sprintf("%s (%d attempts used, the last ones without an outcome: does the listener kill or hang its process?)", ErrClaimExpired, r.Attempts)
-			if _, err := d.cfg.Store.MarkDead(ctx, Outcome{Owner: d.owner, ID: r.ID, At: now, Error: msg, Subscribers: r.Subscribers}); err != nil {
-				d.log.Error("outbox: could not move the event to DEAD", eventAttrs(r.Envelope), "error", err)
-			} else {
-				d.deadEnds(r.Envelope)
-			}
-			continue
-		}
-		if !d.enqueueCold(r) {
+		if !p.queue.enqueueCold(r) {
 			// Full or closing: give the rest back to every poller.
 			p.release(ctx, recs[i:])
 			return queued, false, true, nil // poll again soon for what was released
@@ -247,7 +212,7 @@ func (p *poller) poll(ctx context.Context) (queued int, more, busy bool, err err
 	}
 	// A claim that came back full suggests more. So does one that ran
 	// beside another claim: rows that one locked were skipped here.
-	return queued, (len(recs) == limit || concurrent) && queued > 0, false, nil
+	return queued, (got.rows == limit || concurrent) && queued > 0, false, nil
 }
 
 // reserve takes cold-queue room for one claim: as much as the queue has
@@ -258,11 +223,12 @@ func (p *poller) poll(ctx context.Context) (queued int, more, busy bool, err err
 func (p *poller) reserve() (limit int, concurrent, ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	room := p.d.coldCapacity() - p.reserved
-	if room < min(p.cfg.BatchSize, cap(p.d.cold)) {
+	free, size := p.queue.room()
+	room := free - p.reserved
+	if room < min(p.cfg.PollBatchSize, size) {
 		return 0, p.reserved > 0, false
 	}
-	limit = min(room, p.cfg.BatchSize*maxClaimGrowth)
+	limit = min(room, p.cfg.PollBatchSize*maxClaimGrowth)
 	concurrent = p.reserved > 0
 	p.reserved += limit
 	return limit, concurrent, true
@@ -283,20 +249,14 @@ func (p *poller) recoveryDue(now time.Time) bool {
 	if now.Before(p.nextRecovery) {
 		return false
 	}
-	p.nextRecovery = now.Add(min(recoveryInterval, p.d.cfg.Lease/4))
+	p.nextRecovery = now.Add(min(recoveryInterval, p.cfg.Lease/4))
 	return true
 }
 
 // recovered notes the outcome of a claim that recovered: a claim filled
 // with taken-over rows means more may have expired, to recover at once.
-func (p *poller) recovered(now time.Time, recs []Record, limit int) {
-	n := 0
-	for _, r := range recs {
-		if takenOver(r) {
-			n++
-		}
-	}
-	if n == limit {
+func (p *poller) recovered(now time.Time, got claimed, limit int) {
+	if got.takenOver == limit {
 		p.mu.Lock()
 		p.nextRecovery = now
 		p.mu.Unlock()
@@ -305,19 +265,15 @@ func (p *poller) recovered(now time.Time, recs []Record, limit int) {
 
 // release drops the claim on recs, which the cold queue refused.
 func (p *poller) release(ctx context.Context, recs []Record) {
-	ids := make([]string, 0, len(recs))
-	for _, r := range recs {
-		if r.Err == nil {
-			ids = append(ids, r.ID)
-		}
+	ids := make([]string, len(recs))
+	for i, r := range recs {
+		ids[i] = r.ID
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeoutOnStop)
-	defer cancel()
-	if _, err := p.d.cfg.Store.Release(ctx, p.d.owner, ids); err != nil {
-		p.d.log.Warn("outbox: could not release events the cold queue refused; they are claimable again when their lease expires", "count", len(ids), "error", err)
+	if err := p.claims.release(ctx, ids); err != nil {
+		p.log.Warn("outbox: could not release events the cold queue refused; they are claimable again when their lease expires", "count", len(ids), "error", err)
 		return
 	}
-	p.d.log.Debug("outbox: cold queue full, released the rest of the claim", "count", len(ids))
+	p.log.Debug("outbox: cold queue full, released the rest of the claim", "count", len(ids))
 }
 
 // Close stops the polling loop and waits for it to exit (or for ctx to end).

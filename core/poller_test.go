@@ -9,17 +9,14 @@ import (
 	"time"
 )
 
-func newTestPoller(t *testing.T, h *harness, mut func(*pollerConfig)) *poller {
+func newTestPoller(t *testing.T, h *harness, mut func(*Config)) *poller {
 	t.Helper()
-	cfg := pollerConfig{Dispatcher: h.d, BatchSize: 10}
+	cfg := h.cfg
+	cfg.PollBatchSize = 10
 	if mut != nil {
 		mut(&cfg)
 	}
-	p, err := newPoller(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return newPoller(cfg, h.d.claims, h.d)
 }
 
 func TestPollOnce(t *testing.T) {
@@ -69,7 +66,7 @@ func TestPollOnceClaimsGrowAndAskForMore(t *testing.T) {
 	h := newHarness(t, nil)
 	_ = h.reg.Handle(EventName("E"), func(context.Context, Envelope) error { return nil })
 	h.start(t)
-	p := newTestPoller(t, h, func(c *pollerConfig) { c.BatchSize = 2 })
+	p := newTestPoller(t, h, func(c *Config) { c.PollBatchSize = 2 })
 	for range 2*maxClaimGrowth + 3 {
 		e := evt("E")
 		h.st.put(Record{ID: e.ID(), Envelope: e, Status: StatusNew, CreatedAt: h.clk.Now(), AvailableAt: h.clk.Now()})
@@ -86,7 +83,7 @@ func TestPollerLoop(t *testing.T) {
 	h := newHarness(t, nil)
 	_ = h.reg.Handle(EventName("E"), func(context.Context, Envelope) error { return nil })
 	h.start(t)
-	p := newTestPoller(t, h, func(c *pollerConfig) { c.Interval = 5 * time.Millisecond })
+	p := newTestPoller(t, h, func(c *Config) { c.PollInterval = 5 * time.Millisecond })
 	if err := p.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -111,11 +108,11 @@ func TestPollerLoop(t *testing.T) {
 
 func TestPollWaitsForRoomForAFullBatch(t *testing.T) {
 	release := make(chan struct{})
-	h := newHarness(t, func(c *DispatcherConfig) { c.Workers, c.ColdQueueSize = 1, 4 })
+	h := newHarness(t, func(c *Config) { c.Workers, c.ColdQueueSize = 1, 4 })
 	_ = h.reg.Handle(EventName("E"), func(context.Context, Envelope) error { <-release; return nil })
 	h.start(t)
 	defer close(release)
-	p := newTestPoller(t, h, func(c *pollerConfig) { c.BatchSize = 3 })
+	p := newTestPoller(t, h, func(c *Config) { c.PollBatchSize = 3 })
 	for range 10 {
 		e := evt("E")
 		h.st.put(Record{ID: e.ID(), Envelope: e, Status: StatusNew, CreatedAt: h.clk.Now(), AvailableAt: h.clk.Now()})
@@ -127,7 +124,7 @@ func TestPollWaitsForRoomForAFullBatch(t *testing.T) {
 	// for one, not for a batch of three. The poller claims nothing and asks
 	// to be called again soon.
 	deadline := time.Now().Add(5 * time.Second)
-	for h.d.coldCapacity() != 1 && time.Now().Before(deadline) {
+	for free, _ := h.d.room(); free != 1 && time.Now().Before(deadline); free, _ = h.d.room() {
 		time.Sleep(time.Millisecond)
 	}
 	claims := h.st.callCount("Claim")
@@ -142,7 +139,7 @@ func TestPollWaitsForRoomForAFullBatch(t *testing.T) {
 // deliver it, not turn it away as still held by the failed delivery —
 // which would leave it claimed, undelivered, until its lease ran out.
 func TestRetryReclaimedAtOnceIsDelivered(t *testing.T) {
-	h := newHarness(t, func(c *DispatcherConfig) {
+	h := newHarness(t, func(c *Config) {
 		c.RetryPolicy = RetryPolicyFunc(func(int) time.Duration { return 0 })
 	})
 	var calls int
@@ -181,9 +178,9 @@ func TestRetryReclaimedAtOnceIsDelivered(t *testing.T) {
 // TestPollerReservesRoomForClaimsInFlight: claims in flight never take
 // more than the cold queue has room for, together.
 func TestPollerReservesRoomForClaimsInFlight(t *testing.T) {
-	h := newHarness(t, func(c *DispatcherConfig) { c.ColdQueueSize = 5000 })
+	h := newHarness(t, func(c *Config) { c.ColdQueueSize = 5000 })
 	h.start(t)
-	p := newTestPoller(t, h, func(c *pollerConfig) { c.BatchSize = 50 })
+	p := newTestPoller(t, h, func(c *Config) { c.PollBatchSize = 50 })
 	var got []int
 	for {
 		n, _, ok := p.reserve()

@@ -253,7 +253,7 @@ type Store interface {
 	Skip(ctx context.Context, ids []string, now time.Time, note string) (int64, error)
 	// PendingKeys returns which of keys have a stored ordered event that is
 	// not DONE (NEW, RETRY, claimed or DEAD), as the transaction tx sees the
-	// table (its own inserts included): the Writer of an ordered Client
+	// table (its own inserts included): the writer of an ordered Client
 	// claims an event at insert, for its hot path, only if nothing of its
 	// key is pending ahead of it.
 	PendingKeys(ctx context.Context, tx Tx, keys []string) ([]string, error)

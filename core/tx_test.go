@@ -8,7 +8,7 @@ import (
 
 // The transaction callbacks themselves (once, in order, savepoint-aware,
 // panics recovered) are package outboxtx's Scope and are tested there.
-// safeCall is how the Writer runs its hooks' callbacks.
+// safeCall is how the writer runs its hooks' callbacks.
 
 func TestSafeCallRecoversAndLogsPanics(t *testing.T) {
 	logger, buf := bufferLogger()

@@ -10,13 +10,13 @@ import (
 // crockford is the Crockford base32 alphabet used by ULIDs.
 const crockford = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
-// ULIDGenerator produces monotonic ULIDs: 26-character, lexicographically
+// ulidGenerator produces monotonic ULIDs: 26-character, lexicographically
 // sortable identifiers made of a 48-bit millisecond timestamp and 80 bits of
 // randomness. Within one millisecond (or if the clock steps backwards) the
 // random part is incremented, so ids from one generator are strictly
 // increasing. It is safe for concurrent use. The zero value is not usable;
-// call NewULIDGenerator.
-type ULIDGenerator struct {
+// call newULIDGenerator.
+type ulidGenerator struct {
 	mu     sync.Mutex
 	clock  Clock
 	lastMS uint64
@@ -24,21 +24,21 @@ type ULIDGenerator struct {
 	lo     uint64 // low 64 bits of the random part
 }
 
-// NewULIDGenerator returns a generator reading time from clock (SystemClock if nil).
-func NewULIDGenerator(clock Clock) *ULIDGenerator {
+// newULIDGenerator returns a generator reading time from clock (SystemClock if nil).
+func newULIDGenerator(clock Clock) *ulidGenerator {
 	if clock == nil {
 		clock = SystemClock
 	}
-	return &ULIDGenerator{clock: clock}
+	return &ulidGenerator{clock: clock}
 }
 
-var defaultULIDs = NewULIDGenerator(nil)
+var defaultULIDs = newULIDGenerator(nil)
 
 // NewULID returns a new monotonic ULID from the process-wide generator.
 func NewULID() string { return defaultULIDs.New() }
 
 // New returns the next ULID.
-func (g *ULIDGenerator) New() string {
+func (g *ulidGenerator) New() string {
 	ms := uint64(g.clock.Now().UnixMilli())
 	g.mu.Lock()
 	if ms <= g.lastMS {
@@ -61,7 +61,7 @@ func (g *ULIDGenerator) New() string {
 }
 
 // reseed draws fresh randomness, leaving headroom so increments rarely overflow.
-func (g *ULIDGenerator) reseed() {
+func (g *ulidGenerator) reseed() {
 	var b [10]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		panic("outbox: crypto/rand failed: " + err.Error())

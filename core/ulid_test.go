@@ -38,7 +38,7 @@ func fixedClock(t time.Time) Clock { return ClockFunc(func() time.Time { return 
 
 func TestULIDMonotonicWithinOneMillisecond(t *testing.T) {
 	at := time.Date(2024, 5, 6, 7, 8, 9, 123_000_000, time.UTC)
-	g := NewULIDGenerator(fixedClock(at))
+	g := newULIDGenerator(fixedClock(at))
 	prev := g.New()
 	checkULIDShape(t, prev)
 	for i := 1; i < 100_000; i++ {
@@ -57,7 +57,7 @@ func TestULIDMonotonicWhenClockGoesBackwards(t *testing.T) {
 	base := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
 	var mu sync.Mutex
 	now := base
-	g := NewULIDGenerator(ClockFunc(func() time.Time { mu.Lock(); defer mu.Unlock(); return now }))
+	g := newULIDGenerator(ClockFunc(func() time.Time { mu.Lock(); defer mu.Unlock(); return now }))
 	set := func(t time.Time) { mu.Lock(); now = t; mu.Unlock() }
 
 	a := g.New()
@@ -79,7 +79,7 @@ func TestULIDMonotonicWhenClockGoesBackwards(t *testing.T) {
 
 func TestULIDRandomOverflowMovesToNextMillisecond(t *testing.T) {
 	at := time.UnixMilli(1_700_000_000_000).UTC()
-	g := NewULIDGenerator(fixedClock(at))
+	g := newULIDGenerator(fixedClock(at))
 	first := g.New()
 	g.mu.Lock()
 	g.hi, g.lo = 0xffff, ^uint64(0) // the next increment overflows 80 bits
@@ -97,7 +97,7 @@ func TestULIDRandomOverflowMovesToNextMillisecond(t *testing.T) {
 }
 
 func TestULIDConcurrentUnique(t *testing.T) {
-	g := NewULIDGenerator(nil)
+	g := newULIDGenerator(nil)
 	const goroutines, each = 16, 5000
 	results := make([][]string, goroutines)
 	var wg sync.WaitGroup
@@ -135,7 +135,7 @@ func TestULIDTimeRoundTrip(t *testing.T) {
 		time.Date(2024, 2, 29, 23, 59, 59, 999_000_000, time.UTC),
 		time.UnixMilli(1<<48 - 1).UTC(), // the largest ULID time
 	} {
-		id := NewULIDGenerator(fixedClock(at)).New()
+		id := newULIDGenerator(fixedClock(at)).New()
 		checkULIDShape(t, id)
 		got, ok := ULIDTime(id)
 		if !ok || !got.Equal(at) || got.Location() != time.UTC {
@@ -144,7 +144,7 @@ func TestULIDTimeRoundTrip(t *testing.T) {
 	}
 	// A non-UTC clock gives the same instant back, in UTC.
 	jst := time.Date(2024, 1, 1, 9, 0, 0, 0, time.FixedZone("JST", 9*3600))
-	got, ok := ULIDTime(NewULIDGenerator(fixedClock(jst)).New())
+	got, ok := ULIDTime(newULIDGenerator(fixedClock(jst)).New())
 	if !ok || !got.Equal(jst) {
 		t.Errorf("ULIDTime = %v, %v; want %v", got, ok, jst)
 	}

@@ -6,7 +6,7 @@ import (
 	"log/slog"
 )
 
-// WriterHook observes and shapes what a Writer writes. Embed NopHook to
+// WriterHook observes and shapes what a writer writes. Embed NopHook to
 // implement only the methods you need.
 //
 // Lifecycle: BeforeWrite (may transform or suppress) → insert → AfterWrite →
@@ -41,40 +41,13 @@ func (NopHook) AfterCommit([]Envelope) {}
 // AfterRollback does nothing.
 func (NopHook) AfterRollback([]Envelope) {}
 
-// WriterConfig configures a Writer.
-type WriterConfig struct {
-	// TxContext finds the caller's transaction (required).
-	TxContext TxContext
-	// Store inserts the rows (required).
-	Store Store
-	// Dispatcher, if set, delivers committed events in this process right
-	// after commit (the hot path): the rows are inserted already claimed by
-	// its owner id, so no other instance's poller takes them. Leave it nil
-	// for poller-only, writer-only or CDC setups.
-	Dispatcher *Dispatcher
-	// Hooks shape writes and observe commits, in order. They cannot turn
-	// the hot path off: it is wired through Dispatcher, not through a hook.
-	Hooks []WriterHook
-	// Ordered stores the ordering key of the events that have one (see
-	// Config.Ordered); without it every event is stored unordered. With a
-	// Dispatcher, an ordered event takes the hot path only if nothing of
-	// its key is pending ahead of it (one Store.PendingKeys query per
-	// write); the others are left to the poller.
-	Ordered bool
-	// Clock stamps created_at (default SystemClock).
-	Clock Clock
-	// Logger receives hook failures (default slog.Default()).
-	Logger *slog.Logger
-	// Metrics counts the events of committed writes (default no-op).
-	Metrics Metrics
-}
-
-// Writer writes events into the outbox inside the caller's transaction.
+// writer writes events into the outbox inside the caller's transaction.
 // It is safe for concurrent use.
-type Writer struct {
+type writer struct {
 	tx      TxContext
 	store   Store
-	hot     *Dispatcher
+	claims  *claims // inserts the rows, claimed for hot or not
+	hot     *dispatcher
 	hooks   []WriterHook
 	ordered bool
 	clock   Clock
@@ -82,18 +55,30 @@ type Writer struct {
 	metrics Metrics
 }
 
-// NewWriter returns a Writer. It fails if TxContext or Store is missing.
-func NewWriter(cfg WriterConfig) (*Writer, error) {
-	if cfg.TxContext == nil || cfg.Store == nil {
-		return nil, configErr("writer needs a TxContext and a Store")
-	}
+// newWriter returns a writer with the settings of cfg (defaults applied,
+// see withDefaults): cfg.TxContext finds the caller's transaction,
+// cfg.Hooks shape writes and observe commits, and cfg.Ordered stores the
+// ordering keys. hot, if not nil, delivers committed events in this
+// process right after commit (the hot path): the rows are inserted
+// already claimed by its owner, so no other instance's poller takes them;
+// an ordered event takes the hot path only if nothing of its key is
+// pending ahead of it (one Store.PendingKeys query per write). Hooks
+// cannot turn the hot path off: it is wired through hot, not through a
+// hook. It fails if a hook is nil.
+func newWriter(cfg Config, hot *dispatcher) (*writer, error) {
 	for i, h := range cfg.Hooks {
 		if h == nil {
 			return nil, configErr("writer hook %d is nil", i)
 		}
 	}
-	return &Writer{tx: cfg.TxContext, store: cfg.Store, hot: cfg.Dispatcher, hooks: append([]WriterHook(nil), cfg.Hooks...),
-		ordered: cfg.Ordered, clock: clockOr(cfg.Clock), logger: loggerOr(cfg.Logger), metrics: metricsOr(cfg.Metrics)}, nil
+	w := &writer{tx: cfg.TxContext, store: cfg.Store, hot: hot, hooks: append([]WriterHook(nil), cfg.Hooks...),
+		ordered: cfg.Ordered, clock: cfg.Clock, logger: cfg.Logger, metrics: cfg.Metrics}
+	if hot != nil {
+		w.claims = hot.claims
+	} else {
+		w.claims = newClaims(cfg, 0) // inserts unclaimed only
+	}
+	return w, nil
 }
 
 // Write inserts events into the outbox in the transaction carried by ctx and
@@ -101,7 +86,7 @@ func NewWriter(cfg WriterConfig) (*Writer, error) {
 // transaction in ctx it fails with an error wrapping ErrNoTransaction and
 // writes nothing. After commit the hot path and the hooks are told once for
 // the batch.
-func (w *Writer) Write(ctx context.Context, events ...Envelope) ([]string, error) {
+func (w *writer) Write(ctx context.Context, events ...Envelope) ([]string, error) {
 	tx, err := w.tx.Current(ctx)
 	if err != nil {
 		return nil, err
@@ -129,34 +114,30 @@ func (w *Writer) Write(ctx context.Context, events ...Envelope) ([]string, error
 		marked[i] = e.inOrder(w.ordered)
 	}
 	events = marked
-	owner := ""
-	if w.hot != nil {
-		owner = w.hot.claimOwner(events)
-	}
+	claim := w.hot != nil && w.hot.takesHot(events)
 	var hot []Envelope
 	var released []string
-	if owner != "" {
+	if claim {
 		if w.ordered {
-			var claim bool
 			if hot, released, claim, err = w.hotSplit(ctx, tx, events); err != nil {
 				return nil, err
 			}
 			if !claim {
-				owner, released = "", nil // nothing for the hot path: insert unclaimed
+				released = nil // nothing for the hot path: insert unclaimed
 			}
 		} else {
 			hot = events
 		}
 	}
 	now := utcNow(w.clock)
-	if err := w.store.Insert(ctx, tx, now, owner, events); err != nil {
+	if err := w.claims.insert(ctx, tx, now, claim, events); err != nil {
 		return nil, fmt.Errorf("outbox: write %d event(s): %w", len(events), err)
 	}
 	ids := make([]string, len(events))
 	for i, e := range events {
 		ids[i] = e.ID()
 	}
-	if owner != "" {
+	if claim {
 		d := w.hot
 		tx.AfterCommit(func() { d.afterCommit(hot, released, now) })
 	}

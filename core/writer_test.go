@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// recordingHook records the calls a Writer makes and can transform or fail.
+// recordingHook records the calls a writer makes and can transform or fail.
 type recordingHook struct {
 	mu         sync.Mutex
 	calls      []string
@@ -52,14 +52,14 @@ func (h *recordingHook) trace() string {
 	return strings.Join(h.calls, ",")
 }
 
-func newTestWriter(t *testing.T, st *memStore, hook WriterHook) (*Writer, *syncBuffer) {
+func newTestWriter(t *testing.T, st *memStore, hook WriterHook) (*writer, *syncBuffer) {
 	t.Helper()
 	logger, buf := bufferLogger()
 	var hooks []WriterHook
 	if hook != nil {
 		hooks = append(hooks, hook)
 	}
-	w, err := NewWriter(WriterConfig{TxContext: fakeTxContext{}, Store: st, Hooks: hooks, Logger: logger, Clock: newStepClock()})
+	w, err := newWriter(withDefaults(Config{Store: st, TxContext: fakeTxContext{}, Hooks: hooks, Logger: logger, Clock: newStepClock()}), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +221,7 @@ func TestWriterHooksChainInOrder(t *testing.T) {
 		second := tracingHook{name: "second", trace: &trace, mu: &mu,
 			before: func(es []Envelope) []Envelope { return append(es, evt("Last")) }}
 		st := newMemStore()
-		w, err := NewWriter(WriterConfig{TxContext: fakeTxContext{}, Store: st, Hooks: []WriterHook{first, second}})
+		w, err := newWriter(withDefaults(Config{Store: st, TxContext: fakeTxContext{}, Hooks: []WriterHook{first, second}}), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -255,9 +255,9 @@ func TestWriterHooksChainInOrder(t *testing.T) {
 }
 
 // TestWriterHooksCannotTurnOffClaimAtInsert: with a running dispatcher the
-// Writer inserts its rows claimed by the dispatcher's owner and hands them
+// writer inserts its rows claimed by the dispatcher's owner and hands them
 // to the hot path, whatever the hooks do: the hot path is wired through
-// WriterConfig.Dispatcher, not through a hook.
+// newWriter's hot, not through a hook.
 func TestWriterHooksCannotTurnOffClaimAtInsert(t *testing.T) {
 	h := newHarness(t, nil)
 	delivered := make(chan string, 4)
@@ -270,8 +270,9 @@ func TestWriterHooksCannotTurnOffClaimAtInsert(t *testing.T) {
 		}
 		return out, nil
 	}}
-	w, err := NewWriter(WriterConfig{TxContext: fakeTxContext{}, Store: h.st, Dispatcher: h.d,
-		Hooks: []WriterHook{NopHook{}, replace, NopHook{}}, Clock: h.clk})
+	cfg := h.cfg
+	cfg.Hooks = []WriterHook{NopHook{}, replace, NopHook{}}
+	w, err := newWriter(cfg, h.d)
 	if err != nil {
 		t.Fatal(err)
 	}

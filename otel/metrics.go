@@ -46,6 +46,8 @@ type MetricsOptions struct {
 // docs/observability.md). Durations are in seconds. It is safe for
 // concurrent use.
 type Metrics struct {
+	outbox.NopMetrics // what Metrics gains later does nothing here until it is implemented
+
 	written, enqueued, dropped, delivered, failed, dead metric.Int64Counter
 	subscriberRuns                                      metric.Int64Counter
 	stale, heartbeats, renewed, keyBlocked              metric.Int64Counter

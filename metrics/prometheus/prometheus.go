@@ -68,8 +68,9 @@ type Options struct {
 // itself a prometheus.Collector, registered by New. Give it to one
 // Client's Config.Metrics. It is safe for concurrent use.
 type Metrics struct {
-	reg    prom.Registerer
-	tenant bool // Options.TenantLabel
+	outbox.NopMetrics // what Metrics gains later does nothing here until it is implemented
+	reg               prom.Registerer
+	tenant            bool // Options.TenantLabel
 
 	written, enqueued, dropped, delivered, failed, dead *prom.CounterVec
 	subscriberRuns                                      *prom.CounterVec

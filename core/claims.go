@@ -1,0 +1,497 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// claims owns the life of this process's claims: every Store call that
+// makes, keeps or ends a claim, and the in-process holds. A claimed row
+// goes claimed (the hot path's insert, or a poller's Claim) → held
+// (queued in this process) → renewed (the heartbeat) → settled (DONE in
+// batches; RETRY and DEAD one by one, fenced by the owner) or released
+// (given back unfinished). The code that runs listeners hands claims an
+// outcome and writes nothing itself; the producer (the queues, the
+// workers and the poller) asks claims and reads no state of its own about
+// a claim. DEAD is decided in one place: decide.
+//
+// The batching of DONE updates is in acks.go; the hold table in
+// inflight.go.
+type claims struct {
+	store       Store
+	owner       string
+	lease       time.Duration
+	maxAttempts int
+	retry       RetryPolicy
+	ordered     bool
+	deadPolicy  DeadPolicy
+	ackBatch    int
+	ackInterval time.Duration
+	log         *slog.Logger
+	metrics     Metrics
+	clock       Clock
+	held        *holds
+
+	acks     chan *hold         // deliveries that succeeded, for ackLoop
+	flushNow chan chan struct{} // see flushAcksNow
+	ackDone  chan struct{}      // closed when ackLoop returns
+	// wake tells the poller that events wait in the table for its next
+	// poll: the hot path refused them, or an ordered event ended and the
+	// next of its key may go out.
+	wake chan struct{}
+}
+
+// newClaims returns the claims of the owner cfg.Owner, with the settings
+// of cfg (defaults applied, see withDefaults). ackRoom is how many
+// acknowledgements may wait for the ack writer.
+func newClaims(cfg Config, ackRoom int) *claims {
+	return &claims{
+		store: cfg.Store, owner: cfg.Owner, lease: cfg.Lease, maxAttempts: cfg.MaxAttempts, retry: cfg.RetryPolicy,
+		ordered: cfg.Ordered, deadPolicy: cfg.DeadPolicy, ackBatch: cfg.AckBatchSize, ackInterval: cfg.AckInterval,
+		log: cfg.Logger.With("outbox_owner", cfg.Owner), metrics: cfg.Metrics, clock: cfg.Clock,
+		held: newHolds(), acks: make(chan *hold, ackRoom), flushNow: make(chan chan struct{}),
+		ackDone: make(chan struct{}), wake: make(chan struct{}, 1),
+	}
+}
+
+// insert adds events in the caller's transaction tx at now: claimed by
+// this owner when claimed is set (the hot path owns its rows; the store
+// leaves delayed events unclaimed), unclaimed for any poller otherwise.
+func (c *claims) insert(ctx context.Context, tx Tx, now time.Time, claimed bool, events []Envelope) error {
+	owner := ""
+	if claimed {
+		owner = c.owner
+	}
+	return c.store.Insert(ctx, tx, now, owner, events)
+}
+
+// claimed is the result of one claim.
+type claimed struct {
+	// recs are the events to deliver (see admit).
+	recs []Record
+	// rows is how many rows the claim took, takenOver how many of them it
+	// took over from an owner that stored no outcome (ErrClaimExpired).
+	rows, takenOver int
+}
+
+// claim claims up to limit due events (recovering expired claims when
+// recover is set). The events that may not start are settled here: a row
+// that cannot be decoded, and one taken over with its attempts spent (see
+// admit).
+func (c *claims) claim(ctx context.Context, now time.Time, limit int, skipRecent time.Duration, recover bool) (claimed, error) {
+	began := time.Now() // the claim's real duration: the monotonic clock
+	recs, err := c.store.Claim(ctx, ClaimRequest{
+		Owner: c.owner, Now: now, Lease: c.lease, SkipRecent: skipRecent, Limit: limit,
+		NoRecovery: !recover, Ordered: c.ordered, DeadSkips: c.deadPolicy == DeadSkipsKey,
+	})
+	if err != nil {
+		return claimed{}, err
+	}
+	c.metrics.Claimed(time.Since(began), len(recs))
+	out := claimed{rows: len(recs), recs: recs[:0]}
+	for _, r := range recs {
+		if takenOver(r) {
+			out.takenOver++
+		}
+		o, ok := c.admit(r)
+		if ok {
+			out.recs = append(out.recs, r)
+			continue
+		}
+		c.report(r.Envelope, r.ID, o)
+		if _, err := c.mark(ctx, r.ID, o); err != nil {
+			c.log.Error("outbox: could not move the event to DEAD", "event_id", r.ID, "error", err)
+		} else if r.Err == nil {
+			c.deadEnds(r.Envelope)
+		}
+	}
+	return out, nil
+}
+
+// takenOver reports whether the claim of r was taken over from an owner
+// that stored no outcome (see ErrClaimExpired).
+func takenOver(r Record) bool { return r.LastError == ErrClaimExpired.Error() }
+
+// admit vets a claimed record before it is queued: one that cannot be
+// decoded, or one whose attempts are spent (only take-overs get there: a
+// failing delivery is settled DEAD when it stores its last failure, so
+// these attempts ended without an outcome — the listener kills or hangs
+// its process), is not started; decide says what becomes of it.
+func (c *claims) admit(r Record) (outcome, bool) {
+	switch {
+	case r.Err != nil:
+		return c.decide(r.Attempts, false, &undecodableError{err: r.Err}, r.Subscribers), false
+	case c.spent(r.Attempts):
+		return c.decide(r.Attempts, false, fmt.Errorf("%w (%d attempts used, the last ones without an outcome: does the listener kill or hang its process?)",
+			ErrClaimExpired, r.Attempts), r.Subscribers), false
+	}
+	return outcome{}, true
+}
+
+// spent reports whether an event that has used attempt attempts may not
+// be attempted again.
+func (c *claims) spent(attempt int) bool { return attempt >= c.maxAttempts }
+
+// verdict is how a claim ends.
+type verdict uint8
+
+const (
+	settleDone    verdict = iota // DONE, batched (ackLoop)
+	settleRetry                  // pending again at outcome.at
+	settleDead                   // DEAD
+	settleRelease                // given back unfinished: claimable at once, no attempt used
+)
+
+// outcome is what became of a claimed event: the value that delivery
+// hands to claims.settle. Only decide makes a DEAD one.
+type outcome struct {
+	verdict verdict
+	// at is when a retry is due, or when the event went DEAD.
+	at time.Time
+	// err is the failure recorded (nil for DONE and release).
+	err error
+	// delay is a retry's wait (at minus the time of the decision).
+	delay time.Duration
+	// attempt is the attempt that ended; count says the store counts it.
+	attempt int
+	count   bool
+	// subscribers are the subscribers of a fan-out the event still owes.
+	subscribers []string
+}
+
+// released is the outcome of a delivery cut off by Close: not the
+// listener's failure.
+func released() outcome { return outcome{verdict: settleRelease} }
+
+// decide turns the result of attempt number attempt (err: nil for
+// success) into an outcome. count says the attempt is not counted yet;
+// subs are the subscribers the event owes from now on. It is the one
+// place where an event is sent to DEAD: it has no listener or cannot be
+// decoded, or it failed with its attempts spent. A RetryAfter is due
+// after its delay without using the attempt; any other failure is retried
+// after the RetryPolicy's delay.
+func (c *claims) decide(attempt int, count bool, err error, subs []string) outcome {
+	if err == nil {
+		return outcome{verdict: settleDone}
+	}
+	now := utcNow(c.clock)
+	o := outcome{verdict: settleDead, at: now, err: err, attempt: attempt, subscribers: subs}
+	var ra *RetryAfterError
+	var bad *undecodableError
+	switch {
+	case errors.Is(err, ErrUnroutable), errors.As(err, &bad):
+	case errors.As(err, &ra):
+		o.verdict, o.at, o.delay = settleRetry, now.Add(ra.Delay), ra.Delay
+	case c.spent(attempt):
+		o.count = count
+	default:
+		o.delay = c.retry.Delay(attempt)
+		o.verdict, o.at, o.count = settleRetry, now.Add(o.delay), count
+	}
+	return o
+}
+
+// undecodableError is the failure of a stored row that cannot be decoded
+// into an Envelope.
+type undecodableError struct{ err error }
+
+func (e *undecodableError) Error() string { return "decode: " + e.err.Error() }
+func (e *undecodableError) Unwrap() error { return e.err }
+
+// settle stores the outcome o of the delivery of e, held by hd. DONE joins
+// the next acknowledgement batch (the hold is let go once it is written);
+// any other outcome lets go of the hold first (once the outcome is stored,
+// a claim may hand the event, pending again, right back to this process,
+// and it must be taken then, not turned away as still held) and is
+// written at once, fenced, retrying database errors. It runs even while
+// stopping hard (ctx only lends its values), so that an outcome already
+// decided is not thrown away.
+func (c *claims) settle(ctx context.Context, hd *hold, e Envelope, o outcome) {
+	if o.verdict == settleDone {
+		c.metrics.Delivered(labelsOf(e))
+		c.acks <- hd
+		return
+	}
+	c.held.release(hd)
+	c.report(e, e.ID(), o)
+	var changed bool
+	err := storeRetry(ctx, func(ctx context.Context) (err error) {
+		changed, err = c.mark(ctx, e.ID(), o)
+		return err
+	})
+	switch {
+	case err != nil:
+		c.log.Error("outbox: could not record delivery outcome; the event will be delivered again", eventAttrs(e), "outcome", o.verdict.String(), "error", err)
+	case !changed:
+		c.metrics.StaleUpdates(1)
+		c.log.Warn("outbox: claim was taken over, outcome not recorded", eventAttrs(e), "outcome", o.verdict.String())
+	}
+	if o.verdict == settleDead {
+		c.deadEnds(e)
+	}
+	if e.Ordered() {
+		// Its key waits for it again (a retry is due later), or goes on: a
+		// poll sees which, and claims the next head of its key if it may.
+		c.wakePoller()
+	}
+}
+
+// mark writes the fenced RETRY, DEAD or release of event id.
+func (c *claims) mark(ctx context.Context, id string, o outcome) (bool, error) {
+	var text string
+	if o.err != nil {
+		text = TruncateError(o.err.Error())
+	}
+	switch o.verdict {
+	case settleRetry:
+		return c.store.MarkRetry(ctx, Outcome{Owner: c.owner, ID: id, At: o.at, Error: text, CountAttempt: o.count, Subscribers: o.subscribers})
+	case settleDead:
+		return c.store.MarkDead(ctx, Outcome{Owner: c.owner, ID: id, At: o.at, Error: text, CountAttempt: o.count, Subscribers: o.subscribers})
+	case settleRelease:
+		n, err := c.store.Release(ctx, c.owner, []string{id})
+		return n > 0, err
+	}
+	return false, fmt.Errorf("outbox: no store update for outcome %s", o.verdict)
+}
+
+// report counts and logs the outcome o of event e (id: the event id, for
+// a row that cannot be decoded and has no Envelope).
+func (c *claims) report(e Envelope, id string, o outcome) {
+	var ra *RetryAfterError
+	var bad *undecodableError
+	switch {
+	case o.verdict == settleRelease:
+	case o.verdict == settleRetry && errors.As(o.err, &ra):
+		c.log.Debug("outbox: listener asked for a retry", eventAttrs(e), "delay", ra.Delay)
+	case o.verdict == settleRetry:
+		c.metrics.Failed(labelsOf(e))
+		c.log.Warn("outbox: delivery failed, will retry", eventAttrs(e), "attempts", o.attempt, "retry_in", o.delay, "error", o.err)
+	case errors.As(o.err, &bad):
+		c.metrics.Dead(EventLabels{}) // its type cannot be read
+		c.log.Error("outbox: stored event cannot be decoded, moved to DEAD", "event_id", id, "error", bad.err)
+	case errors.Is(o.err, ErrUnroutable):
+		c.metrics.Dead(labelsOf(e))
+		c.log.Error("outbox: event has no listener, moved to DEAD", eventAttrs(e), "aggregate_type", e.AggregateType())
+	case errors.Is(o.err, ErrClaimExpired):
+		c.metrics.Dead(labelsOf(e))
+		c.log.Error("outbox: deliveries ended without an outcome too often, moved to DEAD", eventAttrs(e), "attempts", o.attempt)
+	default:
+		c.metrics.Dead(labelsOf(e))
+		c.log.Error("outbox: event failed its last attempt, moved to DEAD", eventAttrs(e), "attempts", o.attempt, "error", o.err)
+	}
+}
+
+// String returns the verdict's name in logs.
+func (v verdict) String() string {
+	switch v {
+	case settleDone:
+		return "done"
+	case settleRetry:
+		return "retry"
+	case settleDead:
+		return "dead"
+	}
+	return "release"
+}
+
+// deadEnds reports an ordered event that went DEAD: under DeadBlocksKey
+// the later events of its key wait for it from now on.
+func (c *claims) deadEnds(e Envelope) {
+	if !e.Ordered() || c.deadPolicy != DeadBlocksKey {
+		return
+	}
+	c.metrics.KeyBlocked()
+	c.log.Error("outbox: ordering key blocked by a DEAD event: its later events wait until it is replayed or skipped (Client.Dead)",
+		"ordering_key", e.OrderingKey(), eventAttrs(e))
+}
+
+// markDone writes one batch of DONE updates, retrying database errors
+// (storeRetry). If it still fails the rows stay claimed by this owner and
+// are delivered again.
+func (c *claims) markDone(batch []*hold) {
+	ids := make([]string, len(batch))
+	for i, hd := range batch {
+		ids[i] = hd.id
+	}
+	c.metrics.AckBatch(len(ids))
+	var n int64
+	err := storeRetry(context.Background(), func(ctx context.Context) (err error) {
+		n, err = c.store.MarkDone(ctx, c.owner, ids, utcNow(c.clock))
+		return err
+	})
+	if err != nil {
+		c.log.Error("outbox: could not mark events DONE; they will be delivered again", "count", len(ids), "error", err)
+		return
+	}
+	if stale := len(ids) - int(n); stale > 0 {
+		c.metrics.StaleUpdates(stale)
+		c.log.Warn("outbox: some DONE updates found their claim taken over", "stale", stale, "batch", len(ids))
+	}
+	for _, hd := range batch {
+		if hd.ordered { // the next event of its key may go out now
+			c.wakePoller()
+			break
+		}
+	}
+}
+
+// hold holds e, claimed at claimed, for delivery in this process. It
+// returns nil while e is held already (see holds.acquire).
+func (c *claims) hold(e Envelope, claimed time.Time) *hold {
+	hd, ok := c.held.acquire(e.ID(), claimed, utcNow(c.clock))
+	if !ok {
+		return nil
+	}
+	hd.ordered = e.Ordered()
+	return hd
+}
+
+// letGo forgets hd: the queue refused its event, and its row stays
+// claimed until the caller releases it or its lease expires.
+func (c *claims) letGo(hd *hold) { c.held.release(hd) }
+
+// delivering records that hd's listener starts; its claim is renewed
+// until deadline.
+func (c *claims) delivering(hd *hold, deadline time.Time) { c.held.start(hd, deadline) }
+
+// expired reports (and lets go of) an event whose claim was last renewed
+// more than a lease ago (the heartbeat failed): another instance may have
+// claimed and delivered it by now. It is left to whoever claims it next
+// (possibly this process's own poller) instead of being delivered twice.
+func (c *claims) expired(hd *hold, e Envelope) bool {
+	age := utcNow(c.clock).Sub(c.held.lastRenewed(hd))
+	if age < c.lease {
+		return false
+	}
+	c.held.release(hd)
+	c.log.Info("outbox: claim expired while queued, leaving the event to a new claim", eventAttrs(e), "unrenewed_for", age)
+	return true
+}
+
+// countAttempt counts the attempt of e, held by hd, before a delivery
+// that may never end (one taken over from an owner that stored no
+// outcome). The acknowledgements of what ran before are written first:
+// if this delivery kills the process, the events delivered before it are
+// not delivered again. It reports whether the delivery may start; if not,
+// the hold is let go.
+func (c *claims) countAttempt(ctx context.Context, hd *hold, e Envelope) bool {
+	c.flushAcksNow()
+	var ok bool
+	err := storeRetry(ctx, func(ctx context.Context) (err error) {
+		ok, err = c.store.CountAttempt(ctx, c.owner, e.ID())
+		return err
+	})
+	switch {
+	case err != nil:
+		c.held.release(hd)
+		c.log.Error("outbox: could not count the attempt of a taken-over event; not starting it", eventAttrs(e), "error", err)
+		return false
+	case !ok:
+		c.held.release(hd)
+		c.metrics.StaleUpdates(1)
+		c.log.Warn("outbox: claim was taken over before delivery, not starting it", eventAttrs(e))
+		return false
+	}
+	return true
+}
+
+// heartbeat renews the claims of the held events every Lease/3 until
+// stop is closed or ctx ends.
+func (c *claims) heartbeat(ctx context.Context, stop <-chan struct{}) {
+	every := c.lease / 3
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			c.renew(ctx, every)
+		case <-stop:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// renew renews, in one batched update bounded by timeout, the claims of
+// the held events that are queued or delivering within their
+// ListenerTimeout.
+func (c *claims) renew(ctx context.Context, timeout time.Duration) {
+	now := utcNow(c.clock)
+	hs := c.held.renewable(now)
+	if len(hs) == 0 {
+		return
+	}
+	ids := make([]string, len(hs))
+	for i, hd := range hs {
+		ids[i] = hd.id
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	n, err := c.store.Renew(ctx, c.owner, ids, now)
+	if err != nil {
+		c.log.Warn("outbox: could not renew claims; they are taken over if this lasts a lease", "count", len(ids), "error", err)
+		return
+	}
+	c.held.renewedAt(hs, now)
+	c.metrics.Renewed(len(ids), n)
+	c.log.Debug("outbox: claims renewed", "held", len(ids), "renewed", n)
+}
+
+// release drops this owner's claim on the events ids, which were never
+// delivered here (their holds, if any, are let go already), so that any
+// poller can claim them at once instead of waiting for the lease. ctx
+// lends its values; the update is bounded by releaseTimeoutOnStop even
+// when ctx has ended.
+func (c *claims) release(ctx context.Context, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeoutOnStop)
+	defer cancel()
+	_, err := c.store.Release(ctx, c.owner, ids)
+	return err
+}
+
+// wakeups is where the poller hears wakePoller.
+func (c *claims) wakeups() <-chan struct{} { return c.wake }
+
+// wakePoller asks the poller to poll soon: events wait in the table for it.
+func (c *claims) wakePoller() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Outcome writes ride out short database outages (a failover, a cut
+// connection): a few attempts with growing pauses, about 1.5s in all.
+const (
+	storeAttempts   = 5
+	storeFirstPause = 50 * time.Millisecond
+)
+
+// storeRetry runs op until it succeeds, storeAttempts times at most, each
+// attempt bounded by releaseTimeoutOnStop. It keeps going after ctx is
+// cancelled: an outcome already decided should be stored.
+func storeRetry(ctx context.Context, op func(context.Context) error) error {
+	ctx = context.WithoutCancel(ctx)
+	var err error
+	pause := storeFirstPause
+	for attempt := range storeAttempts {
+		if attempt > 0 {
+			time.Sleep(pause)
+			pause *= 2
+		}
+		actx, cancel := context.WithTimeout(ctx, releaseTimeoutOnStop)
+		err = op(actx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+	}
+	return err
+}

@@ -1,0 +1,69 @@
+package outbox
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestDecide: decide is where every outcome is made, DEAD included — the
+// deliveries' and the events a claim may not start (admit).
+func TestDecide(t *testing.T) {
+	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	c := newClaims(withDefaults(Config{Store: newMemStore(), TxContext: fakeTxContext{}, MaxAttempts: 3, Clock: fixedClock(at),
+		RetryPolicy: RetryPolicyFunc(func(n int) time.Duration { return time.Duration(n) * time.Minute })}), 0)
+	boom := errors.New("boom")
+	for _, tc := range []struct {
+		name    string
+		attempt int
+		count   bool
+		err     error
+		want    outcome
+	}{
+		{"success", 1, true, nil, outcome{verdict: settleDone}},
+		{"failure", 1, true, boom, outcome{verdict: settleRetry, at: at.Add(time.Minute), delay: time.Minute, attempt: 1, count: true}},
+		{"failure, counted already", 2, false, boom, outcome{verdict: settleRetry, at: at.Add(2 * time.Minute), delay: 2 * time.Minute, attempt: 2}},
+		{"last attempt", 3, true, boom, outcome{verdict: settleDead, at: at, attempt: 3, count: true}},
+		{"retry after, last attempt", 3, true, RetryAfter(time.Second, "busy"), outcome{verdict: settleRetry, at: at.Add(time.Second), delay: time.Second, attempt: 3}},
+		{"no listener", 1, true, unroutable(evt("E")), outcome{verdict: settleDead, at: at, attempt: 1}},
+		{"undecodable", 0, false, &undecodableError{err: boom}, outcome{verdict: settleDead, at: at}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := c.decide(tc.attempt, tc.count, tc.err, nil)
+			got.err = nil
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Errorf("decide = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+
+	// A claimed record is admitted unless it cannot be decoded or its
+	// attempts are spent (taken over after deliveries without an outcome).
+	e := evt("E")
+	for _, tc := range []struct {
+		name  string
+		r     Record
+		admit bool
+		text  string
+	}{
+		{"fresh", Record{ID: e.ID(), Envelope: e}, true, ""},
+		{"attempts left", Record{ID: e.ID(), Envelope: e, Attempts: 2, LastError: ErrClaimExpired.Error()}, true, ""},
+		{"attempts spent", Record{ID: e.ID(), Envelope: e, Attempts: 3, LastError: ErrClaimExpired.Error()}, false, ErrClaimExpired.Error() + " (3 attempts used"},
+		{"undecodable", Record{ID: "x", Err: boom}, false, "decode: boom"},
+	} {
+		t.Run("admit "+tc.name, func(t *testing.T) {
+			o, ok := c.admit(tc.r)
+			if ok != tc.admit {
+				t.Fatalf("admit = %v, want %v", ok, tc.admit)
+			}
+			if ok {
+				return
+			}
+			if o.verdict != settleDead || o.count || o.err == nil || !strings.HasPrefix(o.err.Error(), tc.text) {
+				t.Errorf("outcome = %+v (%v), want DEAD, not counted, error starting %q", o, o.err, tc.text)
+			}
+		})
+	}
+}
