@@ -31,21 +31,14 @@ type Client struct {
 	closed  bool
 }
 
-// New validates cfg and assembles a Client; call Start to run it. Errors
-// wrap ErrInvalidConfig.
+// New validates cfg (Config.Validate), fills in its defaults
+// (Config.WithDefaults) and assembles a Client; call Start to run it.
+// Errors wrap ErrInvalidConfig and name the setting.
 func New(cfg Config) (*Client, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if cfg.Owner == "" {
-		cfg.Owner = NewOwnerID()
-	}
-	cfg.Clock = clockOr(cfg.Clock)
-	cfg.Logger = loggerOr(cfg.Logger)
-	cfg.Metrics = metricsOr(cfg.Metrics)
-	if cfg.Purger == nil {
-		cfg.Purger, _ = cfg.Store.(Purger)
-	}
+	cfg = cfg.WithDefaults()
 	c := &Client{cfg: cfg, dead: newDeadEvents(cfg.Store, cfg.Clock), sampler: newBacklogSampler(cfg)}
 	var err error
 	if cfg.Mode != ModeWriterOnly {
