@@ -318,7 +318,10 @@ func fmtValue[T int | time.Duration](v T) string {
 	if !ok {
 		return strconv.Itoa(int(v))
 	}
-	if d != 0 && d%day == 0 {
+	if d == 0 {
+		return "0"
+	}
+	if d%day == 0 && d >= 2*day {
 		return strconv.FormatInt(int64(d/day), 10) + "d"
 	}
 	s := d.String()

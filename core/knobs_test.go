@@ -213,7 +213,7 @@ func TestLoadEnvErrors(t *testing.T) {
 		{[]string{"OUTBOX_POLL_INTERVAL=often"}, `OUTBOX_POLL_INTERVAL: outbox: invalid configuration: PollInterval: "often": want a duration`},
 		{[]string{"OUTBOX_WORKERS=four"}, `OUTBOX_WORKERS: outbox: invalid configuration: Workers: "four": want a whole number`},
 		{[]string{"OUTBOX_WORKERS=-1"}, "OUTBOX_WORKERS: outbox: invalid configuration: Workers is -1; want 1 to 10000, or 0 for the default (4)"},
-		{[]string{"OUTBOX_LEASE=15ns"}, "OUTBOX_LEASE: outbox: invalid configuration: Lease is 15ns; want 1s to 1d, or 0 for the default (15s)"},
+		{[]string{"OUTBOX_LEASE=15ns"}, "OUTBOX_LEASE: outbox: invalid configuration: Lease is 15ns; want 1s to 24h, or 0 for the default (15s)"},
 		{[]string{"OUTBOX_MODE=sometimes"}, "want one of full, writer-only, poller-only, hot-path-only"},
 		{[]string{"OUTBOX_ORDERED="}, "OUTBOX_ORDERED is set but empty"},
 		{[]string{"OUTBOX_RETRY_BASE=2m", "OUTBOX_RETRY_MAX=1m"}, "OUTBOX_RETRY_BASE: outbox: invalid configuration: RetryBase is 2m; want at most RetryMax (1m)"},
