@@ -50,6 +50,9 @@ func Knobs() []Knob { return slices.Clone(knobs) }
 // syntax only; Check (or Config.Validate) checks the bounds. Errors wrap
 // ErrInvalidConfig and name the knob.
 func (k Knob) Set(c *Config, value string) error {
+	if k.set == nil {
+		return configErr("%q is not one of Knobs", k.Name)
+	}
 	if err := k.set(c, strings.TrimSpace(value)); err != nil {
 		return configErr("%s: %q: %v", k.Name, value, err)
 	}
