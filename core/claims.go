@@ -45,7 +45,7 @@ type claims struct {
 }
 
 // newClaims returns the claims of the owner cfg.Owner, with the settings
-// of cfg (defaults applied, see withDefaults). ackRoom is how many
+// of cfg (defaults applied, see Config.WithDefaults). ackRoom is how many
 // acknowledgements may wait for the ack writer.
 func newClaims(cfg Config, ackRoom int) *claims {
 	return &claims{

@@ -12,8 +12,8 @@ import (
 // deliveries' and the events a claim may not start (admit).
 func TestDecide(t *testing.T) {
 	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	c := newClaims(withDefaults(Config{Store: newMemStore(), TxContext: fakeTxContext{}, MaxAttempts: 3, Clock: fixedClock(at),
-		RetryPolicy: RetryPolicyFunc(func(n int) time.Duration { return time.Duration(n) * time.Minute })}), 0)
+	c := newClaims((Config{Store: newMemStore(), TxContext: fakeTxContext{}, MaxAttempts: 3, Clock: fixedClock(at),
+		RetryPolicy: RetryPolicyFunc(func(n int) time.Duration { return time.Duration(n) * time.Minute })}).WithDefaults(), 0)
 	boom := errors.New("boom")
 	for _, tc := range []struct {
 		name    string

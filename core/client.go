@@ -31,13 +31,14 @@ type Client struct {
 	closed  bool
 }
 
-// New validates cfg and assembles a Client; call Start to run it. Errors
-// wrap ErrInvalidConfig.
+// New validates cfg (Config.Validate), fills in its defaults
+// (Config.WithDefaults) and assembles a Client; call Start to run it.
+// Errors wrap ErrInvalidConfig and name the setting.
 func New(cfg Config) (*Client, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cfg = withDefaults(cfg)
+	cfg = cfg.WithDefaults()
 	c := &Client{cfg: cfg, dead: newDeadEvents(cfg.Store, cfg.Clock), sampler: newBacklogSampler(cfg)}
 	var err error
 	if cfg.Mode != ModeWriterOnly {
@@ -62,37 +63,6 @@ func New(cfg Config) (*Client, error) {
 		}
 	}
 	return c, nil
-}
-
-// withDefaults returns cfg, valid, with every zero setting the parts use
-// replaced by its default.
-func withDefaults(cfg Config) Config {
-	if cfg.Owner == "" {
-		cfg.Owner = NewOwnerID()
-	}
-	cfg.Clock = clockOr(cfg.Clock)
-	cfg.Logger = loggerOr(cfg.Logger)
-	cfg.Metrics = metricsOr(cfg.Metrics)
-	if cfg.Purger == nil {
-		cfg.Purger, _ = cfg.Store.(Purger)
-	}
-	if cfg.RetryPolicy == nil {
-		cfg.RetryPolicy = &ExponentialBackoff{}
-	}
-	setDefault(&cfg.Workers, DefaultWorkers)
-	setDefault(&cfg.HotQueueSize, DefaultQueueSize)
-	setDefault(&cfg.ColdQueueSize, DefaultColdQueueSize)
-	setDefault(&cfg.MaxAttempts, DefaultMaxAttempts)
-	setDefault(&cfg.AckBatchSize, DefaultAckBatchSize)
-	setDefault(&cfg.ListenerBatchSize, DefaultListenerBatchSize)
-	setDefault(&cfg.DrainTimeout, DefaultDrainTimeout)
-	setDefault(&cfg.AckInterval, DefaultAckInterval)
-	setDefault(&cfg.Lease, DefaultLease)
-	setDefault(&cfg.ListenerTimeout, DefaultListenerTimeout)
-	setDefault(&cfg.PollInterval, DefaultPollInterval)
-	setDefault(&cfg.PollBatchSize, DefaultPollBatchSize)
-	setDefault(&cfg.MaxPollBackoff, DefaultMaxPollBackoff)
-	return cfg
 }
 
 // newPurgeScheduler returns the purge scheduler of cfg's Purger.

@@ -42,7 +42,9 @@ func (m Mode) String() string {
 }
 
 // Config configures a Client. Zero values take the documented defaults;
-// negative numbers and durations are errors.
+// every other value of a knob must lie within its bounds (Knobs lists each
+// knob with its default, bounds and environment variable; LoadEnv reads
+// them from the environment).
 type Config struct {
 	// Store holds the outbox table and owns its connection pool (required).
 	Store Store
@@ -72,8 +74,14 @@ type Config struct {
 	// MaxAttempts is the number of failed deliveries after which an event
 	// is DEAD (default 10).
 	MaxAttempts int
-	// RetryPolicy spaces retries (default &ExponentialBackoff{}).
+	// RetryPolicy spaces retries (default an ExponentialBackoff of
+	// RetryBase and RetryMax).
 	RetryPolicy RetryPolicy
+	// RetryBase and RetryMax shape the default RetryPolicy: the first
+	// delay and the cap of the doubling delays before jitter (defaults
+	// 200ms and 60s). A RetryPolicy that is set replaces them.
+	RetryBase time.Duration
+	RetryMax  time.Duration
 	// Interceptors run around every delivery.
 	Interceptors []Interceptor
 	// ListenerTimeout bounds one delivery: the listener's context carries
@@ -160,38 +168,43 @@ type Config struct {
 }
 
 // Validate reports the first setting of c that New would refuse, as an
-// error wrapping ErrInvalidConfig. Zero values are valid: they take the
-// documented defaults.
+// error wrapping ErrInvalidConfig that names it: a missing Store, or
+// TxContext (needed unless Mode is ModePollerOnly), or a knob outside its
+// bounds (see Knobs). Zero values are valid: they take the documented
+// defaults. Every knob is checked, also those of parts the Mode does not
+// run.
 func (c Config) Validate() error {
-	cfg := c
-	if cfg.Store == nil {
+	if c.Store == nil {
 		return configErr("client needs a Store")
 	}
-	if cfg.Mode < ModeFull || cfg.Mode > ModeHotPathOnly {
-		return configErr("unknown mode %d", int(cfg.Mode))
+	if err := checkKnobs(c, knobs, knobErr); err != nil {
+		return err
 	}
-	if cfg.DeadPolicy != DeadBlocksKey && cfg.DeadPolicy != DeadSkipsKey {
-		return configErr("unknown DeadPolicy %d", int(cfg.DeadPolicy))
-	}
-	if cfg.TxContext == nil && cfg.Mode != ModePollerOnly {
+	if c.TxContext == nil && c.Mode != ModePollerOnly {
 		return configErr("client needs a TxContext to write (or Mode: ModePollerOnly)")
 	}
-	// Every setting is checked, also those of parts this mode does not run.
-	for name, v := range map[string]int{"Workers": cfg.Workers, "HotQueueSize": cfg.HotQueueSize, "ColdQueueSize": cfg.ColdQueueSize,
-		"MaxAttempts": cfg.MaxAttempts, "AckBatchSize": cfg.AckBatchSize, "ListenerBatchSize": cfg.ListenerBatchSize, "PollBatchSize": cfg.PollBatchSize, "PurgeBatchSize": cfg.PurgeBatchSize} {
-		if v < 0 {
-			return configErr("%s must not be negative, got %d", name, v)
-		}
-	}
-	for name, v := range map[string]time.Duration{"Lease": cfg.Lease, "ListenerTimeout": cfg.ListenerTimeout, "DrainTimeout": cfg.DrainTimeout, "AckInterval": cfg.AckInterval,
-		"PollInterval": cfg.PollInterval, "SkipRecent": cfg.SkipRecent, "MaxPollBackoff": cfg.MaxPollBackoff,
-		"Retention": cfg.Retention, "DeadRetention": cfg.DeadRetention, "PurgeInterval": cfg.PurgeInterval} {
-		if v < 0 {
-			return configErr("%s must not be negative, got %s", name, v)
-		}
-	}
-	if len(cfg.Owner) > maxOwnerLen {
-		return configErr("owner id longer than %d characters", maxOwnerLen)
-	}
 	return nil
+}
+
+// WithDefaults returns a copy of c with every zero value replaced by its
+// default, as New runs it: each knob's (see Knobs; Owner draws a fresh
+// NewOwnerID), RetryPolicy an ExponentialBackoff of RetryBase and
+// RetryMax, Clock SystemClock, Logger slog.Default(), Metrics none, and
+// Purger the Store if it is one.
+func (c Config) WithDefaults() Config {
+	for _, k := range knobs {
+		if k.def != nil {
+			k.def(&c)
+		}
+	}
+	if c.RetryPolicy == nil {
+		c.RetryPolicy = &ExponentialBackoff{Base: c.RetryBase, Max: c.RetryMax}
+	}
+	c.Clock = clockOr(c.Clock)
+	c.Logger = loggerOr(c.Logger)
+	c.Metrics = metricsOr(c.Metrics)
+	if c.Purger == nil {
+		c.Purger, _ = c.Store.(Purger)
+	}
+	return c
 }

@@ -25,7 +25,7 @@ func TestConfigValidation(t *testing.T) {
 		return func() error {
 			cfg := Config{TxContext: fakeTxContext{}, Store: st}
 			mut(&cfg)
-			_, err := newWriter(withDefaults(cfg), nil)
+			_, err := newWriter(cfg.WithDefaults(), nil)
 			return err
 		}
 	}
@@ -61,7 +61,7 @@ func TestConfigValidation(t *testing.T) {
 
 func TestConfigDefaults(t *testing.T) {
 	st := newMemStore()
-	c := withDefaults(Config{Store: st, TxContext: fakeTxContext{}})
+	c := (Config{Store: st, TxContext: fakeTxContext{}}).WithDefaults()
 	d := newDispatcher(c, &Registry{})
 	if c.Workers != DefaultWorkers || c.HotQueueSize != DefaultQueueSize || c.ColdQueueSize != DefaultColdQueueSize ||
 		c.MaxAttempts != DefaultMaxAttempts || c.DrainTimeout != DefaultDrainTimeout ||

@@ -112,7 +112,7 @@ func NewOwnerID() string {
 
 // newDispatcher returns a dispatcher delivering the events it is given
 // to the listeners of reg, with the settings of cfg (defaults applied, see
-// withDefaults); call Start to run it. Its claims makes every Store call.
+// Config.WithDefaults); call Start to run it. Its claims makes every Store call.
 func newDispatcher(cfg Config, reg *Registry) *dispatcher {
 	return &dispatcher{
 		cfg: cfg, registry: reg, owner: cfg.Owner, log: cfg.Logger.With("outbox_owner", cfg.Owner),

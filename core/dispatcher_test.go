@@ -44,7 +44,7 @@ func newHarness(t testing.TB, mut func(*Config)) *harness {
 	if mut != nil {
 		mut(&cfg)
 	}
-	h.cfg = withDefaults(cfg)
+	h.cfg = cfg.WithDefaults()
 	h.d = newDispatcher(h.cfg, h.reg)
 	var err error
 	if h.w, err = newWriter(h.cfg, h.d); err != nil {

@@ -99,6 +99,15 @@
 // a poller, a PurgeScheduler and DeadEvents) from its Config: they are not
 // built one by one. docs/design.md maps the package for maintainers.
 //
+// # Configuration
+//
+// Config holds every knob of a Client; zero values are the defaults.
+// Knobs describes each knob once (default, bounds, doc, environment
+// variable): New refuses a value outside its bounds with an error that
+// names the knob, Config.WithDefaults shows what a Config runs with, and
+// Config.LoadEnv reads the knobs from the environment (OUTBOX_WORKERS=8),
+// refusing a misspelt variable with the closest known name.
+//
 // # Packages
 //
 // This package depends on the standard library only. Around it:

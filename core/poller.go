@@ -55,7 +55,7 @@ type poller struct {
 }
 
 // newPoller returns a poller that claims through c and feeds queue, with
-// the settings of cfg (defaults applied, see withDefaults): PollInterval
+// the settings of cfg (defaults applied, see Config.WithDefaults): PollInterval
 // between polls when there is nothing to do; PollBatchSize, the smallest
 // claim (the poller waits for that much room in the cold queue, then
 // claims as much as there is room for, up to maxClaimGrowth times

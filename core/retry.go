@@ -19,6 +19,15 @@ type RetryPolicyFunc func(attempts int) time.Duration
 // Delay calls f.
 func (f RetryPolicyFunc) Delay(attempts int) time.Duration { return f(attempts) }
 
+// The defaults of ExponentialBackoff, and of Config.RetryBase and
+// Config.RetryMax.
+const (
+	// DefaultRetryBase is the first retry delay unless Base sets another.
+	DefaultRetryBase = 200 * time.Millisecond
+	// DefaultRetryMax caps the retry delay unless Max sets another cap.
+	DefaultRetryMax = 60 * time.Second
+)
+
 // ExponentialBackoff is the default RetryPolicy:
 // min(Max, Base·2^(attempts-1)) multiplied by a jitter factor drawn
 // uniformly from [0.5, 1.5).
@@ -40,10 +49,10 @@ type ExponentialBackoff struct {
 func (p *ExponentialBackoff) Delay(attempts int) time.Duration {
 	base, maxD := p.Base, p.Max
 	if base <= 0 {
-		base = 200 * time.Millisecond
+		base = DefaultRetryBase
 	}
 	if maxD <= 0 {
-		maxD = 60 * time.Second
+		maxD = DefaultRetryMax
 	}
 	if attempts < 1 {
 		attempts = 1

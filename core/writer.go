@@ -56,7 +56,7 @@ type writer struct {
 }
 
 // newWriter returns a writer with the settings of cfg (defaults applied,
-// see withDefaults): cfg.TxContext finds the caller's transaction,
+// see Config.WithDefaults): cfg.TxContext finds the caller's transaction,
 // cfg.Hooks shape writes and observe commits, and cfg.Ordered stores the
 // ordering keys. hot, if not nil, delivers committed events in this
 // process right after commit (the hot path): the rows are inserted

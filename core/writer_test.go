@@ -59,7 +59,7 @@ func newTestWriter(t *testing.T, st *memStore, hook WriterHook) (*writer, *syncB
 	if hook != nil {
 		hooks = append(hooks, hook)
 	}
-	w, err := newWriter(withDefaults(Config{Store: st, TxContext: fakeTxContext{}, Hooks: hooks, Logger: logger, Clock: newStepClock()}), nil)
+	w, err := newWriter((Config{Store: st, TxContext: fakeTxContext{}, Hooks: hooks, Logger: logger, Clock: newStepClock()}).WithDefaults(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +221,7 @@ func TestWriterHooksChainInOrder(t *testing.T) {
 		second := tracingHook{name: "second", trace: &trace, mu: &mu,
 			before: func(es []Envelope) []Envelope { return append(es, evt("Last")) }}
 		st := newMemStore()
-		w, err := newWriter(withDefaults(Config{Store: st, TxContext: fakeTxContext{}, Hooks: []WriterHook{first, second}}), nil)
+		w, err := newWriter((Config{Store: st, TxContext: fakeTxContext{}, Hooks: []WriterHook{first, second}}).WithDefaults(), nil)
 		if err != nil {
 			t.Fatal(err)
 		}

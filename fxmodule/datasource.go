@@ -1,6 +1,7 @@
 package outboxfx
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -8,10 +9,10 @@ import (
 	"log/slog"
 	"reflect"
 	"regexp"
+	"slices"
 
 	outbox "github.com/go-outbox/outbox/core"
 	"github.com/go-outbox/outbox/core/outboxsql"
-	"github.com/rs/zerolog"
 	"go.uber.org/fx"
 )
 
@@ -99,7 +100,7 @@ type settings struct {
 	cfg          Config
 	err          error
 	env          bool
-	lookup       func(string) (string, bool)
+	environ      []string
 	externalTx   bool
 	clock        outbox.Clock
 	metrics      outbox.Metrics
@@ -139,15 +140,17 @@ func Configure(fn func(*Config)) Option {
 	}
 }
 
-// FromEnv overlays the data source's environment variables (see EnvPrefix
-// and EnvVars) on its configuration when the app is built, after every
-// other option, so the environment has the last word. A variable that does
-// not parse or is out of range makes the app fail to start.
-func FromEnv() Option { return FromEnvLookup(nil) }
+// FromEnv overlays the data source's environment variables (see EnvPrefix,
+// EnvVars and Config.LoadEnv) on its configuration when the app is built,
+// after every other option, so the environment has the last word. A
+// variable that is unknown, does not parse or is out of bounds makes the
+// app fail to start with an error that names it.
+func FromEnv() Option { return FromEnviron(nil) }
 
-// FromEnvLookup is FromEnv with a custom lookup function (os.LookupEnv if nil).
-func FromEnvLookup(lookup func(key string) (string, bool)) Option {
-	return func(s *settings) { s.env, s.lookup = true, lookup }
+// FromEnviron is FromEnv with the variables given as "NAME=value" entries
+// (os.Environ() if nil).
+func FromEnviron(environ []string) Option {
+	return func(s *settings) { s.env, s.environ = true, environ }
 }
 
 // WithTxContext makes the data source take its outbox.TxContext from the
@@ -166,8 +169,8 @@ func WithClock(c outbox.Clock) Option { return func(s *settings) { s.clock = c }
 // WithMetrics sets the Client's metrics sink.
 func WithMetrics(m outbox.Metrics) Option { return func(s *settings) { s.metrics = m } }
 
-// WithRetryPolicy replaces the exponential backoff built from
-// Config.RetryBase and Config.RetryMax.
+// WithRetryPolicy sets Config.RetryPolicy, which replaces the exponential
+// backoff built from Config.RetryBase and Config.RetryMax.
 func WithRetryPolicy(p outbox.RetryPolicy) Option { return func(s *settings) { s.retry = p } }
 
 // WithInterceptors adds interceptors that run around every delivery.
@@ -211,11 +214,9 @@ func resolve(name string, opts []Option) (settings, error) {
 		return s, s.err
 	}
 	if s.env {
-		cfg, err := s.cfg.LoadEnv(EnvPrefix(name), s.lookup)
-		if err != nil {
+		if err := s.cfg.LoadEnv(EnvPrefix(name), s.environ); err != nil {
 			return s, err
 		}
-		s.cfg = cfg
 	}
 	return s, s.cfg.Validate()
 }
@@ -231,8 +232,9 @@ func Module(opts ...Option) fx.Option { return DataSource(DefaultName, opts...) 
 //
 //   - the data source's *sql.DB (named like the data source, e.g.
 //     `name:"orders"`; unnamed for the default data source) — see SQLDB;
-//   - optionally a zerolog.Logger, which receives the core's logs (with an
-//     "outbox_ds" field); without one they go to slog.Default();
+//   - optionally a *slog.Logger, which receives the core's logs (with an
+//     "outbox_ds" field); without one they go to slog.Default() (to log
+//     through a zerolog.Logger, add ZerologLogger);
 //   - with WithTxContext, the data source's outbox.TxContext (named).
 //
 // It provides, with the same name tag: *outbox.Client, *outboxsql.Store
@@ -250,7 +252,7 @@ func Module(opts ...Option) fx.Option { return DataSource(DefaultName, opts...) 
 func DataSource(name string, opts ...Option) fx.Option {
 	s, err := resolve(name, opts)
 	if err != nil {
-		return fx.Error(fmt.Errorf("outboxfx: data source %q: %w", displayName(name), err))
+		return failed(name, err)
 	}
 	nameTag := NameTag(name)
 	groupTag := `group:"` + RouteGroup(name) + `"`
@@ -265,16 +267,16 @@ func DataSource(name string, opts ...Option) fx.Option {
 	}, fx.ParamTags(groupTag))
 	var ctor any
 	if s.externalTx {
-		ctor = fx.Annotate(func(lc fx.Lifecycle, routes checkedRoutes, db *sql.DB, zl zerolog.Logger, tc outbox.TxContext) (*outbox.Client, *outboxsql.Store, error) {
-			ds, err := newDataSource(lc, name, s, db, routes, zl, tc)
+		ctor = fx.Annotate(func(lc fx.Lifecycle, routes checkedRoutes, db *sql.DB, log *slog.Logger, tc outbox.TxContext) (*outbox.Client, *outboxsql.Store, error) {
+			ds, err := newDataSource(lc, name, s, db, routes, log, tc)
 			if err != nil {
 				return nil, nil, err
 			}
 			return ds.client, ds.store, nil
 		}, fx.ParamTags(``, ``, nameTag, `optional:"true"`, nameTag), fx.ResultTags(nameTag, nameTag))
 	} else {
-		ctor = fx.Annotate(func(lc fx.Lifecycle, routes checkedRoutes, db *sql.DB, zl zerolog.Logger) (*outbox.Client, *outboxsql.Store, *outboxsql.TxManager, outbox.TxContext, error) {
-			ds, err := newDataSource(lc, name, s, db, routes, zl, nil)
+		ctor = fx.Annotate(func(lc fx.Lifecycle, routes checkedRoutes, db *sql.DB, log *slog.Logger) (*outbox.Client, *outboxsql.Store, *outboxsql.TxManager, outbox.TxContext, error) {
+			ds, err := newDataSource(lc, name, s, db, routes, log, nil)
 			if err != nil {
 				return nil, nil, nil, nil, err
 			}
@@ -287,6 +289,16 @@ func DataSource(name string, opts ...Option) fx.Option {
 		// Build the Client even if nothing asks for it, so that it runs.
 		fx.Invoke(fx.Annotate(func(*outbox.Client) {}, fx.ParamTags(nameTag))),
 	)
+}
+
+// failed is the option of a data source whose name or configuration is
+// invalid: the app fails with err before it invokes anything else. It is
+// an invoke, not fx.Error, so that the app's other options still apply:
+// with fx.Error, a custom fx logger that needs a provided value (such as
+// WithZerolog's) would fail first, with an error about a missing type.
+func failed(name string, err error) fx.Option {
+	err = fmt.Errorf("outboxfx: data source %q: %w", displayName(name), err)
+	return fx.Module(moduleName(name), fx.Invoke(func() error { return err }))
 }
 
 func displayName(name string) string {
@@ -354,8 +366,8 @@ type dataSource struct {
 
 // newDataSource builds the Store, the TxManager (unless tc is given) and
 // the Client, registers the routes, and appends the lifecycle hook.
-func newDataSource(lc fx.Lifecycle, name string, s settings, db *sql.DB, routes checkedRoutes, zl zerolog.Logger, tc outbox.TxContext) (*dataSource, error) {
-	ds, err := build(name, s, db, routes, zl, tc)
+func newDataSource(lc fx.Lifecycle, name string, s settings, db *sql.DB, routes checkedRoutes, log *slog.Logger, tc outbox.TxContext) (*dataSource, error) {
+	ds, err := build(name, s, db, routes, log, tc)
 	if err != nil {
 		return nil, fmt.Errorf("outboxfx: data source %q: %w", displayName(name), err)
 	}
@@ -363,7 +375,7 @@ func newDataSource(lc fx.Lifecycle, name string, s settings, db *sql.DB, routes 
 	return ds, nil
 }
 
-func build(name string, s settings, db *sql.DB, routes checkedRoutes, zl zerolog.Logger, tc outbox.TxContext) (*dataSource, error) {
+func build(name string, s settings, db *sql.DB, routes checkedRoutes, log *slog.Logger, tc outbox.TxContext) (*dataSource, error) {
 	if db == nil {
 		return nil, fmt.Errorf("%w: no *sql.DB", outbox.ErrInvalidConfig)
 	}
@@ -371,9 +383,8 @@ func build(name string, s settings, db *sql.DB, routes checkedRoutes, zl zerolog
 		return nil, fmt.Errorf("%w: WithTxContext, but the outbox.TxContext in the container is nil", outbox.ErrInvalidConfig)
 	}
 	cfg := s.cfg.WithDefaults()
-	log := slog.Default()
-	if !reflect.ValueOf(zl).IsZero() { // the zero Logger means none was provided
-		log = NewSlogLogger(zl)
+	if log == nil {
+		log = slog.Default()
 	}
 	log = log.With("outbox_ds", displayName(name))
 
@@ -386,21 +397,17 @@ func build(name string, s settings, db *sql.DB, routes checkedRoutes, zl zerolog
 		ds.txm = outboxsql.NewTxManager(db, outboxsql.WithTxLogger(log))
 		tc = ds.txm
 	}
-	retry := s.retry
-	if retry == nil {
-		retry = &outbox.ExponentialBackoff{Base: cfg.RetryBase, Max: cfg.RetryMax}
+	oc := cfg.Config
+	oc.Store, oc.TxContext, oc.Logger = store, tc, log
+	oc.Clock = cmp.Or(s.clock, oc.Clock)
+	oc.Metrics = cmp.Or(s.metrics, oc.Metrics)
+	oc.RetryPolicy = cmp.Or(s.retry, oc.RetryPolicy)
+	oc.Interceptors = append(slices.Clip(oc.Interceptors), s.interceptors...)
+	oc.Hooks = append(slices.Clip(oc.Hooks), s.hooks...)
+	if s.envelopeOpts != nil {
+		oc.EnvelopeOptions = s.envelopeOpts
 	}
-	ds.client, err = outbox.New(outbox.Config{
-		Store: store, TxContext: tc, Mode: cfg.Mode, Owner: cfg.Owner, Lease: cfg.Lease, ListenerTimeout: cfg.ListenerTimeout,
-		Workers: cfg.Workers, HotQueueSize: cfg.HotQueueSize, ColdQueueSize: cfg.ColdQueueSize,
-		MaxAttempts: cfg.MaxAttempts, RetryPolicy: retry, Interceptors: s.interceptors,
-		DrainTimeout: cfg.DrainTimeout, AckBatchSize: cfg.AckBatchSize, AckInterval: cfg.AckInterval,
-		PollInterval: cfg.PollInterval, PollBatchSize: cfg.PollBatchSize, SkipRecent: cfg.SkipRecent,
-		MaxPollBackoff: cfg.PollMaxBackoff, Retention: cfg.Retention, DeadRetention: cfg.DeadRetention, PurgeInterval: cfg.PurgeInterval,
-		PurgeBatchSize: cfg.PurgeBatchSize, DisablePurge: cfg.DisablePurge, Ordered: cfg.Ordered, DeadPolicy: cfg.DeadPolicy,
-		Clock: s.clock, Logger: log, Metrics: s.metrics, MetricsInterval: cfg.MetricsInterval,
-		Hooks: s.hooks, EnvelopeOptions: s.envelopeOpts,
-	})
+	ds.client, err = outbox.New(oc)
 	if err != nil {
 		return nil, err
 	}

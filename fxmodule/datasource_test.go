@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -38,10 +39,10 @@ const (
 )
 
 // fastConfig creates the schema and polls and retries quickly.
-var fastConfig = outboxfx.Config{
-	Migrate: true, PollInterval: 50 * time.Millisecond, RetryBase: 10 * time.Millisecond,
+var fastConfig = outboxfx.Config{Migrate: true, Config: outbox.Config{
+	PollInterval: 50 * time.Millisecond, RetryBase: 10 * time.Millisecond,
 	RetryMax: 50 * time.Millisecond, DrainTimeout: 2 * time.Second,
-}
+}}
 
 // ledger records which data source delivered which event, and how often.
 type ledger struct {
@@ -164,6 +165,7 @@ func TestStartStopLeavesNoGoroutine(t *testing.T) {
 	app := fxtest.New(t,
 		fx.Supply(testLogger(&logs)),
 		outboxfx.WithZerolog(),
+		outboxfx.ZerologLogger(),
 		outboxfx.SQLDB(outboxfx.DefaultName, "sqlite", dsn(t, "default")),
 		outboxfx.Module(outboxfx.WithConfig(fastConfig)),
 		outboxfx.Listen(outboxfx.DefaultName, orderAggregate, orderPlaced, l.listener("default")),
@@ -232,6 +234,7 @@ func TestTwoDataSourcesAreIsolated(t *testing.T) {
 			app := fxtest.New(t,
 				fx.Supply(testLogger(&outboxtest.LogBuffer{})),
 				outboxfx.WithZerolog(),
+				outboxfx.ZerologLogger(),
 				tc.dbs(t),
 				outboxfx.DataSource("orders", outboxfx.WithConfig(tc.cfg("orders_outbox"))),
 				outboxfx.DataSource("billing", outboxfx.WithConfig(tc.cfg("billing_outbox"))),
@@ -393,7 +396,7 @@ func TestDataSourceWithoutListenersStartsAndSendsEventsToDead(t *testing.T) {
 		TxM    *outboxsql.TxManager `name:"audit"`
 	}
 	app := fxtest.New(t,
-		fx.Supply(testLogger(&logs)),
+		fx.Supply(slog.New(slog.NewJSONHandler(&logs, nil))), // the application's *slog.Logger
 		outboxfx.SQLDB("audit", "sqlite", dsn(t, "audit")),
 		outboxfx.DataSource("audit", outboxfx.WithConfig(fastConfig)), // no Routes("audit", ...)
 		fx.Populate(&deps),
@@ -441,7 +444,7 @@ func TestBadConfigurationFailsTheApp(t *testing.T) {
 	route := outboxfx.Listen("orders", orderAggregate, orderPlaced, nop)
 	anyRoute := outboxfx.Listen("orders", nil, orderPlaced, nop)
 	db := func(t *testing.T) fx.Option { return outboxfx.SQLDB("orders", "sqlite", dsn(t, "o")) }
-	env := func(m map[string]string) outboxfx.Option { return outboxfx.FromEnvLookup(lookupMap(m)) }
+	env := func(m map[string]string) outboxfx.Option { return outboxfx.FromEnviron(environ(m)) }
 	for _, tc := range []struct {
 		name string
 		opts func(t *testing.T) []fx.Option
@@ -450,19 +453,19 @@ func TestBadConfigurationFailsTheApp(t *testing.T) {
 		{"bad duration in the environment", func(t *testing.T) []fx.Option {
 			t.Setenv("OUTBOX_ORDERS_POLL_INTERVAL", "often")
 			return []fx.Option{db(t), outboxfx.DataSource("orders", outboxfx.FromEnv())}
-		}, `outboxfx: data source "orders": outboxfx: OUTBOX_ORDERS_POLL_INTERVAL="often": outbox: invalid configuration: want a duration`},
+		}, `outboxfx: data source "orders": outboxfx: OUTBOX_ORDERS_POLL_INTERVAL: outbox: invalid configuration: PollInterval: "often": want a duration`},
 		{"negative workers", func(t *testing.T) []fx.Option {
 			return []fx.Option{db(t), outboxfx.DataSource("orders", env(map[string]string{"OUTBOX_ORDERS_WORKERS": "-1"}))}
-		}, `OUTBOX_ORDERS_WORKERS="-1": outbox: invalid configuration: Workers must not be negative`},
+		}, `OUTBOX_ORDERS_WORKERS: outbox: invalid configuration: Workers is -1; want 1 to 10000`},
 		{"unknown mode", func(t *testing.T) []fx.Option {
 			return []fx.Option{db(t), outboxfx.DataSource("orders", env(map[string]string{"OUTBOX_ORDERS_MODE": "relay"}))}
-		}, `OUTBOX_ORDERS_MODE="relay": outbox: invalid configuration: want one of full, writer-only, poller-only, hot-path-only`},
+		}, `OUTBOX_ORDERS_MODE: outbox: invalid configuration: Mode: "relay": want one of full, writer-only, poller-only, hot-path-only`},
 		{"removed variable", func(t *testing.T) []fx.Option {
 			return []fx.Option{db(t), outboxfx.DataSource("orders", env(map[string]string{"OUTBOX_ORDERS_RELAY_ENABLED": "false"}))}
 		}, `OUTBOX_ORDERS_RELAY_ENABLED is no longer supported: set MODE=writer-only`},
 		{"mode out of range in code", func(t *testing.T) []fx.Option {
-			return []fx.Option{db(t), outboxfx.DataSource("orders", outboxfx.WithConfig(outboxfx.Config{Mode: 9}))}
-		}, `Mode is unknown (9)`},
+			return []fx.Option{db(t), outboxfx.DataSource("orders", outboxfx.WithConfig(outboxfx.Config{Config: outbox.Config{Mode: 9}}))}
+		}, `Mode is 9; want one of full, writer-only, poller-only, hot-path-only`},
 		{"bad table name", func(t *testing.T) []fx.Option {
 			return []fx.Option{db(t), outboxfx.DataSource("orders", outboxfx.WithConfig(outboxfx.Config{Table: "1table"}))}
 		}, `table name "1table" is not allowed`},
@@ -549,9 +552,9 @@ func TestModesShapeTheClient(t *testing.T) {
 	}{
 		{"default", nil, "full", true, 5, 0, true, ""},
 		{"writer-only preset", []outboxfx.Option{outboxfx.WithPreset(outboxfx.PresetWriterOnly),
-			outboxfx.FromEnvLookup(lookupMap(map[string]string{"OUTBOX_MIGRATE": "true"}))}, "writer-only", false, 0, 0, false, "its routes are never called"},
-		{"poller-only from the environment, purge off", []outboxfx.Option{outboxfx.FromEnvLookup(lookupMap(map[string]string{
-			"OUTBOX_MODE": "Poller-Only", "OUTBOX_PURGE_ENABLED": "false"}))}, "poller-only", false, 0, 5, true, ""},
+			outboxfx.FromEnviron([]string{"OUTBOX_MIGRATE=true"})}, "writer-only", false, 0, 0, false, "its routes are never called"},
+		{"poller-only from the environment, purge off", []outboxfx.Option{outboxfx.FromEnviron([]string{
+			"OUTBOX_MODE=Poller-Only", "OUTBOX_DISABLE_PURGE=true"})}, "poller-only", false, 0, 5, true, ""},
 		{"hot-path-only", []outboxfx.Option{outboxfx.Configure(func(c *outboxfx.Config) { c.Mode = outbox.ModeHotPathOnly })},
 			"hot-path-only", false, 5, 0, false, "no poller (hot-path-only)"},
 	} {
@@ -568,6 +571,7 @@ func TestModesShapeTheClient(t *testing.T) {
 			opts := append([]outboxfx.Option{outboxfx.WithConfig(fastConfig), outboxfx.WithMetrics(m)}, tc.opts...)
 			app := fxtest.New(t,
 				fx.Supply(testLogger(&logs)),
+				outboxfx.ZerologLogger(),
 				outboxfx.SQLDB("", "sqlite", path),
 				outboxfx.Module(opts...),
 				outboxfx.Listen("", orderAggregate, orderPlaced, l.listener("default")),

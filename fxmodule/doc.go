@@ -9,8 +9,7 @@
 // so that application code injects the right Client:
 //
 //	fx.New(
-//		fx.Supply(logger), // a zerolog.Logger
-//		outboxfx.WithZerolog(),
+//		fx.Supply(logger), // a *slog.Logger; optional
 //		outboxfx.SQLDB("orders", "sqlite", outboxsql.SQLiteDSN("orders.db")),
 //		outboxfx.DataSource("orders", outboxfx.WithPreset(outboxfx.PresetSingleNode), outboxfx.FromEnv()),
 //		outboxfx.Routes("orders", newShippingRoute),
@@ -34,16 +33,22 @@
 //
 // # Configuration
 //
-// Config holds every knob of one data source, among them its outbox.Mode;
-// zero values are the specification's defaults. Presets (PresetSingleNode,
-// PresetMultiNode, PresetWriterOnly) are starting points, and FromEnv
-// overlays the environment: OUTBOX_… for the default data source,
-// OUTBOX_ORDERS_… for "orders" (see EnvVars). An invalid value makes the app fail to start with
-// an error that names the variable and wraps outbox.ErrInvalidConfig.
+// Config embeds outbox.Config, whose knobs (outbox.Knobs: default, bounds,
+// environment name) are described once in the core, and adds the
+// module's own: Table and Migrate. Zero values are the defaults. Presets
+// (PresetSingleNode, PresetMultiNode, PresetWriterOnly) are starting
+// points, and FromEnv overlays the environment: OUTBOX_… for the default
+// data source, OUTBOX_ORDERS_… for "orders" (see EnvVars, generated from
+// the same table). An unknown variable under the prefix, or a value that
+// does not parse or is out of bounds, makes the app fail to start with an
+// error that names the variable (and the closest known one, for a
+// misspelling) and wraps outbox.ErrInvalidConfig.
 //
 // # Logging
 //
-// The core logs through log/slog; the data sources route it to the
-// application's zerolog.Logger with SlogHandler, adding an "outbox_ds" field.
-// WithZerolog routes fx's own event log to the same logger (FxLogger).
+// The core logs through log/slog, to the *slog.Logger in the container if
+// there is one (else slog.Default()), with an "outbox_ds" field.
+// ZerologLogger provides one that writes to the application's
+// zerolog.Logger (SlogHandler), and WithZerolog routes fx's own event log
+// to the same logger (FxLogger).
 package outboxfx

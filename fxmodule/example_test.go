@@ -53,7 +53,8 @@ func ExampleDataSource() {
 	var svc *OrderService
 	app := fx.New(
 		fx.Supply(zerolog.Nop()), // the application's zerolog.Logger
-		outboxfx.WithZerolog(),   // fx's own log goes there too
+		outboxfx.ZerologLogger(), // the outbox logs to it
+		outboxfx.WithZerolog(),   // and so does fx
 		outboxfx.SQLDB("orders", "sqlite", outboxsql.SQLiteDSN(filepath.Join(dir, "orders.db"))),
 		outboxfx.DataSource("orders",
 			outboxfx.WithPreset(outboxfx.PresetSingleNode),

@@ -42,6 +42,19 @@ func WithZerolog() fx.Option {
 	return fx.WithLogger(func(l zerolog.Logger) fxevent.Logger { return NewFxLogger(l) })
 }
 
+// ZerologLogger provides the *slog.Logger that the data sources log to,
+// writing through the zerolog.Logger the application provides
+// (NewSlogLogger). Without it, and without a *slog.Logger of the
+// application's, they log to slog.Default().
+//
+//	fx.New(
+//		fx.Supply(logger),          // a zerolog.Logger
+//		outboxfx.ZerologLogger(),   // the outbox's logs go there
+//		outboxfx.WithZerolog(),     // and fx's own
+//		...
+//	)
+func ZerologLogger() fx.Option { return fx.Provide(NewSlogLogger) }
+
 func (l *FxLogger) routine() *zerolog.Event {
 	return l.Logger.WithLevel(l.Level)
 }

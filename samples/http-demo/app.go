@@ -48,6 +48,7 @@ func appOptions(s settings, logger zerolog.Logger) fx.Option {
 		fx.Supply(logger, obs),
 		obs.lifecycle(),
 		outboxfx.WithZerolog(),
+		outboxfx.ZerologLogger(), // the outbox logs to the zerolog.Logger too
 		outboxfx.SQLDBFromURL(outboxfx.DefaultName, s.dsn),
 		// GORM on that pool, with the outboxgorm plugin: the *gorm.DB for
 		// the orders and the shipping listener, and the outbox.TxContext

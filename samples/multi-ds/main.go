@@ -187,6 +187,7 @@ func run(ctx context.Context, o options) error {
 	appOpts := []fx.Option{
 		fx.Supply(logger),
 		outboxfx.WithZerolog(),
+		outboxfx.ZerologLogger(), // the outbox logs to the zerolog.Logger too
 		fx.Supply(notifier),
 		outboxfx.Routes("orders", func(n *Notifier) outboxfx.Route {
 			return n.Route("orders", orderAggregate, orderPlaced, false)
