@@ -175,6 +175,12 @@ func Rebind(d Dialect, query string) string {
 	return d.spec().rebind(query, 1)
 }
 
+// TimeArg returns t as d binds a timestamp column's value: an instant with
+// microseconds (PostgreSQL), UTC DATETIME text (MySQL), Unix microseconds
+// (SQLite); for application SQL that writes or compares the outbox
+// table's timestamps as the store does.
+func TimeArg(d Dialect, t time.Time) any { return d.spec().timeArg(t.UTC()) }
+
 // rebind replaces every ? in query with d's placeholders numbered from
 // first. The shared SQL never contains a literal question mark.
 func (d *dialect) rebind(query string, first int) string {

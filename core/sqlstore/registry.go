@@ -1,6 +1,7 @@
 package sqlstore
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
 	"reflect"
@@ -96,33 +97,53 @@ type Source struct {
 	Path string
 }
 
+// ErrUnknownScheme is matched by the error of ParseURL for a URL whose
+// scheme no dialect has: the value may be something else than a URL.
+var ErrUnknownScheme = errors.New("sqlstore: unknown database URL scheme")
+
 // URLError says why a database URL or DSN cannot be used. It wraps
-// outbox.ErrInvalidConfig and never holds a password.
+// outbox.ErrInvalidConfig (and ErrUnknownScheme for a scheme no dialect
+// has) and never holds a password.
 type URLError struct {
 	// Reason says what is wrong and how to write it instead.
-	Reason string
+	Reason        string
+	unknownScheme bool
 }
 
 func (e *URLError) Error() string { return "sqlstore: " + e.Reason }
 
-// Unwrap makes the error match outbox.ErrInvalidConfig.
-func (e *URLError) Unwrap() error { return outbox.ErrInvalidConfig }
+// Unwrap makes the error match outbox.ErrInvalidConfig, and
+// ErrUnknownScheme when that is what is wrong.
+func (e *URLError) Unwrap() []error {
+	if e.unknownScheme {
+		return []error{outbox.ErrInvalidConfig, ErrUnknownScheme}
+	}
+	return []error{outbox.ErrInvalidConfig}
+}
 
 // urlErr returns a *URLError of the formatted reason.
 func urlErr(format string, args ...any) error {
 	return &URLError{Reason: fmt.Sprintf(format, args...)}
 }
 
-// schemeList lists the URL forms ParseURL accepts, for messages:
-// "postgres://, …, sqlite: or file:".
-func schemeList() string {
+// URLForms returns the beginnings of the URLs ParseURL accepts, one per
+// scheme: "postgres://", "postgresql://", "mysql://", "sqlite:", ….
+func URLForms() []string {
 	var s []string
 	for _, d := range registry {
 		for _, sc := range d.schemes {
 			s = append(s, sc+d.schemeSep)
 		}
 	}
-	return strings.Join(s[:len(s)-1], ", ") + " or " + s[len(s)-1]
+	return s
+}
+
+// joinOr joins words for a message: "a", "a or b", "a, b or c".
+func joinOr(words []string) string {
+	if len(words) < 2 {
+		return strings.Join(words, "")
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " or " + words[len(words)-1]
 }
 
 // ParseURL maps a database URL, as given on a command line or in an
@@ -151,7 +172,7 @@ func ParseURL(raw string) (Source, error) {
 			return d.fromURL(d, raw)
 		}
 	}
-	return Source{}, urlErr("unknown scheme %q: use %s", scheme, schemeList())
+	return Source{}, &URLError{Reason: fmt.Sprintf("unknown scheme %q: use %s", scheme, joinOr(URLForms())), unknownScheme: true}
 }
 
 // ParseDSN maps dsn, a URL of one of d's schemes or a DSN of d's default
