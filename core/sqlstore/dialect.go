@@ -17,9 +17,13 @@ type Dialect interface {
 	spec() *dialect
 }
 
-// dialect is what a database family provides. A new dialect is one file
-// declaring one *dialect value, plus its DDL in
-// schema/<name>.sql; everything else is shared.
+// dialect is what a database family provides: how it is recognised (the
+// registry's fields), its SQL variations, and every per-dialect behaviour
+// of the shared code. A new dialect is one file declaring one *dialect
+// value, an entry in registry (registry.go), and its DDL in
+// schema/<name>.sql (and schema/inbox_<name>.sql,
+// schema/idempotency_<name>.sql); everything else is shared. Outside this
+// package only the test backends (outboxsqltest) list the dialects.
 type dialect struct {
 	name string
 	// title names the database family in messages, such as "PostgreSQL".
