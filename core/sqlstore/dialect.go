@@ -44,6 +44,9 @@ type dialect struct {
 	// default driver. Both check what the store needs of the DSN.
 	fromURL func(d *dialect, raw string) (Source, error)
 	fromDSN func(d *dialect, dsn string) (Source, error)
+	// embedded: the database is a file the process opens, and a value
+	// without a URL scheme is the path of one (see ParseURL).
+	embedded bool
 
 	// schemaFile is the DDL template under schema/, see renderSchema.
 	schemaFile string

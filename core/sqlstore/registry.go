@@ -165,7 +165,11 @@ func ParseURL(raw string) (Source, error) {
 	}
 	scheme, _, hasScheme := strings.Cut(raw, ":")
 	if !hasScheme || len(scheme) == 1 { // a plain path (or a Windows drive letter)
-		return sqliteDialect.fromURL(sqliteDialect, raw)
+		for _, d := range registry {
+			if d.embedded {
+				return d.fromURL(d, raw)
+			}
+		}
 	}
 	for _, d := range registry {
 		if slices.Contains(d.schemes, strings.ToLower(scheme)) {

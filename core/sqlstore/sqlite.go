@@ -22,6 +22,7 @@ var sqliteDialect = &dialect{
 	schemeSep:   ":",
 	fromURL:     sqliteURL,
 	fromDSN:     sqlitePath,
+	embedded:    true,
 	schemaFile:  "schema/sqlite.sql",
 	placeholder: questionMark,
 	timeArg:     func(t time.Time) any { return t.UnixMicro() },
