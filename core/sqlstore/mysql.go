@@ -139,7 +139,8 @@ func mysqlClaimUpgrade(ctx context.Context, s *Store) error {
 	return err
 }
 
-// mysqlDSNError says that the driver's DSN lacks an option the store needs.
+// mysqlDSNError says that the driver's DSN sets an option the store cannot
+// work with (loc).
 type mysqlDSNError struct{ msg string }
 
 func (e *mysqlDSNError) Error() string { return "sqlstore: mysql: " + e.msg }

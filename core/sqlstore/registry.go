@@ -110,6 +110,7 @@ type URLError struct {
 	unknownScheme bool
 }
 
+// Error returns the reason, prefixed with the package name.
 func (e *URLError) Error() string { return "sqlstore: " + e.Reason }
 
 // Unwrap makes the error match outbox.ErrInvalidConfig, and
