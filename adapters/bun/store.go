@@ -7,7 +7,6 @@ import (
 	"github.com/go-outbox/outbox/core/outboxsql"
 	"github.com/go-outbox/outbox/core/sqlstore"
 	"github.com/uptrace/bun"
-	"github.com/uptrace/bun/dialect"
 )
 
 // Open returns the outbox Store of db's database: outboxsql.Open on the
@@ -36,16 +35,13 @@ func Open(db *bun.DB, opts ...outboxsql.Option) (*outboxsql.Store, error) {
 	return store, nil
 }
 
-// dialectOf returns the outbox dialect of bun's dialect, or nil for one it
-// does not know (outboxsql.Open then looks at the driver).
+// dialectOf returns the outbox dialect of bun's dialect, by its name ("pg",
+// "mysql", "sqlite": see sqlstore.LookupDialect), or nil for one it does
+// not know (outboxsql.Open then looks at the driver).
 func dialectOf(db *bun.DB) outboxsql.Dialect {
-	switch db.Dialect().Name() {
-	case dialect.PG:
-		return outboxsql.PostgreSQL
-	case dialect.MySQL:
-		return outboxsql.MySQL
-	case dialect.SQLite:
-		return outboxsql.SQLite
+	d, err := sqlstore.LookupDialect(db.Dialect().Name().String())
+	if err != nil {
+		return nil
 	}
-	return nil
+	return d
 }

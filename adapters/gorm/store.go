@@ -39,16 +39,13 @@ func Open(db *gorm.DB, opts ...outboxsql.Option) (*outboxsql.Store, error) {
 	return store, nil
 }
 
-// dialectOf returns the outbox dialect of GORM's dialector, or nil for a
-// dialector it does not know (outboxsql.Open then looks at the driver).
+// dialectOf returns the outbox dialect of GORM's dialector, by its name
+// (see sqlstore.LookupDialect), or nil for a dialector it does not know
+// (outboxsql.Open then looks at the driver).
 func dialectOf(db *gorm.DB) outboxsql.Dialect {
-	switch db.Dialector.Name() {
-	case "postgres":
-		return outboxsql.PostgreSQL
-	case "mysql":
-		return outboxsql.MySQL
-	case "sqlite":
-		return outboxsql.SQLite
+	d, err := sqlstore.LookupDialect(db.Dialector.Name())
+	if err != nil {
+		return nil
 	}
-	return nil
+	return d
 }

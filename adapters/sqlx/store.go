@@ -12,7 +12,8 @@ import (
 // Open returns the outbox Store of db's database: outboxsql.Open on the
 // *sql.DB under sqlx. The dialect is detected from the driver as
 // outboxsql.Open does, else taken from the driver name db was opened with
-// (such as "sqlite3" for mattn/go-sqlite3), unless outboxsql.WithDialect
+// (such as "sqlite3" for mattn/go-sqlite3, see sqlstore.LookupDialect),
+// unless outboxsql.WithDialect
 // sets it. Like outboxsql.Open it does not touch the database: call the
 // Store's Migrate to create the table.
 //
@@ -26,8 +27,8 @@ func Open(db *sqlx.DB, opts ...outboxsql.Option) (*outboxsql.Store, error) {
 	}
 	if sqlstore.Apply(opts...).Dialect == nil {
 		if _, err := outboxsql.DetectDialect(db.DB); err != nil {
-			d, ok := driverNames[db.DriverName()]
-			if !ok {
+			d, lookupErr := sqlstore.LookupDialect(db.DriverName())
+			if lookupErr != nil {
 				return nil, fmt.Errorf("outboxsqlx: driver name %q: %w", db.DriverName(), err)
 			}
 			opts = append([]outboxsql.Option{outboxsql.WithDialect(d)}, opts...)
@@ -38,19 +39,4 @@ func Open(db *sqlx.DB, opts ...outboxsql.Option) (*outboxsql.Store, error) {
 		return nil, fmt.Errorf("outboxsqlx: %w", err)
 	}
 	return store, nil
-}
-
-// driverNames maps the names under which the usual drivers of each database
-// register themselves with database/sql to its dialect, for drivers whose
-// type outboxsql does not recognize.
-var driverNames = map[string]outboxsql.Dialect{
-	"postgres":   outboxsql.PostgreSQL,
-	"pgx":        outboxsql.PostgreSQL,
-	"pgx/v5":     outboxsql.PostgreSQL,
-	"nrpostgres": outboxsql.PostgreSQL,
-	"mysql":      outboxsql.MySQL,
-	"nrmysql":    outboxsql.MySQL,
-	"sqlite":     outboxsql.SQLite,
-	"sqlite3":    outboxsql.SQLite,
-	"nrsqlite3":  outboxsql.SQLite,
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/go-outbox/outbox/core/outboxsql"
+	"github.com/go-outbox/outbox/core/outboxsql/outboxsqltest"
+	"github.com/go-outbox/outbox/core/sqlstore"
 	_ "github.com/go-sql-driver/mysql"
 	_ "github.com/jackc/pgx/v5/stdlib"
 	_ "modernc.org/sqlite"
@@ -28,37 +30,36 @@ const (
 	startsTable = "torture_starts"
 )
 
-func defaultDSN(db string) string {
-	switch db {
-	case "postgres":
-		if v := os.Getenv("OUTBOX_TEST_POSTGRES_DSN"); v != "" {
-			return v
-		}
-		return "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	case "mysql":
-		if v := os.Getenv("OUTBOX_TEST_MYSQL_DSN"); v != "" {
-			return v
-		}
-		return "root@tcp(127.0.0.1:3306)/test?parseTime=true"
-	default:
-		return filepath.Join(os.TempDir(), "outbox-torture.db")
+// dialect returns the dialect -db names (any name sqlstore.LookupDialect
+// knows), and its name as the rest of the harness spells it.
+func dialect(name string) (outboxsql.Dialect, string, error) {
+	d, err := sqlstore.LookupDialect(name)
+	if err != nil {
+		return nil, "", fmt.Errorf("-db: %w", err)
 	}
+	return d, d.Name(), nil
 }
 
-// open connects to the backend; for SQLite dsn is a file path.
-func open(c config) (*sql.DB, error) {
-	var db *sql.DB
-	var err error
-	switch c.db {
-	case "sqlite":
-		db, err = sql.Open("sqlite", outboxsql.SQLiteDSN(c.dsn))
-	case "postgres":
-		db, err = sql.Open("pgx", c.dsn)
-	case "mysql":
-		db, err = sql.Open("mysql", c.dsn)
-	default:
-		return nil, fmt.Errorf("unknown -db %q: use sqlite, postgres or mysql", c.db)
+// defaultDSN is the DSN of the test server of d, else a temp SQLite file.
+func defaultDSN(d outboxsql.Dialect) string {
+	if dsn, ok := outboxsqltest.ServerDSN(d); ok {
+		return dsn
 	}
+	return filepath.Join(os.TempDir(), "outbox-torture.db")
+}
+
+// open connects to the backend; dsn is a DSN of the dialect's driver or a
+// URL (see sqlstore.ParseDSN), for SQLite a file path.
+func open(c config) (*sql.DB, error) {
+	d, _, err := dialect(c.db)
+	if err != nil {
+		return nil, err
+	}
+	src, err := sqlstore.ParseDSN(d, c.dsn)
+	if err != nil {
+		return nil, err
+	}
+	db, err := sql.Open(src.Driver, src.DSN)
 	if err != nil {
 		return nil, err
 	}
@@ -127,12 +128,13 @@ func isolate(c config) (config, error) {
 // aggregateKey names the i-th aggregate of -ordered.
 func aggregateKey(i int) string { return fmt.Sprintf("agg-%04d", i) }
 
-// bind rewrites ? placeholders for the backend's driver.
+// bind rewrites ? placeholders for the backend's dialect.
 func bind(db, q string) string {
-	if db == "postgres" {
-		return outboxsql.Rebind(outboxsql.PostgreSQL, q)
+	d, _, err := dialect(db)
+	if err != nil {
+		return q
 	}
-	return q
+	return outboxsql.Rebind(d, q)
 }
 
 // createTables drops and recreates the business, ledger, hang and outbox tables.

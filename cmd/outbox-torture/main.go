@@ -75,7 +75,7 @@ type config struct {
 
 func main() {
 	var c config
-	flag.StringVar(&c.db, "db", "sqlite", "backend: sqlite, postgres or mysql")
+	flag.StringVar(&c.db, "db", "sqlite", "backend: a dialect or driver name, such as sqlite, postgres or mysql (mariadb)")
 	flag.StringVar(&c.dsn, "dsn", "", "data source name (default: a temp SQLite file, or OUTBOX_TEST_POSTGRES_DSN / OUTBOX_TEST_MYSQL_DSN, or the local servers)")
 	flag.StringVar(&c.ownDB, "own-db", "outbox_torture", "PostgreSQL/MariaDB: create and use this database on the DSN's server, so connection cuts hit only the harness (\"\" to use the DSN's own)")
 	flag.IntVar(&c.workers, "workers", 3, "worker processes")
@@ -100,10 +100,15 @@ func main() {
 	flag.StringVar(&c.poisonID, "poison-id", "", "internal: id of the event whose listener ends its process")
 	flag.StringVar(&c.hungID, "hung-id", "", "internal: id of the event whose first delivery hangs")
 	flag.Parse()
-	if c.dsn == "" {
-		c.dsn = defaultDSN(c.db)
+	d, name, err := dialect(c.db)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "outbox-torture:", err)
+		os.Exit(2)
 	}
-	var err error
+	c.db = name
+	if c.dsn == "" {
+		c.dsn = defaultDSN(d)
+	}
 	if c.role == "worker" {
 		err = runWorker(c)
 	} else {

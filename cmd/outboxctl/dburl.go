@@ -3,15 +3,13 @@ package main
 import (
 	"database/sql"
 	"errors"
-	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/go-outbox/outbox/core/outboxsql"
-	"github.com/go-sql-driver/mysql"
+	"github.com/go-outbox/outbox/core/sqlstore"
+	_ "github.com/go-sql-driver/mysql" // registers "mysql"
 	_ "github.com/jackc/pgx/v5/stdlib" // registers "pgx"
 	_ "modernc.org/sqlite"             // registers "sqlite"
 )
@@ -21,154 +19,53 @@ type target struct {
 	// display names the database in messages, password masked.
 	display string
 	dialect outboxsql.Dialect
+	// driver and dsn open the database with database/sql.
+	driver, dsn string
 	// sqlitePath is the database file of a SQLite target, "" otherwise.
 	sqlitePath string
-	// open opens the database; it does not connect yet.
-	open func() (*sql.DB, error)
 }
 
 // schemes lists the URL forms --db accepts, for messages.
-const schemes = "postgres://, postgresql://, mysql:// or sqlite:"
+var schemes = strings.Join(sqlstore.URLForms(), ", ")
 
-// parseDBURL turns a --db value into a target. Errors are usage errors:
-// the value is not a URL outboxctl understands.
-//
-//   - postgres://… and postgresql://… are handed to pgx's database/sql
-//     driver as they are (any libpq URL parameter works: sslmode, …);
-//   - mysql://user:pass@host:port/db?param=value becomes a
-//     go-sql-driver/mysql configuration: user, password, TCP address (port
-//     3306 by default), database, and the URL parameters as driver
-//     parameters, with parseTime=true forced;
-//   - sqlite:///abs/path.db, sqlite:rel/path.db, or a bare path to an
-//     existing file open the file with modernc.org/sqlite, set up by
-//     outboxsql.SQLiteDSN.
+// parseDBURL turns a --db value into a target, as sqlstore.ParseURL reads
+// it; a value that is no URL must be an existing SQLite file. Errors are
+// usage errors: the value is not a URL outboxctl understands.
 func parseDBURL(raw string) (*target, error) {
 	if raw == "" {
 		return nil, usageErr("no database: pass --db URL or set OUTBOX_DB (%s)", schemes)
 	}
-	scheme, _, hasScheme := strings.Cut(raw, ":")
-	switch strings.ToLower(scheme) {
-	case "postgres", "postgresql":
-		return postgresTarget(raw)
-	case "mysql":
-		return mysqlTarget(raw)
-	case "sqlite", "sqlite3":
-		return sqliteURLTarget(raw)
-	}
-	if fi, err := os.Stat(raw); err == nil && fi.Mode().IsRegular() {
-		return sqliteTarget(raw, raw)
-	}
-	if hasScheme && strings.Contains(raw, "://") {
-		return nil, usageErr("--db: unknown scheme %q: use %s", scheme, schemes)
-	}
-	if strings.ContainsAny(raw, ":@") { // perhaps a driver DSN, with a password
-		return nil, usageErr("--db: not a URL (%s) and not an existing SQLite file", schemes)
-	}
-	return nil, usageErr("--db %q: not a URL (%s) and not an existing SQLite file", raw, schemes)
-}
-
-func postgresTarget(raw string) (*target, error) {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return nil, usageErr("--db: bad PostgreSQL URL: %v", urlErr(err))
-	}
-	if u.Opaque != "" {
-		return nil, usageErr("--db: bad PostgreSQL URL: write postgres://user:password@host:port/database")
-	}
-	return &target{
-		display: u.Redacted(),
-		dialect: outboxsql.PostgreSQL,
-		open:    func() (*sql.DB, error) { return sql.Open("pgx", u.String()) },
-	}, nil
-}
-
-func mysqlTarget(raw string) (*target, error) {
-	cfg, display, err := mysqlConfig(raw)
-	if err != nil {
-		return nil, err
-	}
-	return &target{
-		display: display,
-		dialect: outboxsql.MySQL,
-		open: func() (*sql.DB, error) {
-			c, err := mysql.NewConnector(cfg)
-			if err != nil {
-				return nil, err
-			}
-			return sql.OpenDB(c), nil
-		},
-	}, nil
-}
-
-// mysqlConfig turns a mysql:// URL into the driver's configuration, and
-// returns the URL with its password masked.
-func mysqlConfig(raw string) (*mysql.Config, string, error) {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return nil, "", usageErr("--db: bad MySQL URL: %v", urlErr(err))
-	}
-	if u.Opaque != "" || u.Host == "" {
-		return nil, "", usageErr("--db: bad MySQL URL: write mysql://user:password@host:port/database")
-	}
-	// The URL's parameters are the driver's: parse them as a DSN with no
-	// address, then fill in what the URL says.
-	cfg, err := mysql.ParseDSN("/?" + u.RawQuery)
-	if err != nil {
-		return nil, "", usageErr("--db: bad MySQL URL parameters %q: %v", u.RawQuery, err)
-	}
-	if u.User != nil {
-		cfg.User = u.User.Username()
-		cfg.Passwd, _ = u.User.Password()
-	}
-	port := u.Port()
-	if port == "" {
-		port = "3306"
-	}
-	cfg.Net, cfg.Addr = "tcp", net.JoinHostPort(u.Hostname(), port)
-	cfg.DBName = strings.TrimPrefix(u.Path, "/")
-	if cfg.DBName == "" || strings.Contains(cfg.DBName, "/") {
-		return nil, "", usageErr("--db: MySQL URL %q names no database: write mysql://user:password@host:port/database", u.Redacted())
-	}
-	cfg.ParseTime = true // the outbox store needs DATETIME columns as time.Time
-	if cfg.Loc == nil {
-		cfg.Loc = time.UTC
-	}
-	return cfg, u.Redacted(), nil
-}
-
-// sqliteURLTarget reads sqlite:///abs/path.db (an empty host) and
-// sqlite:rel/path.db (an opaque path, relative to the working directory).
-func sqliteURLTarget(raw string) (*target, error) {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return nil, usageErr("--db: bad SQLite URL: %v", urlErr(err))
-	}
-	if u.RawQuery != "" || u.Fragment != "" {
-		return nil, usageErr("--db: SQLite URL %q takes no parameters (outboxctl sets WAL and a busy timeout itself)", raw)
-	}
-	path := u.Opaque
-	if path == "" {
-		if u.Host != "" && u.Host != "localhost" {
-			return nil, usageErr("--db: SQLite URL %q has a host: write sqlite:///absolute/path.db or sqlite:relative/path.db", raw)
+	src, err := sqlstore.ParseURL(raw)
+	if scheme, _, hasScheme := strings.Cut(raw, ":"); !hasScheme || len(scheme) == 1 || errors.Is(err, sqlstore.ErrUnknownScheme) {
+		if fi, statErr := os.Stat(raw); statErr == nil && fi.Mode().IsRegular() {
+			src, err = sqlstore.ParseDSN(sqlstore.SQLite, raw)
+		} else if hasScheme && strings.Contains(raw, "://") {
+			return nil, usageErr("--db: unknown scheme %q: use %s", scheme, schemes)
+		} else if strings.ContainsAny(raw, ":@") { // perhaps a driver DSN, with a password
+			return nil, usageErr("--db: not a URL (%s) and not an existing SQLite file", schemes)
+		} else {
+			return nil, usageErr("--db %q: not a URL (%s) and not an existing SQLite file", raw, schemes)
 		}
-		path = u.Path
-	} else if p, err := url.PathUnescape(path); err == nil {
-		path = p
 	}
-	if path == "" || strings.HasSuffix(path, "/") {
-		return nil, usageErr("--db: SQLite URL %q names no file", raw)
+	var ue *sqlstore.URLError
+	if errors.As(err, &ue) {
+		return nil, usageErr("--db: %s", ue.Reason)
 	}
-	return sqliteTarget(raw, path)
+	if err != nil {
+		return nil, usageErr("--db: %v", err)
+	}
+	// The driver reads its parameters as it opens the pool, before any
+	// connection: a bad one is a usage error too.
+	db, err := sql.Open(src.Driver, src.DSN)
+	if err != nil {
+		return nil, usageErr("--db %s: the driver refuses its parameters: %v", src.Display, err)
+	}
+	_ = db.Close()
+	return &target{display: src.Display, dialect: src.Dialect, driver: src.Driver, dsn: src.DSN, sqlitePath: src.Path}, nil
 }
 
-func sqliteTarget(display, path string) (*target, error) {
-	return &target{
-		display:    display,
-		dialect:    outboxsql.SQLite,
-		sqlitePath: path,
-		open:       func() (*sql.DB, error) { return sql.Open("sqlite", outboxsql.SQLiteDSN(path)) },
-	}, nil
-}
+// open opens the database; it does not connect yet.
+func (t *target) open() (*sql.DB, error) { return sql.Open(t.driver, t.dsn) }
 
 // checkExists fails with a not-found error when a SQLite target's file does
 // not exist: opening it would create an empty database.
@@ -187,14 +84,4 @@ func (t *target) checkExists() error {
 		return usageErr("--db: %s is not a file", t.sqlitePath)
 	}
 	return nil
-}
-
-// urlErr returns the reason of a url.Parse error without the URL it
-// quotes, which may hold a password.
-func urlErr(err error) error {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		return ue.Err
-	}
-	return err
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/go-outbox/outbox/core/outboxsql/outboxsqltest"
+	"github.com/go-sql-driver/mysql"
 )
 
 // Every bad input exits with its code and one line on stderr, prints
@@ -92,19 +93,19 @@ func TestBadDatabaseURL(t *testing.T) {
 		msgs []string
 	}{
 		{"no database", []string{"stats"}, exitUsage, []string{"no database: pass --db URL or set OUTBOX_DB"}},
-		{"unknown scheme", []string{"--db", "oracle://scott:tiger@127.0.0.1/orcl", "stats"}, exitUsage, []string{`--db: unknown scheme "oracle": use postgres://, postgresql://, mysql:// or sqlite:`}},
+		{"unknown scheme", []string{"--db", "oracle://scott:tiger@127.0.0.1/orcl", "stats"}, exitUsage, []string{`--db: unknown scheme "oracle": use postgres://, postgresql://, mysql://, sqlite:, sqlite3:, file:`}},
 		{"unknown scheme, migrate", []string{"--db", "mssql://127.0.0.1/db", "migrate"}, exitUsage, []string{`unknown scheme "mssql"`}},
 		{"bad escape", []string{"--db", "postgres://u:secret@127.0.0.1/%zz", "stats"}, exitUsage, []string{"--db: bad PostgreSQL URL: invalid URL escape"}},
 		{"postgres without //", []string{"--db", "postgres:secret", "stats"}, exitUsage, []string{"bad PostgreSQL URL"}},
 		{"mysql without database", []string{"--db", "mysql://root:secret@127.0.0.1:3306", "stats"}, exitUsage, []string{"--db: MySQL URL \"mysql://root:xxxxx@127.0.0.1:3306\" names no database"}},
 		{"mysql without host", []string{"--db", "mysql:///test", "stats"}, exitUsage, []string{"bad MySQL URL"}},
-		{"mysql bad parameter", []string{"--db", "mysql://root@127.0.0.1/test?timeout=soon", "stats"}, exitUsage, []string{"bad MySQL URL parameters"}},
+		{"mysql bad parameter", []string{"--db", "mysql://root@127.0.0.1/test?timeout=soon", "stats"}, exitUsage, []string{"--db mysql://root@127.0.0.1/test?timeout=soon: the driver refuses its parameters"}},
 		{"sqlite with host", []string{"--db", "sqlite://db.example/x.db", "stats"}, exitUsage, []string{"has a host"}},
 		{"sqlite with parameters", []string{"--db", "sqlite:x.db?mode=ro", "stats"}, exitUsage, []string{"takes no parameters"}},
 		{"sqlite without file", []string{"--db", "sqlite:", "stats"}, exitUsage, []string{"names no file"}},
 		{"sqlite directory", []string{"--db", "sqlite://" + dir, "stats"}, exitUsage, []string{"is not a file"}},
 		{"driver DSN", []string{"--db", "root:secret@tcp(127.0.0.1:3306)/test", "stats"}, exitUsage, []string{"--db: not a URL"}},
-		{"not a file", []string{"--db", filepath.Join(dir, "nope.db"), "stats"}, exitUsage, []string{"not a URL (postgres://, postgresql://, mysql:// or sqlite:) and not an existing SQLite file"}},
+		{"not a file", []string{"--db", filepath.Join(dir, "nope.db"), "stats"}, exitUsage, []string{"not a URL (postgres://, postgresql://, mysql://, sqlite:, sqlite3:, file:) and not an existing SQLite file"}},
 		{"unreachable server", []string{"--db", "postgres://u:secret@127.0.0.1:1/x?connect_timeout=5", "stats"}, exitFailed, []string{"cannot connect to postgres://u:xxxxx@127.0.0.1:1/x"}},
 		{"unreachable mysql", []string{"--db", "mysql://u:secret@127.0.0.1:1/x?timeout=5s", "dead", "list"}, exitFailed, []string{"cannot connect to mysql://u:xxxxx@127.0.0.1:1/x"}},
 	} {
@@ -163,17 +164,26 @@ func TestParseDBURL(t *testing.T) {
 
 // The mysql:// URL becomes the go-sql-driver configuration the docs
 // describe: credentials, TCP address with port 3306 by default, database,
-// the driver's parameters, and parseTime forced on.
+// the driver's parameters (parseTime as the URL sets it: the store reads
+// DATETIME either way), loc UTC.
 func TestMySQLURL(t *testing.T) {
-	cfg, display, err := mysqlConfig("mysql://app:p%40ss:w@db.internal/shop?parseTime=false&timeout=3s&charset=utf8mb4")
+	tgt, err := parseDBURL("mysql://app:p%40ss:w@db.internal/shop?parseTime=false&timeout=3s&charset=utf8mb4")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if display != "mysql://app:xxxxx@db.internal/shop?parseTime=false&timeout=3s&charset=utf8mb4" {
-		t.Errorf("display %q", display)
+	if tgt.display != "mysql://app:xxxxx@db.internal/shop?parseTime=false&timeout=3s&charset=utf8mb4" {
+		t.Errorf("display %q", tgt.display)
 	}
-	if cfg.User != "app" || cfg.Passwd != "p@ss:w" || cfg.Net != "tcp" || cfg.Addr != "db.internal:3306" || cfg.DBName != "shop" ||
-		!cfg.ParseTime || cfg.Timeout.String() != "3s" || !strings.Contains(cfg.FormatDSN(), "charset=utf8mb4") || cfg.Loc.String() != "UTC" {
-		t.Errorf("config %+v", cfg)
+	cfg, err := mysql.ParseDSN(tgt.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tgt.driver != "mysql" || cfg.User != "app" || cfg.Passwd != "p@ss:w" || cfg.Net != "tcp" || cfg.Addr != "db.internal:3306" || cfg.DBName != "shop" ||
+		cfg.ParseTime || cfg.Timeout.String() != "3s" || !strings.Contains(cfg.FormatDSN(), "charset=utf8mb4") || cfg.Loc.String() != "UTC" {
+		t.Errorf("driver %q, config %+v", tgt.driver, cfg)
+	}
+	if _, err := parseDBURL("mysql://app:hunter2@db.internal/shop?loc=Local"); err == nil || !strings.Contains(err.Error(), "remove loc") ||
+		strings.Contains(err.Error(), "hunter2") {
+		t.Errorf("a loc other than UTC: %v", err)
 	}
 }

@@ -155,9 +155,11 @@ purge scheduler does by its retention settings.
 const urlHelp = `Database URLs (--db, or OUTBOX_DB):
   postgres://user:password@host:5432/db?sslmode=disable  PostgreSQL (pgx); postgresql:// too
   mysql://user:password@host:3306/db?tls=true            MySQL or MariaDB (go-sql-driver/mysql);
-                                                         the parameters are the driver's, parseTime=true is set
-  sqlite:///absolute/path/app.db                         SQLite (modernc.org/sqlite, WAL, busy timeout)
+                                                         the parameters are the driver's (parseTime=true unless
+                                                         set; loc other than UTC is refused)
+  sqlite:///absolute/path/app.db                         SQLite (modernc.org/sqlite, WAL, busy timeout); sqlite3: too
   sqlite:relative/path/app.db                            SQLite, relative to the working directory
+  file:app.db?_pragma=busy_timeout(5000)                 SQLite, the driver's own DSN as it is
   /path/to/app.db                                        an existing SQLite file
 Passwords never appear in messages.`
 

@@ -4,8 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"reflect"
-	"strings"
 
 	outbox "github.com/go-outbox/outbox/core"
 	"github.com/go-outbox/outbox/core/sqlstore"
@@ -59,40 +57,20 @@ func Open(db *sql.DB, opts ...Option) (*Store, error) {
 	return sqlstore.New(pool{db}, opts...)
 }
 
-// drivers maps the database/sql driver types Open recognizes, as
-// "<package path>.<type name>" of the dereferenced driver type, to their
-// dialect. No driver is imported.
-var drivers = map[string]Dialect{
-	"github.com/lib/pq.Driver":                   PostgreSQL,
-	"github.com/jackc/pgx/v5/stdlib.Driver":      PostgreSQL,
-	"github.com/jackc/pgx/v4/stdlib.Driver":      PostgreSQL,
-	"github.com/go-sql-driver/mysql.MySQLDriver": MySQL,
-	"modernc.org/sqlite.Driver":                  SQLite,
-	"github.com/mattn/go-sqlite3.SQLiteDriver":   SQLite,
-}
-
-// DetectDialect picks the Dialect for db from the type of its driver:
-// lib/pq and pgx's stdlib are PostgreSQL, go-sql-driver/mysql is MySQL,
-// modernc.org/sqlite and mattn/go-sqlite3 are SQLite. For another driver it returns an error
-// wrapping outbox.ErrInvalidConfig; pass WithDialect to Open then.
+// DetectDialect picks the Dialect for db from the type of its driver, as
+// sqlstore.DriverDialect does: lib/pq and pgx's stdlib are PostgreSQL,
+// go-sql-driver/mysql is MySQL, modernc.org/sqlite and mattn/go-sqlite3
+// are SQLite. For another driver it returns an error wrapping
+// outbox.ErrInvalidConfig; pass WithDialect to Open then.
 func DetectDialect(db *sql.DB) (Dialect, error) {
 	if db == nil {
 		return nil, fmt.Errorf("%w: outboxsql: nil *sql.DB", outbox.ErrInvalidConfig)
 	}
-	t := reflect.TypeOf(db.Driver())
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
+	d, err := sqlstore.DriverDialect(db.Driver())
+	if err != nil {
+		return nil, fmt.Errorf("%w; pass outboxsql.WithDialect to Open", err)
 	}
-	name := t.PkgPath() + "." + t.Name()
-	if d, ok := drivers[name]; ok {
-		return d, nil
-	}
-	known := make([]string, 0, len(drivers))
-	for drv := range drivers {
-		known = append(known, drv)
-	}
-	return nil, fmt.Errorf("%w: outboxsql: cannot detect the SQL dialect of driver %s (known: %s); pass outboxsql.WithDialect to Open",
-		outbox.ErrInvalidConfig, name, strings.Join(known, ", "))
+	return d, nil
 }
 
 // Executor is the part of database/sql that the outbox writes through:

@@ -17,11 +17,37 @@ type Dialect interface {
 	spec() *dialect
 }
 
-// dialect is what a database family provides. A new dialect is one file
-// declaring one *dialect value, plus its DDL in
-// schema/<name>.sql; everything else is shared.
+// dialect is what a database family provides: how it is recognised (the
+// registry's fields), its SQL variations, and every per-dialect behaviour
+// of the shared code. A new dialect is one file declaring one *dialect
+// value, an entry in registry (registry.go), and its DDL in
+// schema/<name>.sql (and schema/inbox_<name>.sql,
+// schema/idempotency_<name>.sql); everything else is shared. Outside this
+// package only the test backends (outboxsqltest) list the dialects.
 type dialect struct {
 	name string
+	// title names the database family in messages, such as "PostgreSQL".
+	title string
+
+	// What the registry (registry.go) recognises the dialect by: other
+	// names of the family; the names under which its database/sql drivers
+	// register, the first being the one a URL is opened with; the types
+	// of those drivers, as "<package path>.<type name>"; the schemes of its
+	// URLs, written with schemeSep in messages.
+	aliases     []string
+	driverNames []string
+	driverTypes []string
+	schemes     []string
+	schemeSep   string
+	// fromURL maps a URL of one of the schemes (or, for the embedded
+	// database, a plain path) to a Source; fromDSN maps a DSN of the
+	// default driver. Both check what the store needs of the DSN.
+	fromURL func(d *dialect, raw string) (Source, error)
+	fromDSN func(d *dialect, dsn string) (Source, error)
+	// embedded: the database is a file the process opens, and a value
+	// without a URL scheme is the path of one (see ParseURL).
+	embedded bool
+
 	// schemaFile is the DDL template under schema/, see renderSchema.
 	schemaFile string
 	// placeholder returns the bind marker of the i-th parameter (1-based).
@@ -49,12 +75,25 @@ type dialect struct {
 	idsFrom func(sub string) string
 	// missingTable reports whether err says that the table does not exist.
 	missingTable func(err error) bool
-	// onConflict, when set, ends the multi-row INSERT so that an existing
-	// event id skips its row instead of failing the statement. PostgreSQL
-	// needs it: a failed statement aborts the caller's whole transaction.
-	// MySQL and SQLite roll back only the failed statement, so a plain
-	// INSERT that fails keeps it usable.
-	onConflict string
+	// onConflict, when set, returns the clause that ends an INSERT so that
+	// a row whose unique key (the columns key) exists is skipped instead of
+	// failing the statement. PostgreSQL needs it: a failed statement
+	// aborts the caller's whole transaction. MySQL and SQLite roll back
+	// only the failed statement, so a plain INSERT that fails keeps it
+	// usable.
+	onConflict func(key string) string
+	// limitedDelete: the database cannot LIMIT a subquery of IN, but
+	// limits a DELETE itself (DELETE … ORDER BY … LIMIT), which the purges
+	// of the side tables then use.
+	limitedDelete bool
+	// rowID names a column every table has that identifies its row
+	// (SQLite's rowid), or is "": a purge without limitedDelete finds its
+	// rows by it, else by the table's key.
+	rowID string
+	// sharedLock, when set, ends a SELECT that must see the newest
+	// committed row even inside a transaction whose snapshot predates it
+	// (MySQL's REPEATABLE READ): a locking read.
+	sharedLock string
 	// uniqueViolation reports whether err is a duplicate-key error.
 	uniqueViolation func(err error) bool
 	// idsArray, when set, is the condition "event_id is one of the ids of
@@ -92,11 +131,32 @@ type dialect struct {
 	seq     string
 	openKey func(alias, key string) string
 	heads   func(d *dialect, table string, deadSkips bool) string
+	// headArgs orders the walk's arguments (now and recent already bound
+	// with timeArg) as heads' statement takes them.
+	headArgs func(cursor string, limit int, now, recent any) []any
+	// openKeyCol names the column that holds the key of every ordered
+	// event that is not DONE, and openKeyCond the condition (ending in
+	// " AND ", or "") that selects those rows: PendingKeys lists it.
+	openKeyCol, openKeyCond string
+	// lockHeads, when set, returns the statement that claims heads by id:
+	// head and tail go around the ids condition (see idsSQL); set is the
+	// SET clause, claimable the condition (ending in " AND ") that the
+	// heads are still claimable, selectList what RETURNING reads. Nil
+	// where the dialect's own claim takes heads (MySQL).
+	lockHeads func(table, set, claimable, selectList string) (head, tail string)
 }
 
 func (d *dialect) Name() string   { return d.name }
 func (d *dialect) spec() *dialect { return d }
 func (d *dialect) String() string { return d.name }
+
+// skipConflict returns the onConflict clause for the unique key key, or "".
+func (d *dialect) skipConflict(key string) string {
+	if d.onConflict == nil {
+		return ""
+	}
+	return d.onConflict(key)
+}
 
 // inSubquery returns the condition "event_id is one of the ids sub selects".
 func (d *dialect) inSubquery(sub string) string {
@@ -121,6 +181,12 @@ func Rebind(d Dialect, query string) string {
 	}
 	return d.spec().rebind(query, 1)
 }
+
+// TimeArg returns t as d binds a timestamp column's value: an instant with
+// microseconds (PostgreSQL), UTC DATETIME text (MySQL), Unix microseconds
+// (SQLite); for application SQL that writes or compares the outbox
+// table's timestamps as the store does.
+func TimeArg(d Dialect, t time.Time) any { return d.spec().timeArg(t.UTC()) }
 
 // rebind replaces every ? in query with d's placeholders numbered from
 // first. The shared SQL never contains a literal question mark.

@@ -10,6 +10,14 @@
 // and sqlx adapters); outboxpgx binds them to pgx with no database/sql in
 // between. Most users never import this package directly.
 //
+// # Dialects
+//
+// PostgreSQL, MySQL and SQLite are the Dialect values; the registry finds
+// one by name (LookupDialect), by database/sql driver (DriverDialect) or by
+// URL (ParseURL, ParseDSN, which also check what the store needs of the
+// DSN). The adapters, outboxfx and the tools ask it rather than keep lists
+// of databases.
+//
 // # Time
 //
 // Every timestamp is given by the caller (the outbox Clock) and converted

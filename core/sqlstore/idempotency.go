@@ -76,20 +76,17 @@ func NewIdempotency(s *Store, table string) (*Idempotency, error) {
 	i := &Idempotency{sideTable: t}
 	i.reserve = "INSERT INTO " + table + " (scope, idem_key, fingerprint, status, created_at) VALUES (?, ?, ?, 0, ?)"
 	get := "SELECT " + cols + " FROM " + table + " WHERE scope = ? AND idem_key = ?"
-	switch s.d {
-	case postgresDialect:
-		i.reserve += " ON CONFLICT (scope, idem_key) DO NOTHING"
-		i.purge = "DELETE FROM " + table + " WHERE (scope, idem_key) IN (SELECT scope, idem_key FROM " + table +
-			" WHERE created_at < ? ORDER BY created_at LIMIT ?)"
-	case mysqlDialect:
-		// A locking read sees the newest committed row, also under
-		// REPEATABLE READ, whose snapshot may predate it.
-		get += " LOCK IN SHARE MODE"
-		// MySQL cannot LIMIT a subquery of IN, but limits a DELETE itself.
+	i.reserve += s.d.skipConflict("scope, idem_key")
+	get += s.d.sharedLock
+	// The purge finds its rows by the table's key, or by the row id.
+	key, keyCols := "(scope, idem_key)", "scope, idem_key"
+	if s.d.rowID != "" {
+		key, keyCols = s.d.rowID, s.d.rowID
+	}
+	i.purge = "DELETE FROM " + table + " WHERE " + key + " IN (SELECT " + keyCols + " FROM " + table +
+		" WHERE created_at < ? ORDER BY created_at LIMIT ?)"
+	if s.d.limitedDelete {
 		i.purge = "DELETE FROM " + table + " WHERE created_at < ? ORDER BY created_at LIMIT ?"
-	default:
-		i.purge = "DELETE FROM " + table + " WHERE rowid IN (SELECT rowid FROM " + table +
-			" WHERE created_at < ? ORDER BY created_at LIMIT ?)"
 	}
 	i.reserve = s.d.rebind(i.reserve, 1)
 	i.get = s.d.rebind(get, 1)

@@ -42,7 +42,7 @@ func NewInbox(s *Store, table string) (*Inbox, error) {
 	}
 	table = t.tab.table
 	i := &Inbox{sideTable: t}
-	i.record = s.d.rebind("INSERT INTO "+table+" (event_id, processed_at) VALUES (?, ?)"+s.d.onConflict, 1)
+	i.record = s.d.rebind("INSERT INTO "+table+" (event_id, processed_at) VALUES (?, ?)"+s.d.skipConflict("event_id"), 1)
 	i.forget = s.d.rebind("DELETE FROM "+table+" WHERE event_id = ?", 1)
 	i.purge = inboxPurgeSQL(s.d, table)
 	return i, nil
@@ -52,8 +52,7 @@ func NewInbox(s *Store, table string) (*Inbox, error) {
 // before a cutoff, oldest first, at most a limit: its arguments are the
 // cutoff and the limit.
 func inboxPurgeSQL(d *dialect, table string) string {
-	if d == mysqlDialect {
-		// MySQL cannot LIMIT a subquery of IN, but limits a DELETE itself.
+	if d.limitedDelete {
 		return "DELETE FROM " + table + " WHERE processed_at < ? ORDER BY processed_at LIMIT ?"
 	}
 	return d.rebind("DELETE FROM "+table+" WHERE "+d.inSubquery("SELECT event_id FROM "+table+

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
 
@@ -11,9 +12,11 @@ import (
 )
 
 // MySQL is the dialect of MySQL 8.0 or later and MariaDB 10.6 or later
-// (InnoDB), through github.com/go-sql-driver/mysql. Its DSN needs
-// parseTime=true and the default loc=UTC; a store whose pool lacks them
-// fails its first claim with an error that says so.
+// (InnoDB), through github.com/go-sql-driver/mysql. Its DSN needs the
+// default loc=UTC: a store whose pool reads DATETIME in another location
+// fails its first claim with an error that says so (ParseURL and ParseDSN
+// refuse such a DSN at once). parseTime does not matter: the store reads
+// DATETIME columns as times or as text alike.
 //
 // Timestamps are DATETIME(6) holding UTC, bound as UTC text so that
 // neither the session time_zone nor the driver's loc changes what is
@@ -24,6 +27,14 @@ var MySQL Dialect = mysqlDialect
 
 var mysqlDialect = &dialect{
 	name:        "mysql",
+	title:       "MySQL",
+	aliases:     []string{"mariadb", "tidb"},
+	driverNames: []string{"mysql", "nrmysql"},
+	driverTypes: []string{"github.com/go-sql-driver/mysql.MySQLDriver"},
+	schemes:     []string{"mysql"},
+	schemeSep:   "://",
+	fromURL:     mysqlURL,
+	fromDSN:     mysqlDSN,
 	schemaFile:  "schema/mysql.sql",
 	placeholder: questionMark,
 	timeArg:     func(t time.Time) any { return t.UTC().Format(mysqlTimeFormat) },
@@ -51,9 +62,18 @@ var mysqlDialect = &dialect{
 	upgrade:    mysqlUpgrade,
 	maxBatch:   500,
 	maxListIDs: 4096, // placeholders per statement: at most 65535
+	// MySQL cannot LIMIT a subquery of IN, but limits a DELETE itself.
+	limitedDelete: true,
+	// A locking read sees the newest committed row, also under
+	// REPEATABLE READ, whose snapshot may predate it.
+	sharedLock: " LOCK IN SHARE MODE",
 	seq:        "seq",
 	openKey:    func(alias, key string) string { return alias + ".open_key = " + key },
+	openKeyCol: "open_key",
 	heads:      groupHeads,
+	headArgs: func(cursor string, limit int, now, recent any) []any {
+		return []any{now, recent, cursor, limit}
+	},
 }
 
 // mysqlTimeFormat is how timestamps are bound: DATETIME(6) text in UTC.
@@ -119,7 +139,8 @@ func mysqlClaimUpgrade(ctx context.Context, s *Store) error {
 	return err
 }
 
-// mysqlDSNError says that the driver's DSN lacks an option the store needs.
+// mysqlDSNError says that the driver's DSN sets an option the store cannot
+// work with (loc).
 type mysqlDSNError struct{ msg string }
 
 func (e *mysqlDSNError) Error() string { return "sqlstore: mysql: " + e.msg }
@@ -127,9 +148,10 @@ func (e *mysqlDSNError) Error() string { return "sqlstore: mysql: " + e.msg }
 // Unwrap makes the error match outbox.ErrInvalidConfig.
 func (e *mysqlDSNError) Unwrap() error { return outbox.ErrInvalidConfig }
 
-// scanMySQLTime accepts what go-sql-driver/mysql returns for DATETIME with
-// parseTime=true and loc=UTC. Text means parseTime is missing; another
-// location means loc is set: the stored UTC would be read as local time.
+// scanMySQLTime accepts what go-sql-driver/mysql returns for DATETIME:
+// a time with parseTime=true and loc=UTC, or the column's text, which
+// holds UTC, without parseTime. A time in another location means loc is
+// set: the stored UTC would have been read as local time.
 func scanMySQLTime(src any) (time.Time, error) {
 	switch v := src.(type) {
 	case time.Time:
@@ -138,11 +160,98 @@ func scanMySQLTime(src any) (time.Time, error) {
 				"remove loc from the DSN (or set loc=UTC)", v.Location())}
 		}
 		return v, nil
-	case []byte, string:
-		return time.Time{}, &mysqlDSNError{"DATETIME read as text: add parseTime=true to the DSN " +
-			"(for example user:pass@tcp(host:3306)/db?parseTime=true)"}
+	case []byte:
+		return parseMySQLTime(string(v))
+	case string:
+		return parseMySQLTime(v)
 	}
 	return time.Time{}, fmt.Errorf("sqlstore: timestamp column holds %T %v, want a time", src, src)
+}
+
+// parseMySQLTime reads DATETIME text (fractional seconds optional) as UTC.
+func parseMySQLTime(s string) (time.Time, error) {
+	t, err := time.Parse(time.DateTime, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("sqlstore: timestamp column holds %q, want DATETIME text", s)
+	}
+	return t, nil
+}
+
+// mysqlURL turns mysql://user:pass@host:port/db?param=value into a
+// go-sql-driver/mysql DSN: the URL's parameters are the driver's, and
+// parseTime=true is added unless set, so that the pool reads DATETIME as
+// time.Time for the application's own queries too.
+func mysqlURL(d *dialect, raw string) (Source, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return Source{}, urlErr("bad MySQL URL: %v", parseURLErr(err))
+	}
+	if u.Opaque != "" || u.Host == "" {
+		return Source{}, urlErr("bad MySQL URL: write mysql://user:password@host:port/database")
+	}
+	db := strings.TrimPrefix(u.Path, "/")
+	if db == "" || strings.Contains(db, "/") {
+		return Source{}, urlErr("MySQL URL %q names no database: write mysql://user:password@host:port/database", u.Redacted())
+	}
+	var b strings.Builder
+	if u.User != nil {
+		b.WriteString(u.User.Username())
+		if p, ok := u.User.Password(); ok {
+			b.WriteString(":" + p)
+		}
+		b.WriteString("@")
+	}
+	b.WriteString("tcp(" + u.Host + ")/" + db)
+	q := u.RawQuery
+	if !u.Query().Has("parseTime") {
+		q = strings.TrimPrefix(q+"&parseTime=true", "&")
+	}
+	b.WriteString("?" + q)
+	if err := mysqlCheckParams(q); err != nil {
+		return Source{}, err
+	}
+	return Source{Dialect: d, Driver: d.driverNames[0], DSN: b.String(), Display: u.Redacted()}, nil
+}
+
+// mysqlDSN checks a go-sql-driver/mysql DSN,
+// [user[:password]@][net[(addr)]]/dbname[?param=value&…].
+func mysqlDSN(d *dialect, dsn string) (Source, error) {
+	slash := strings.LastIndex(dsn, "/")
+	if slash < 0 {
+		return Source{}, urlErr("MySQL DSN names no database: write user:password@tcp(host:3306)/database")
+	}
+	_, q, _ := strings.Cut(dsn[slash:], "?")
+	if err := mysqlCheckParams(q); err != nil {
+		return Source{}, err
+	}
+	display, head := dsn, dsn[:slash]
+	if at := strings.LastIndex(head, "@"); at >= 0 {
+		if c := strings.IndexByte(head[:at], ':'); c >= 0 {
+			display = head[:c+1] + "xxxxx" + dsn[at:]
+		}
+	}
+	return Source{Dialect: d, Driver: d.driverNames[0], DSN: dsn, Display: display}, nil
+}
+
+// mysqlCheckParams refuses the driver parameters (query) the store cannot
+// work with: a loc other than UTC, in which the driver would read the
+// stored UTC as local time.
+func mysqlCheckParams(query string) error {
+	for _, kv := range strings.Split(query, "&") {
+		k, loc, _ := strings.Cut(kv, "=")
+		if k != "loc" {
+			continue
+		}
+		if v, err := url.QueryUnescape(loc); err == nil {
+			loc = v
+		}
+		if loc == "" || loc == "UTC" { // "" is UTC too
+			continue
+		}
+		return urlErr("MySQL DSN sets loc=%s: the outbox stores DATETIME in UTC, which the driver would read as %s time; "+
+			"remove loc (or set loc=UTC)", loc, loc)
+	}
+	return nil
 }
 
 // mysqlErrorNumber returns the error number of a go-sql-driver/mysql error

@@ -58,23 +58,23 @@ func buildOrderQueries(d *dialect, t, selectList string) *orderQueries {
 			" WHERE status = 3 AND "),
 		blocked: "SELECT COUNT(*), MIN(o.done_at) FROM " + t + " o WHERE " + blockingWhere(d, t, "o"),
 	}
-	keyCol, open := "ordering_key", "ordering_key IS NOT NULL AND status IN (0, 2, 3) AND "
-	if d == mysqlDialect {
-		keyCol, open = "open_key", ""
-	}
-	o.pending = newKeysSQL(d, "SELECT DISTINCT "+keyCol+" FROM "+t+" WHERE "+open, keyCol)
+	o.pending = newKeysSQL(d, "SELECT DISTINCT "+d.openKeyCol+" FROM "+t+" WHERE "+d.openKeyCond, d.openKeyCol)
 	// The heads' own state is checked again as they are locked: another
 	// claim may have taken one since the walk saw it.
 	const claimable = "status IN (0, 2) AND locked_by IS NULL AND available_at <= ? AND created_at <= ? AND "
-	switch d {
-	case postgresDialect:
-		o.lock = newIDsSQLTail(d, "UPDATE "+t+" SET locked_by = ?, locked_at = ? WHERE event_id = ANY(ARRAY(SELECT event_id FROM "+t+
-			" WHERE "+claimable, " FOR UPDATE SKIP LOCKED)) RETURNING "+selectList)
-	case sqliteDialect:
-		o.lock = newIDsSQLTail(d, "UPDATE "+t+" SET locked_by = ?, locked_at = ? WHERE "+claimable, " RETURNING "+selectList)
+	if d.lockHeads != nil {
+		head, tail := d.lockHeads(t, "locked_by = ?, locked_at = ?", claimable, selectList)
+		o.lock = newIDsSQLTail(d, head, tail)
 	}
 	return o
 }
+
+// partialOpenKeyCol and partialOpenKeyCond are dialect.openKeyCol and
+// openKeyCond where the order index is partial (PostgreSQL, SQLite).
+const (
+	partialOpenKeyCol  = "ordering_key"
+	partialOpenKeyCond = "ordering_key IS NOT NULL AND status IN (0, 2, 3) AND "
+)
 
 // partialOpenKey is dialect.openKey where the order index is partial
 // (PostgreSQL, SQLite).
@@ -99,15 +99,10 @@ func (s *Store) blockingWhere(o string) string { return blockingWhere(s.d, s.tab
 // cutoff of SkipRecent, in the order each statement says. With
 // deadSkips, DEAD events are not heads (outbox.DeadSkipsKey).
 
-// headArgs orders the walk's arguments for each dialect.
+// headArgs orders the walk's arguments as the dialect's statement takes
+// them (dialect.headArgs).
 func (s *Store) headArgs(cursor string, limit int, now, recent time.Time) []any {
-	switch s.d {
-	case postgresDialect:
-		return []any{s.t(now), s.t(recent), cursor, s.t(now), s.t(recent), limit}
-	case sqliteDialect:
-		return []any{cursor, limit, s.t(now), s.t(recent)}
-	}
-	return []any{s.t(now), s.t(recent), cursor, limit}
+	return s.d.headArgs(cursor, limit, s.t(now), s.t(recent))
 }
 
 // lateralHeads walks the order index with a recursive query whose each step

@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
 )
@@ -14,6 +15,14 @@ var PostgreSQL Dialect = postgresDialect
 
 var postgresDialect = &dialect{
 	name:        "postgres",
+	title:       "PostgreSQL",
+	aliases:     []string{"postgresql", "pg"},
+	driverNames: []string{"pgx", "postgres", "pgx/v5", "nrpostgres"},
+	driverTypes: []string{"github.com/jackc/pgx/v5/stdlib.Driver", "github.com/lib/pq.Driver", "github.com/jackc/pgx/v4/stdlib.Driver"},
+	schemes:     []string{"postgres", "postgresql"},
+	schemeSep:   "://",
+	fromURL:     postgresURL,
+	fromDSN:     postgresDSN,
 	schemaFile:  "schema/postgres.sql",
 	placeholder: dollar,
 	// An instant: TIMESTAMPTZ compares instants, whatever the session's
@@ -29,7 +38,7 @@ var postgresDialect = &dialect{
 	// ~250 ms per claim at a 1M-row backlog instead of ~2 ms.
 	idsFrom:         func(sub string) string { return "event_id = ANY(ARRAY(" + sub + "))" },
 	missingTable:    func(err error) bool { return sqlState(err) == "42P01" }, // undefined_table
-	onConflict:      " ON CONFLICT (event_id) DO NOTHING",
+	onConflict:      func(key string) string { return " ON CONFLICT (" + key + ") DO NOTHING" },
 	uniqueViolation: func(err error) bool { return sqlState(err) == "23505" }, // unique_violation
 	// The array is one parameter of type text[], sent as an array literal
 	// (lib/pq and pgx bind a string to it alike): a constant of the plan.
@@ -48,11 +57,38 @@ var postgresDialect = &dialect{
 		return "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = COALESCE(NULLIF($1, ''), current_schema())" +
 			" AND table_name = $2 AND column_name = $3", []any{strings.ToLower(schema), strings.ToLower(name)}
 	},
-	maxBatch: 500, // id lists are one array parameter: no maxListIDs
-	seq:      "seq",
-	openKey:  partialOpenKey,
-	heads:    lateralHeads,
-	upgrade:  pgUpgrade,
+	maxBatch:    500, // id lists are one array parameter: no maxListIDs
+	seq:         "seq",
+	openKey:     partialOpenKey,
+	openKeyCol:  partialOpenKeyCol,
+	openKeyCond: partialOpenKeyCond,
+	heads:       lateralHeads,
+	headArgs: func(cursor string, limit int, now, recent any) []any {
+		return []any{now, recent, cursor, now, recent, limit}
+	},
+	lockHeads: func(t, set, claimable, selectList string) (string, string) {
+		return "UPDATE " + t + " SET " + set + " WHERE event_id = ANY(ARRAY(SELECT event_id FROM " + t + " WHERE " + claimable,
+			" FOR UPDATE SKIP LOCKED)) RETURNING " + selectList
+	},
+	upgrade: pgUpgrade,
+}
+
+// postgresURL takes a postgres:// URL as it is: pgx's stdlib driver reads
+// every libpq URL parameter.
+func postgresURL(d *dialect, raw string) (Source, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return Source{}, urlErr("bad PostgreSQL URL: %v", parseURLErr(err))
+	}
+	if u.Opaque != "" {
+		return Source{}, urlErr("bad PostgreSQL URL: write postgres://user:password@host:port/database")
+	}
+	return Source{Dialect: d, Driver: d.driverNames[0], DSN: raw, Display: u.Redacted()}, nil
+}
+
+// postgresDSN takes a key=value DSN as it is; pgx's stdlib reads it.
+func postgresDSN(d *dialect, dsn string) (Source, error) {
+	return Source{Dialect: d, Driver: d.driverNames[0], DSN: dsn, Display: "PostgreSQL key=value DSN"}, nil
 }
 
 // scanTimeValue accepts the time.Time that drivers return for timestamp

@@ -103,7 +103,7 @@ func (q *insertSQL) sql(cols insertCols, n int, conflict bool) string {
 		sb.WriteString(q.d.rebind(group, 1+i*per))
 	}
 	if conflict {
-		sb.WriteString(q.d.onConflict)
+		sb.WriteString(q.d.skipConflict("event_id"))
 		if n > 1 {
 			sb.WriteString(" RETURNING event_id")
 		}

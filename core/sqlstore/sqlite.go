@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
 )
@@ -14,6 +15,14 @@ var SQLite Dialect = sqliteDialect
 
 var sqliteDialect = &dialect{
 	name:        "sqlite",
+	title:       "SQLite",
+	driverNames: []string{"sqlite", "sqlite3", "nrsqlite3"},
+	driverTypes: []string{"modernc.org/sqlite.Driver", "github.com/mattn/go-sqlite3.SQLiteDriver"},
+	schemes:     []string{"sqlite", "sqlite3", "file"},
+	schemeSep:   ":",
+	fromURL:     sqliteURL,
+	fromDSN:     sqlitePath,
+	embedded:    true,
 	schemaFile:  "schema/sqlite.sql",
 	placeholder: questionMark,
 	timeArg:     func(t time.Time) any { return t.UnixMicro() },
@@ -36,13 +45,22 @@ var sqliteDialect = &dialect{
 		}
 		return "SELECT name FROM " + schema + "sqlite_master WHERE type = 'index' AND tbl_name = ? AND sql IS NOT NULL", []any{name}
 	},
-	oneWriter:  true,
-	maxBatch:   500,
-	maxListIDs: 4096, // variables per statement: at most 32766 (SQLITE_MAX_VARIABLE_NUMBER)
-	seq:        "rowid",
-	openKey:    partialOpenKey,
-	heads:      scalarHeads,
-	upgrade:    sqliteUpgrade,
+	oneWriter:   true,
+	maxBatch:    500,
+	maxListIDs:  4096, // variables per statement: at most 32766 (SQLITE_MAX_VARIABLE_NUMBER)
+	rowID:       "rowid",
+	seq:         "rowid",
+	openKey:     partialOpenKey,
+	openKeyCol:  partialOpenKeyCol,
+	openKeyCond: partialOpenKeyCond,
+	heads:       scalarHeads,
+	headArgs: func(cursor string, limit int, now, recent any) []any {
+		return []any{cursor, limit, now, recent}
+	},
+	lockHeads: func(t, set, claimable, selectList string) (string, string) {
+		return "UPDATE " + t + " SET " + set + " WHERE " + claimable, " RETURNING " + selectList
+	},
+	upgrade: sqliteUpgrade,
 }
 
 func scanUnixMicro(src any) (time.Time, error) {
@@ -55,4 +73,65 @@ func scanUnixMicro(src any) (time.Time, error) {
 		return v, nil
 	}
 	return time.Time{}, fmt.Errorf("sqlstore: timestamp column holds %T %v, want INTEGER Unix microseconds", src, src)
+}
+
+// SQLiteDSN returns a modernc.org/sqlite data source name for the database
+// file at path, set up for an outbox shared by concurrent writers:
+//
+//   - journal_mode(WAL): readers do not block the writer and vice versa;
+//   - busy_timeout(10000): a connection that finds the database locked waits
+//     up to 10 s instead of failing at once with SQLITE_BUSY;
+//   - _txlock=immediate: transactions take the write lock at BEGIN, so two
+//     transactions that read and then write cannot deadlock on the lock
+//     upgrade (which SQLite reports as SQLITE_BUSY without waiting);
+//   - foreign_keys(1): enforce foreign keys, off by default in SQLite.
+func SQLiteDSN(path string) string {
+	q := url.Values{}
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "busy_timeout(10000)")
+	q.Add("_pragma", "foreign_keys(1)")
+	q.Set("_txlock", "immediate")
+	return "file:" + path + "?" + q.Encode()
+}
+
+// sqlitePath opens the database file at path with SQLiteDSN.
+func sqlitePath(d *dialect, path string) (Source, error) {
+	return Source{Dialect: d, Driver: d.driverNames[0], DSN: SQLiteDSN(path), Display: path, Path: path}, nil
+}
+
+// sqliteURL reads sqlite:///abs/path.db (an empty host), sqlite:rel/path.db
+// (an opaque path, relative to the working directory), a plain path, and a
+// file: URI, which is the driver's DSN and is taken as it is.
+func sqliteURL(d *dialect, raw string) (Source, error) {
+	scheme, rest, hasScheme := strings.Cut(raw, ":")
+	if !hasScheme || len(scheme) == 1 {
+		return sqlitePath(d, raw)
+	}
+	if strings.EqualFold(scheme, "file") {
+		path, _, _ := strings.Cut(rest, "?")
+		return Source{Dialect: d, Driver: d.driverNames[0], DSN: raw, Display: raw, Path: strings.TrimPrefix(path, "//")}, nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return Source{}, urlErr("bad SQLite URL: %v", parseURLErr(err))
+	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		return Source{}, urlErr("SQLite URL %q takes no parameters (it is opened with WAL and a busy timeout; "+
+			"a file: URI is taken as the driver's DSN)", raw)
+	}
+	path := u.Opaque
+	if path == "" {
+		if u.Host != "" && u.Host != "localhost" {
+			return Source{}, urlErr("SQLite URL %q has a host: write sqlite:///absolute/path.db or sqlite:relative/path.db", raw)
+		}
+		path = u.Path
+	} else if p, err := url.PathUnescape(path); err == nil {
+		path = p
+	}
+	if path == "" || strings.HasSuffix(path, "/") {
+		return Source{}, urlErr("SQLite URL %q names no file", raw)
+	}
+	s, err := sqlitePath(d, path)
+	s.Display = raw
+	return s, err
 }

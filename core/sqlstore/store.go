@@ -137,13 +137,13 @@ func (s *Store) Insert(ctx context.Context, tx outbox.Tx, now time.Time, owner s
 	if c, ok := ex.(Copier); ok && len(events) >= CopyThreshold {
 		copier = c
 	}
-	if copier != nil || (s.d.onConflict != "" && len(events) >= savepointBatch) {
+	if copier != nil || (s.d.onConflict != nil && len(events) >= savepointBatch) {
 		return s.insertSaved(ctx, ex, copier, events, ids, now, owner)
 	}
 	written := 0 // events of the chunks before this one, all inserted
 	for chunk := range slices.Chunk(events, s.d.maxBatch) {
 		cols := batchCols(chunk, owner)
-		query := s.q.insert.sql(cols, len(chunk), s.d.onConflict != "")
+		query := s.q.insert.sql(cols, len(chunk), s.d.onConflict != nil)
 		chunkIDs := ids[written : written+len(chunk)]
 		mine, err := s.insertChunk(ctx, ex, query, chunkIDs, s.insertArgs(cols, chunk, now, owner))
 		if err != nil {
@@ -163,7 +163,7 @@ func (s *Store) Insert(ctx context.Context, tx outbox.Tx, now time.Time, owner s
 // (PostgreSQL) tells which by the ids it returns; any other writes all its
 // rows or none (see insertNew).
 func (s *Store) insertChunk(ctx context.Context, ex Conn, query string, ids []string, args []any) ([]string, error) {
-	if s.d.onConflict != "" && len(ids) > 1 {
+	if s.d.onConflict != nil && len(ids) > 1 {
 		return s.insertReturning(ctx, ex, query, args)
 	}
 	if ok, err := s.insertNew(ctx, ex, query, args...); !ok {
@@ -180,7 +180,7 @@ func (s *Store) insertChunk(ctx context.Context, ex Conn, query string, ids []st
 func (s *Store) insertNew(ctx context.Context, c Conn, query string, args ...any) (bool, error) {
 	n, err := c.Exec(ctx, query, args...)
 	if err != nil {
-		if s.d.onConflict == "" && s.d.uniqueViolation(err) {
+		if s.d.onConflict == nil && s.d.uniqueViolation(err) {
 			return false, nil
 		}
 		return false, err

@@ -7,11 +7,10 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"strings"
 
-	"github.com/go-outbox/outbox/core/outboxsql"
-	"github.com/go-sql-driver/mysql"
+	"github.com/go-outbox/outbox/core/sqlstore"
 
+	_ "github.com/go-sql-driver/mysql"
 	_ "github.com/jackc/pgx/v5/stdlib"
 	_ "modernc.org/sqlite"
 )
@@ -25,62 +24,34 @@ const (
 	inboxTable  = "relay_demo_inbox"
 )
 
-// openDB opens the database dbURL names: postgres://… (pgx), mysql://… (go-sql-driver),
-// sqlite:path or a file path (a fresh SQLite file: an existing one is removed).
+// openDB opens the database dbURL names (see sqlstore.ParseURL):
+// postgres://… (pgx), mysql://… (go-sql-driver), sqlite:path or a file path
+// (a fresh SQLite file: an existing one is removed).
 func openDB(dbURL string) (*sql.DB, string, error) {
-	switch {
-	case strings.HasPrefix(dbURL, "postgres://"), strings.HasPrefix(dbURL, "postgresql://"):
-		db, err := sql.Open("pgx", dbURL)
-		return db, redact(dbURL), err
-	case strings.HasPrefix(dbURL, "mysql://"):
-		dsn, err := mysqlDSN(dbURL)
-		if err != nil {
-			return nil, "", err
-		}
-		db, err := sql.Open("mysql", dsn)
-		return db, redact(dbURL), err
-	}
-	path := strings.TrimPrefix(dbURL, "sqlite:")
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	src, err := sqlstore.ParseURL(dbURL)
+	if err != nil {
 		return nil, "", err
 	}
-	for _, suffix := range []string{"", "-wal", "-shm"} {
-		if err := os.Remove(path + suffix); err != nil && !os.IsNotExist(err) {
+	if path := src.Path; path != "" {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			return nil, "", err
 		}
-	}
-	db, err := sql.Open("sqlite", outboxsql.SQLiteDSN(path))
-	return db, "sqlite " + path, err
-}
-
-// mysqlDSN turns mysql://user:pass@host:port/db?params into the driver's
-// DSN, with the parseTime=true the outbox needs.
-func mysqlDSN(dbURL string) (string, error) {
-	u, err := url.Parse(dbURL)
-	if err != nil {
-		return "", fmt.Errorf("database URL: %w", err)
-	}
-	cfg := mysql.NewConfig()
-	cfg.User = u.User.Username()
-	cfg.Passwd, _ = u.User.Password()
-	cfg.Net, cfg.Addr = "tcp", u.Host
-	cfg.DBName = strings.TrimPrefix(u.Path, "/")
-	cfg.ParseTime = true
-	for k, v := range u.Query() {
-		if cfg.Params == nil {
-			cfg.Params = map[string]string{}
+		for _, suffix := range []string{"", "-wal", "-shm"} {
+			if err := os.Remove(path + suffix); err != nil && !os.IsNotExist(err) {
+				return nil, "", err
+			}
 		}
-		cfg.Params[k] = v[len(v)-1]
 	}
-	return cfg.FormatDSN(), nil
+	db, err := sql.Open(src.Driver, src.DSN)
+	return db, src.Display, err
 }
 
-// redact drops the password of a database URL, for printing.
-func redact(dbURL string) string {
-	if u, err := url.Parse(dbURL); err == nil {
+// redact drops the password of a URL, for printing.
+func redact(rawURL string) string {
+	if u, err := url.Parse(rawURL); err == nil {
 		return u.Redacted()
 	}
-	return "(database URL)"
+	return "(URL)"
 }
 
 // createTables drops the sample's business tables and creates them again:

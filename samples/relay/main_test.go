@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-outbox/outbox/core/outboxsql/outboxsqltest"
 	"github.com/go-outbox/outbox/core/relay/relaytest"
+	"github.com/go-outbox/outbox/core/sqlstore"
 	"github.com/go-sql-driver/mysql"
 	"go.uber.org/goleak"
 )
@@ -155,11 +156,11 @@ func TestUnknownBroker(t *testing.T) {
 }
 
 func TestMySQLURL(t *testing.T) {
-	dsn, err := mysqlDSN("mysql://app:s3cret@127.0.0.1:3306/shop?time_zone=%27%2B00%3A00%27")
+	src, err := sqlstore.ParseURL("mysql://app:s3cret@127.0.0.1:3306/shop?time_zone=%27%2B00%3A00%27")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := mysql.ParseDSN(dsn)
+	cfg, err := mysql.ParseDSN(src.DSN)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +168,7 @@ func TestMySQLURL(t *testing.T) {
 		!cfg.ParseTime || cfg.Params["time_zone"] != "'+00:00'" {
 		t.Fatalf("mysql URL parsed into %+v", cfg)
 	}
-	if _, err := mysqlDSN("mysql://%zz"); err == nil {
+	if _, _, err := openDB("mysql://%zz"); err == nil {
 		t.Fatal("a malformed URL parsed")
 	}
 	if got := redact("postgres://u:pw@h/db"); got != "postgres://u:xxxxx@h/db" {

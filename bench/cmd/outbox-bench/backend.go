@@ -6,12 +6,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
 	outbox "github.com/go-outbox/outbox/core"
-	"github.com/go-outbox/outbox/core/outboxsql"
 	"github.com/go-outbox/outbox/core/sqlstore"
 	_ "github.com/go-sql-driver/mysql"
 	_ "github.com/jackc/pgx/v5/stdlib"
@@ -29,11 +27,12 @@ const (
 
 // backend is one database reached through one driver.
 type backend struct {
-	key    string // as selected by -db: sqlite, pgx, pgx-native, pq, mysql
-	name   string // as printed: sqlite, postgres/pgx, postgres/pgx-native, postgres/pq, mariadb
-	family string // sqlite, postgres or mysql
-	driver string // database/sql driver name; "" for native pgx (pgxpool)
-	dsn    string // for SQLite, the file path
+	key     string // as selected by -db: sqlite, pgx, pgx-native, pq, mysql
+	name    string // as printed: sqlite, postgres/pgx, postgres/pgx-native, postgres/pq, mariadb
+	family  string // the dialect's name: sqlite, postgres or mysql
+	driver  string // database/sql driver name; "" for native pgx (pgxpool)
+	dialect sqlstore.Dialect
+	dsn     string // for SQLite, the file path
 }
 
 // backends returns the backends selected by list (comma-separated names:
@@ -41,11 +40,15 @@ type backend struct {
 // or mariadb, all).
 func backends(list, pgDSN, myDSN, sqlitePath string) ([]backend, error) {
 	all := map[string]backend{
-		"sqlite":     {key: "sqlite", name: "sqlite", family: "sqlite", driver: "sqlite", dsn: sqlitePath},
-		"pgx":        {key: "pgx", name: "postgres/pgx", family: "postgres", driver: "pgx", dsn: pgDSN},
-		"pgx-native": {key: "pgx-native", name: "postgres/pgx-native", family: "postgres", dsn: pgDSN},
-		"pq":         {key: "pq", name: "postgres/pq", family: "postgres", driver: "postgres", dsn: pgDSN},
-		"mysql":      {key: "mysql", name: "mariadb", family: "mysql", driver: "mysql", dsn: myDSN},
+		"sqlite":     {key: "sqlite", name: "sqlite", dialect: sqlstore.SQLite, driver: "sqlite", dsn: sqlitePath},
+		"pgx":        {key: "pgx", name: "postgres/pgx", dialect: sqlstore.PostgreSQL, driver: "pgx", dsn: pgDSN},
+		"pgx-native": {key: "pgx-native", name: "postgres/pgx-native", dialect: sqlstore.PostgreSQL, dsn: pgDSN},
+		"pq":         {key: "pq", name: "postgres/pq", dialect: sqlstore.PostgreSQL, driver: "postgres", dsn: pgDSN},
+		"mysql":      {key: "mysql", name: "mariadb", dialect: sqlstore.MySQL, driver: "mysql", dsn: myDSN},
+	}
+	for k, b := range all {
+		b.family = b.dialect.Name()
+		all[k] = b
 	}
 	var out []backend
 	seen := map[string]bool{}
@@ -86,11 +89,11 @@ func (b backend) open(ctx context.Context, conns int) (pool, error) {
 	if b.driver == "" {
 		return openPgxPool(ctx, b.dsn, conns)
 	}
-	dsn := b.dsn
-	if b.family == "sqlite" {
-		dsn = outboxsql.SQLiteDSN(b.dsn)
+	src, err := sqlstore.ParseDSN(b.dialect, b.dsn)
+	if err != nil {
+		return nil, err
 	}
-	db, err := sql.Open(b.driver, dsn)
+	db, err := sql.Open(b.driver, src.DSN)
 	if err != nil {
 		return nil, err
 	}
@@ -192,36 +195,12 @@ func (b backend) analyze(ctx context.Context, p pool, table string) error {
 	return err
 }
 
-// rebind turns ? placeholders into $n on PostgreSQL.
-func (b backend) rebind(q string) string {
-	if b.family != "postgres" {
-		return q
-	}
-	var sb strings.Builder
-	n := 0
-	for _, r := range q {
-		if r == '?' {
-			n++
-			sb.WriteString("$" + strconv.Itoa(n))
-			continue
-		}
-		sb.WriteRune(r)
-	}
-	return sb.String()
-}
+// rebind turns ? placeholders into the dialect's ($n on PostgreSQL).
+func (b backend) rebind(q string) string { return sqlstore.Rebind(b.dialect, q) }
 
 // timeArg binds a timestamp the way the sqlstore dialect does, so the
 // baseline writes the same column values.
-func (b backend) timeArg(t time.Time) any {
-	t = t.UTC()
-	switch b.family {
-	case "sqlite":
-		return t.UnixMicro()
-	case "mysql":
-		return t.Format("2006-01-02 15:04:05.000000")
-	}
-	return t.Truncate(time.Microsecond)
-}
+func (b backend) timeArg(t time.Time) any { return sqlstore.TimeArg(b.dialect, t) }
 
 // in returns head followed by " IN (?, …)" with k placeholders, in the
 // backend's placeholder style: the raw loops' statements by id.

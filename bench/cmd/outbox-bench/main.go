@@ -55,6 +55,8 @@ import (
 	"time"
 
 	outbox "github.com/go-outbox/outbox/core"
+	"github.com/go-outbox/outbox/core/outboxsql/outboxsqltest"
+	"github.com/go-outbox/outbox/core/sqlstore"
 )
 
 type options struct {
@@ -81,11 +83,11 @@ type options struct {
 	child                    string
 }
 
-func envOr(key, def string) string {
-	if v := os.Getenv(key); v != "" {
-		return v
-	}
-	return def
+// serverDSN is the DSN of d's test server (OUTBOX_TEST_*_DSN, else the
+// local default).
+func serverDSN(d sqlstore.Dialect) string {
+	dsn, _ := outboxsqltest.ServerDSN(d)
+	return dsn
 }
 
 func main() {
@@ -116,8 +118,8 @@ func main() {
 	flag.IntVar(&o.ackBatch, "ack-batch", 0, "the framework's AckBatchSize (0: the default)")
 	flag.DurationVar(&o.ackInterval, "ack-interval", 0, "the framework's AckInterval (0: the default)")
 	flag.BoolVar(&o.short, "short", false, "CI sizes: -duration 300ms -pairs 1 -drain-pairs 1 -drain-rows 100000 unless set")
-	flag.StringVar(&o.pgDSN, "postgres-dsn", envOr("OUTBOX_TEST_POSTGRES_DSN", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"), "PostgreSQL DSN")
-	flag.StringVar(&o.myDSN, "mysql-dsn", envOr("OUTBOX_TEST_MYSQL_DSN", "root@tcp(127.0.0.1:3306)/test?parseTime=true"), "MySQL/MariaDB DSN")
+	flag.StringVar(&o.pgDSN, "postgres-dsn", serverDSN(sqlstore.PostgreSQL), "PostgreSQL DSN")
+	flag.StringVar(&o.myDSN, "mysql-dsn", serverDSN(sqlstore.MySQL), "MySQL/MariaDB DSN")
 	flag.StringVar(&o.sqlitePath, "sqlite-path", filepath.Join(os.TempDir(), "outbox-bench", "bench.db"), "SQLite database file (recreated)")
 	flag.StringVar(&o.md, "md", "", "write the results into this Markdown file (between its result markers)")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the run here (drain children add .drain-<side>)")

@@ -87,6 +87,21 @@ func (b Backend) DSN(t *testing.T) string {
 	return b.defaultDSN
 }
 
+// ServerDSN returns the DSN of d's test server (from the backend's EnvDSN,
+// else the local default), for programs that run on it outside a test
+// (torture, benchmarks); false for a dialect without a server backend.
+func ServerDSN(d outboxsql.Dialect) (string, bool) {
+	for _, b := range backends {
+		if b.Dialect == d && b.IsServer() {
+			if dsn := os.Getenv(b.EnvDSN); dsn != "" {
+				return dsn, true
+			}
+			return b.defaultDSN, true
+		}
+	}
+	return "", false
+}
+
 // Pool is a connection pool that the tests of a binary share: a *sql.DB,
 // or an ORM's database over one.
 type Pool interface {
