@@ -19,9 +19,8 @@
 // TxContext through which the Client finds GORM's transactions. Open
 // returns the outbox Store: outboxsql's, on the *sql.DB under GORM, in the
 // dialect of GORM's dialector; like outboxsql.Open it does not touch the
-// database (create the table with Store.Migrate, with Model and
-// AutoMigrate, or with Store.Schema in your migrations). outbox.New takes
-// both.
+// database (create the table with Store.Migrate, or with Store.Schema in
+// your migrations). outbox.New takes both.
 //
 // # Writing
 //
@@ -69,9 +68,10 @@
 //
 // # Schema
 //
-// SQLiteEvent, PostgresEvent and MySQLEvent model the outbox table for
-// applications that migrate with AutoMigrate; Model picks the one of a
-// database's dialect. Each creates exactly the table of outboxsql's DDL
-// (checked against the database's catalog in this package's tests), under
-// the default table name.
+// The outbox table has no GORM model: a model must spell the DDL's partial
+// indexes, collations and MySQL's generated columns in struct tags, under
+// fixed index names (so for one table name only), and is a second
+// definition of the table that drifts from the DDL. Store.Migrate creates it (safe at every
+// start); for a migration tool, Store.Schema returns the statements and
+// `outboxctl --db URL migrate` prints them without connecting.
 package outboxgorm

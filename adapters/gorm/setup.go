@@ -17,8 +17,8 @@ import (
 // write with client.Write(WithTx(ctx, tx), …) inside db.Transaction.
 //
 // Services whose schema is managed by a migration tool call New, Open and
-// outbox.New themselves and apply Store.Schema (or AutoMigrate Model) in
-// their migrations instead.
+// outbox.New themselves and apply Store.Schema in their migrations
+// instead.
 func Setup(ctx context.Context, db *gorm.DB, cfg outbox.Config, opts ...outboxsql.Option) (*outbox.Client, error) {
 	var txOpts []Option
 	if cfg.Logger != nil {

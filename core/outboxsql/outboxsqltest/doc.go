@@ -12,9 +12,6 @@
 // the whole test binary (Open, or Shared for a pool an adapter opens its own
 // way), closed by CloseServers so that a leak check in TestMain passes
 // (ClosingServers), a fresh outbox table per test (NewStore, or OpenWith
-// through an adapter's Open), a database of its own for tables with fixed
-// names (OpenIsolated), a database whose driver outboxsql does not know
-// (UnknownDB), a statement that makes a commit fail (CommitFailure), and a
-// comparison of a table with the one outboxsql's DDL creates, through the
-// database's catalog (Shape, CompareWithDDL), for ORM models of the table.
+// through an adapter's Open), a database whose driver outboxsql does not
+// know (UnknownDB) and a statement that makes a commit fail (CommitFailure).
 package outboxsqltest
