@@ -5,17 +5,18 @@
 //
 // # Setup
 //
-// Setup does it all in one call: it installs the plugin, opens the Store on
-// GORM's pool, creates the table if it is missing and returns the Client.
+// Four calls, the same in every adapter, wire the outbox:
 //
 //	db, _ := gorm.Open(postgres.Open(dsn), &gorm.Config{})
-//	client, _ := outboxgorm.Setup(ctx, db, outbox.Config{}) // before any transaction begins
+//	tc, _ := outboxgorm.New(db)    // before any transaction begins
+//	store, _ := outboxgorm.Open(db)
+//	_ = store.Migrate(ctx)          // or Store.Schema in your migrations
+//	client, _ := outbox.New(outbox.Config{Store: store, TxContext: tc})
 //	_ = client.Handle(outbox.EventName("OrderPlaced"), notify)
 //	_ = client.Start(ctx)
 //	defer client.Close(ctx)
 //
-// The parts, for services that migrate with their own tools: New installs
-// a GORM plugin that wraps the database's connection pool and returns the
+// New installs a GORM plugin that wraps the database's connection pool and returns the
 // TxContext through which the Client finds GORM's transactions. Open
 // returns the outbox Store: outboxsql's, on the *sql.DB under GORM, in the
 // dialect of GORM's dialector; like outboxsql.Open it does not touch the
