@@ -15,9 +15,12 @@
 #    delivered.
 #
 # Only committed work is checked: the clone is of HEAD. Our modules are not
-# in the public checksum database, so GONOSUMDB names them; the fresh module
-# uses a module cache of its own so that a version made from another HEAD
-# never comes from the shared cache.
+# in the public checksum database, so GONOSUMDB names them. The module cache
+# is the usual one (its third-party modules, and the build cache of their
+# packages, are reused); this version of our modules is removed from it
+# before and after, so that a version made from another HEAD never comes
+# from the cache. The quick start builds without cgo, as the README says
+# modernc.org/sqlite allows.
 set -euo pipefail
 
 GO=${GO:-go}
@@ -26,12 +29,19 @@ top=$(git -C "$(dirname "$0")" rev-parse --show-toplevel)
 root=github.com/go-outbox/outbox
 start=$SECONDS
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/outbox-release-check.XXXXXX")
-cleanup() {
-	GOMODCACHE=$tmp/modcache "$GO" clean -modcache 2>/dev/null || true
-	rm -rf "$tmp"
+modcache=$("$GO" env GOMODCACHE)
+# forget removes this version of our modules from the module cache.
+forget() {
+	local d
+	for d in "$modcache/$root"/*@"$VERSION" "$modcache/$root"/*/*@"$VERSION" \
+		"$modcache/cache/download/$root"/*/@v/"$VERSION".* "$modcache/cache/download/$root"/*/*/@v/"$VERSION".*; do
+		[ -e "$d" ] || continue
+		chmod -R u+w "$d" && rm -rf "$d"
+	done
 }
-trap cleanup EXIT
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/outbox-release-check.XXXXXX")
+trap 'forget; rm -rf "$tmp"' EXIT
+forget
 
 if [ -n "$(git -C "$top" status --porcelain)" ]; then
 	echo "release-check: note: uncommitted changes are not checked (the clone is of HEAD)" >&2
@@ -49,10 +59,8 @@ if ! (cd "$tmp/repo" && PROXY_DIR="$tmp/proxy" GO="$GO" bash scripts/release.sh 
 fi
 grep '^release: wrote' "$tmp/release.log"
 
-shared=$("$GO" env GOMODCACHE)
-export GOWORK=off GOFLAGS=-mod=mod GOTOOLCHAIN=local
-export GOMODCACHE=$tmp/modcache
-export GOPROXY="file://$tmp/proxy,file://$shared/cache/download,$("$GO" env GOPROXY)"
+export GOWORK=off GOFLAGS=-mod=mod GOTOOLCHAIN=local CGO_ENABLED=0
+export GOPROXY="file://$tmp/proxy,$("$GO" env GOPROXY)"
 export GONOSUMDB="$root/*"
 export GOPRIVATE= GONOPROXY=
 

@@ -47,32 +47,43 @@ func main() {
 // quickStart runs the README's GORM quick start on the SQLite file path.
 func quickStart(ctx context.Context, path string) error {
 	dsn := outboxsql.SQLiteDSN(path)
-	db, err := gorm.Open(sqlite.Dialector{DriverName: "sqlite", DSN: dsn}, &gorm.Config{Logger: logger.Discard}) // 1
+	db, err := gorm.Open(sqlite.Dialector{DriverName: "sqlite", DSN: dsn}, &gorm.Config{Logger: logger.Discard})
 	if err != nil {
 		return err
 	}
 	if err := db.AutoMigrate(&Order{}); err != nil {
 		return err
 	}
-	client, err := outboxgorm.Setup(ctx, db, outbox.Config{}) // 2: plugin, store, migrate, client
+	tc, err := outboxgorm.New(db) // the plugin: sees every commit
+	if err != nil {
+		return err
+	}
+	store, err := outboxgorm.Open(db) // the Store, on GORM's pool
+	if err != nil {
+		return err
+	}
+	if err := store.Migrate(ctx); err != nil { // CREATE TABLE/INDEX IF NOT EXISTS
+		return err
+	}
+	client, err := outbox.New(outbox.Config{Store: store, TxContext: tc})
 	if err != nil {
 		return err
 	}
 	delivered := make(chan outbox.Envelope, 1)
-	err = client.Handle(outbox.EventName("OrderPlaced"), func(_ context.Context, e outbox.Envelope) error { // 3
+	err = client.Handle(outbox.EventName("OrderPlaced"), func(_ context.Context, e outbox.Envelope) error {
 		delivered <- e
 		return nil
 	})
 	if err != nil {
 		return err
 	}
-	if err := client.Start(ctx); err != nil { // 4
+	if err := client.Start(ctx); err != nil {
 		return err
 	}
 	defer func() { _ = client.Close(context.Background()) }()
 
 	order := Order{ID: "o-1"}
-	err = db.WithContext(ctx).Transaction(func(tx *gorm.DB) error { // 5
+	err = db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		if err := tx.Create(&order).Error; err != nil {
 			return err
 		}
@@ -81,7 +92,7 @@ func quickStart(ctx context.Context, path string) error {
 		if err != nil {
 			return err
 		}
-		_, err = client.Write(outboxgorm.WithTx(ctx, tx), ev) // 6
+		_, err = client.Write(outboxgorm.WithTx(ctx, tx), ev) // same transaction
 		return err
 	})
 	if err != nil {
