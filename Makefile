@@ -12,7 +12,7 @@ TORTURE_SQLITE_EVENTS ?= 5000
 GOLANGCI_LINT_VERSION ?= v2.15.0
 GOLANGCI_LINT := $(CURDIR)/bin/golangci-lint
 
-.PHONY: help demo test lint check-core-deps bench tidy torture fuzz release
+.PHONY: help demo test lint check-core-deps bench tidy torture fuzz release release-check
 
 help: ## Show this help.
 	@grep -E '^[a-zA-Z_/-]+:.*?## ' $(MAKEFILE_LIST) | awk -F':.*?## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -111,6 +111,10 @@ fuzz: ## Run the fuzz targets briefly (FUZZTIME=…): envelope construction and 
 	cd core && $(GO) test -run '^$$' -fuzz '^FuzzNewEnvelope$$' -fuzztime $(FUZZTIME) .
 	cd core && $(GO) test -run '^$$' -fuzz '^FuzzHeaderCodec$$' -fuzztime $(FUZZTIME) ./sqlstore
 
-release: ## Tag core, point the other modules at it, tag them (VERSION=vX.Y.Z; DRY_RUN=1 to preview). Never pushes.
+release: ## Tag core, point the other modules at it, tag them, write them as a module proxy in bin/proxy (VERSION=vX.Y.Z; DRY_RUN=1 to preview; PROXY_DIR=…). Never pushes.
 	@test -n "$(VERSION)" || { echo "usage: make release VERSION=vX.Y.Z [DRY_RUN=1]"; exit 1; }
-	@GO='$(GO)' DRY_RUN='$(DRY_RUN)' bash scripts/release.sh '$(VERSION)'
+	@GO='$(GO)' DRY_RUN='$(DRY_RUN)' PROXY_DIR='$(PROXY_DIR)' bash scripts/release.sh '$(VERSION)'
+
+release-check: ## Release HEAD into a throwaway clone, go get adapters/gorm and fxmodule from its proxy in a fresh module, tidy, run the GORM quick start to a delivered event.
+	cd scripts/modproxy && GOWORK=off $(GO) vet ./...
+	@GO='$(GO)' bash scripts/release-check.sh $(VERSION)

@@ -1,4 +1,4 @@
-package otel_test
+package outboxotel_test
 
 import (
 	"context"

@@ -3,6 +3,7 @@
 #
 #   scripts/release.sh vX.Y.Z            # or: make release VERSION=vX.Y.Z
 #   DRY_RUN=1 scripts/release.sh vX.Y.Z  # print the steps, change nothing
+#   PROXY_DIR=DIR scripts/release.sh …    # where step 5 writes (default bin/proxy)
 #
 # Steps:
 #   1. tag core at HEAD:                core/vX.Y.Z
@@ -13,7 +14,12 @@
 #   4. tag every other module at that commit: <module dir>/vX.Y.Z
 #      (adapters/gorm/vX.Y.Z, fxmodule/vX.Y.Z, …: the tag prefix of a module
 #      in a subdirectory is the subdirectory, as the go command expects)
-#   5. print the `git push` command to run; nothing is pushed.
+#   5. write every tagged module into the module proxy directory PROXY_DIR
+#      (<module>/@v/list, .info, .mod, .zip; scripts/modproxy), which
+#      another repository reads with GOPROXY=file://DIR before anything is
+#      pushed (see "Using the modules from another repository" in README.md;
+#      `make release-check` does it with a throwaway clone)
+#   6. print the `git push` command to run; nothing is pushed.
 #
 # From the release commit on, the go command resolves the required
 # …/core@vX.Y.Z (and …/fxmodule@vX.Y.Z) go.mod files through the module proxy,
@@ -24,6 +30,7 @@ set -euo pipefail
 
 GO=${GO:-go}
 DRY_RUN=${DRY_RUN:-}
+PROXY_DIR=${PROXY_DIR:-}
 case "$DRY_RUN" in 0 | false | no) DRY_RUN= ;; esac
 
 die() { echo "release: $*" >&2; exit 1; }
@@ -33,8 +40,15 @@ VERSION=$1
 [[ "$VERSION" =~ ^v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$ ]] ||
 	die "VERSION must look like v1.2.3 or v1.2.3-rc.1, got '$VERSION'"
 
+# A relative PROXY_DIR is taken from where the script was started.
+case "$PROXY_DIR" in
+'' | /*) ;;
+*) PROXY_DIR=$(pwd)/$PROXY_DIR ;;
+esac
 cd "$(git -C "$(dirname "$0")" rev-parse --show-toplevel)"
 [ -f go.work ] || die "no go.work in $(pwd)"
+top=$(pwd)
+[ -n "$PROXY_DIR" ] || PROXY_DIR=$top/bin/proxy
 
 # Problems that make the real run refuse. A dry run reports them and goes on
 # showing the steps, then exits non-zero.
@@ -159,7 +173,18 @@ for i in "${!dirs[@]}"; do
 	run git tag -a "${dirs[$i]}/$VERSION" -m "${dirs[$i]} $VERSION"
 done
 
-# 5. nothing is pushed.
+# 5. the tagged modules as a module proxy directory.
+mods=()
+for i in "${!dirs[@]}"; do
+	mods+=("${paths[$i]}=${dirs[$i]}")
+done
+echo "+ (cd scripts/modproxy && $(quote GOWORK=off "$GO" run . -repo "$top" -out "$PROXY_DIR" -version "$VERSION") <module>=<dir>…)"
+if [ -z "$DRY_RUN" ]; then
+	(cd scripts/modproxy && GOWORK=off "$GO" run . -repo "$top" -out "$PROXY_DIR" -version "$VERSION" "${mods[@]}") >/dev/null
+	echo "release: wrote ${#mods[@]} modules at $VERSION into $PROXY_DIR"
+fi
+
+# 6. nothing is pushed.
 branch=$(git symbolic-ref -q --short HEAD || true)
 echo
 if [ -n "$DRY_RUN" ]; then
@@ -170,6 +195,8 @@ fi
 echo "  git push --atomic origin ${branch:+$branch }${tags[*]}"
 echo "Builds here resolve the new requires through the module proxy once the tags are"
 echo "pushed; then \`make tidy\` and commit the go.sum and go.work.sum lines they add."
+echo "Before that, another module can use the release from the proxy directory:"
+echo "  GOPROXY=file://$PROXY_DIR,https://proxy.golang.org GONOSUMDB=${root}/* go get ${root}/adapters/gorm@$VERSION"
 
 if [ "$problems" -gt 0 ]; then
 	echo "release: $problems problem(s) above; the real run would refuse" >&2

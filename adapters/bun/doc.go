@@ -8,8 +8,8 @@
 // TxContext is a bun query hook: install it on the database, then give it
 // to the outbox Client. Open returns the outbox Store: outboxsql's, on the
 // *sql.DB under bun, in the dialect of bun's. Like outboxsql.Open, it does
-// not touch the database; the Store's Migrate creates the table (or create
-// it with Model, or run Store.Schema in your own migrations).
+// not touch the database; the Store's Migrate creates the table (or run
+// Store.Schema in your own migrations).
 //
 //	tc := outboxbun.New()
 //	db := bun.NewDB(sqlDB, pgdialect.New()).WithQueryHook(tc)
@@ -68,9 +68,10 @@
 //
 // # Schema
 //
-// SQLiteEvent, PostgresEvent and MySQLEvent model the outbox table for
-// applications that create their tables with bun; Model picks the one of a
-// database's dialect. Each creates exactly the table of outboxsql's DDL
-// (checked against the database's catalog in this package's tests), under
-// the default table name.
+// The outbox table has no bun model: bun's struct tags cannot state its
+// partial indexes, CHECK constraint, collations and generated columns, and
+// a second definition of the table would drift from the DDL.
+// Store.Migrate creates it (safe at every start); for a migration tool,
+// Store.Schema returns the statements and `outboxctl --db URL migrate`
+// prints them without connecting.
 package outboxbun

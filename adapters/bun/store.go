@@ -14,7 +14,7 @@ import (
 // mysqldialect or sqlitedialect, whichever database/sql driver it uses)
 // unless outboxsql.WithDialect sets it. Like outboxsql.Open it does not
 // touch the database: call the Store's Migrate to create the table, or
-// create it with Model.
+// apply the Store's Schema in your own migrations.
 //
 // The Store runs its own statements on that *sql.DB (it never closes it);
 // events are written in bun's transactions through a TxContext installed

@@ -5,23 +5,23 @@
 //
 // # Setup
 //
-// Setup does it all in one call: it installs the plugin, opens the Store on
-// GORM's pool, creates the table if it is missing and returns the Client.
+// Four calls, the same in every adapter, wire the outbox:
 //
 //	db, _ := gorm.Open(postgres.Open(dsn), &gorm.Config{})
-//	client, _ := outboxgorm.Setup(ctx, db, outbox.Config{}) // before any transaction begins
+//	tc, _ := outboxgorm.New(db)    // before any transaction begins
+//	store, _ := outboxgorm.Open(db)
+//	_ = store.Migrate(ctx)          // or Store.Schema in your migrations
+//	client, _ := outbox.New(outbox.Config{Store: store, TxContext: tc})
 //	_ = client.Handle(outbox.EventName("OrderPlaced"), notify)
 //	_ = client.Start(ctx)
 //	defer client.Close(ctx)
 //
-// The parts, for services that migrate with their own tools: New installs
-// a GORM plugin that wraps the database's connection pool and returns the
+// New installs a GORM plugin that wraps the database's connection pool and returns the
 // TxContext through which the Client finds GORM's transactions. Open
 // returns the outbox Store: outboxsql's, on the *sql.DB under GORM, in the
 // dialect of GORM's dialector; like outboxsql.Open it does not touch the
-// database (create the table with Store.Migrate, with Model and
-// AutoMigrate, or with Store.Schema in your migrations). outbox.New takes
-// both.
+// database (create the table with Store.Migrate, or with Store.Schema in
+// your migrations). outbox.New takes both.
 //
 // # Writing
 //
@@ -69,9 +69,10 @@
 //
 // # Schema
 //
-// SQLiteEvent, PostgresEvent and MySQLEvent model the outbox table for
-// applications that migrate with AutoMigrate; Model picks the one of a
-// database's dialect. Each creates exactly the table of outboxsql's DDL
-// (checked against the database's catalog in this package's tests), under
-// the default table name.
+// The outbox table has no GORM model: a model must spell the DDL's partial
+// indexes, collations and MySQL's generated columns in struct tags, under
+// fixed index names (so for one table name only), and is a second
+// definition of the table that drifts from the DDL. Store.Migrate creates it (safe at every
+// start); for a migration tool, Store.Schema returns the statements and
+// `outboxctl --db URL migrate` prints them without connecting.
 package outboxgorm

@@ -14,7 +14,7 @@ import (
 // dialector ("postgres", "mysql" or "sqlite", whichever database/sql
 // driver it uses) unless outboxsql.WithDialect sets it. Like outboxsql.Open
 // it does not touch the database: call the Store's Migrate to create the
-// table, or create it with Model and db.AutoMigrate.
+// table, or apply the Store's Schema in your own migrations.
 //
 // The Store runs its own statements on that *sql.DB (it never closes it);
 // events are written in GORM's transactions through the TxContext that New

@@ -18,14 +18,22 @@ import (
 	outboxgorm "github.com/go-outbox/outbox/adapters/gorm"
 )
 
-// TestSetup runs the README's quick start on every backend: gorm.Open,
-// Setup, Handle, Start, db.Transaction, Write — and the event is delivered.
-// Open, which Setup calls, takes the dialect from GORM's dialector.
-func TestSetup(t *testing.T) {
+// TestQuickStart runs the README's quick start on every backend:
+// gorm.Open, New, Open, Migrate, outbox.New, Handle, Start,
+// db.Transaction, Write — and the event is delivered. Open takes the
+// dialect from GORM's dialector.
+func TestQuickStart(t *testing.T) {
 	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
 		e := newEnv(t, b, nil)
+		tc, err := outboxgorm.New(e.db)
+		if err != nil {
+			t.Fatal(err)
+		}
 		store := b.OpenWith(t, e.sqlDB, func(opts ...outboxsql.Option) (*outboxsql.Store, error) { return outboxgorm.Open(e.db, opts...) })
-		client, err := outboxgorm.Setup(context.Background(), e.db, outbox.Config{Logger: quietLogger}, outboxsql.WithTable(store.Table()))
+		if err := store.Migrate(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		client, err := outbox.New(outbox.Config{Store: store, TxContext: tc, Logger: quietLogger})
 		if err != nil {
 			t.Fatal(err)
 		}

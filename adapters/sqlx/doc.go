@@ -38,11 +38,13 @@
 //	}
 //	return tx.Commit() // the hot path delivers after this commit
 //
-// TxContext.InTx runs a function in a transaction and passes it a context
-// already carrying it; called again with that context, it nests in a
-// savepoint, which a failing nested function rolls back alone. InTx also
-// works on a *sqlx.DB opened with sqlx itself: it then tracks the
-// transactions it begins on its own.
+// NewTxManager(db).InTx(ctx, fn) runs fn in a transaction and passes it a
+// context already carrying it (FromContext returns the *sqlx.Tx), the InTx
+// of outboxsql's and outboxpgx's TxManager; called again with that
+// context, it nests in a savepoint, which a failing nested function rolls
+// back alone. InTx also works on a *sqlx.DB opened with sqlx itself: it
+// then tracks the transactions it begins on its own. The TxManager is a
+// TxContext too.
 //
 // The outbox row is written through the transaction's embedded *sql.Tx.
 //

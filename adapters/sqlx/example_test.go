@@ -9,7 +9,6 @@ import (
 
 	outbox "github.com/go-outbox/outbox/core"
 	"github.com/go-outbox/outbox/core/outboxsql"
-	"github.com/jmoiron/sqlx"
 
 	outboxsqlx "github.com/go-outbox/outbox/adapters/sqlx"
 )
@@ -54,21 +53,21 @@ func Example() {
 }
 
 // InTx runs a function in a transaction; nested, it runs in a savepoint.
-func ExampleTxContext_InTx() {
+func ExampleTxManager_InTx() {
 	dir, _ := os.MkdirTemp("", "outboxsqlx")
 	defer os.RemoveAll(dir)
 	db, _ := outboxsqlx.OpenDB("sqlite", outboxsql.SQLiteDSN(filepath.Join(dir, "app.db")))
 	defer db.Close()
-	tc := outboxsqlx.New()
+	txm := outboxsqlx.NewTxManager(db)
 
-	err := tc.InTx(context.Background(), db, nil, func(ctx context.Context, tx *sqlx.Tx) error {
-		cur, err := tc.Current(ctx)
+	err := txm.InTx(context.Background(), func(ctx context.Context) error {
+		cur, err := txm.Current(ctx)
 		if err != nil {
 			return err
 		}
 		cur.AfterCommit(func() { fmt.Println("committed") })
-		nested := tc.InTx(ctx, db, nil, func(ctx context.Context, _ *sqlx.Tx) error {
-			cur, _ := tc.Current(ctx)
+		nested := txm.InTx(ctx, func(ctx context.Context) error {
+			cur, _ := txm.Current(ctx)
 			cur.AfterRollback(func() { fmt.Println("savepoint rolled back") })
 			return errors.New("nested step fails")
 		})

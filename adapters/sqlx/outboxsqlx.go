@@ -17,17 +17,24 @@ import (
 	"github.com/jmoiron/sqlx"
 )
 
-// Option configures OpenDB, Connect, NewDb and New.
+// Option configures OpenDB, Connect, NewDb, New and NewTxManager.
 type Option func(*options)
 
 type options struct {
 	logger *slog.Logger
+	txOpts *sql.TxOptions
 }
 
 // WithLogger sets the logger that receives panics of transaction callbacks
 // (default slog.Default()).
 func WithLogger(l *slog.Logger) Option {
 	return func(o *options) { o.logger = l }
+}
+
+// WithTxOptions sets the options of the transactions NewTxManager's InTx
+// begins (isolation level, read-only); other constructors ignore it.
+func WithTxOptions(opts sql.TxOptions) Option {
+	return func(o *options) { o.txOpts = &opts }
 }
 
 func apply(opts []Option) options {
@@ -83,18 +90,19 @@ func NewDb(c driver.Connector, driverName string, opts ...Option) *sqlx.DB {
 }
 
 // TxContext implements outbox.TxContext for sqlx: it finds the *sqlx.Tx a
-// context carries (WithTx, or InTx) and the outbox bookkeeping of that
+// context carries (WithTx, or TxManager.InTx) and the outbox bookkeeping of that
 // transaction. The outbox row is written through the transaction's
 // embedded *sql.Tx. The zero value is ready to use, with slog.Default()
-// receiving the panics of callbacks of transactions InTx tracks itself.
+// receiving the panics of callbacks of transactions TxManager.InTx tracks
+// itself.
 type TxContext struct {
 	logger *slog.Logger
 }
 
 var _ outbox.TxContext = (*TxContext)(nil)
 
-// New returns a TxContext. Its logger option applies to transactions InTx
-// runs on a database not opened through this package.
+// New returns a TxContext. Its logger option applies to transactions
+// TxManager.InTx runs on a database not opened through this package.
 func New(opts ...Option) *TxContext {
 	return &TxContext{logger: apply(opts).logger}
 }
@@ -121,7 +129,8 @@ func WithTx(ctx context.Context, tx *sqlx.Tx) context.Context {
 	return context.WithValue(ctx, txKey{}, &txEntry{tx: tx})
 }
 
-// FromContext returns the sqlx transaction ctx carries (WithTx or InTx).
+// FromContext returns the sqlx transaction ctx carries (WithTx or
+// TxManager.InTx): the transaction a function run by InTx works in.
 func FromContext(ctx context.Context) (*sqlx.Tx, bool) {
 	if e := entry(ctx); e != nil {
 		return e.tx, true
@@ -139,19 +148,19 @@ func entry(ctx context.Context) *txEntry {
 
 // errUntracked explains a transaction whose commit nobody reports.
 var errUntracked = fmt.Errorf("%w (outboxsqlx: the transaction in the context does not report its commit: "+
-	"open the database with outboxsqlx.OpenDB, Connect or NewDb, or run the transaction with TxContext.InTx)", outbox.ErrNoTransaction)
+	"open the database with outboxsqlx.OpenDB, Connect or NewDb, or run the transaction with TxManager.InTx)", outbox.ErrNoTransaction)
 
 // errEnded explains a transaction that already committed or rolled back.
 var errEnded = fmt.Errorf("%w (outboxsqlx: the transaction in the context already ended)", outbox.ErrNoTransaction)
 
 // Current returns the transaction ctx carries. It fails with an error
 // wrapping outbox.ErrNoTransaction when ctx carries none, when the
-// transaction's database was not opened through this package (and InTx did
-// not begin it), or when the transaction already ended.
+// transaction's database was not opened through this package (and
+// TxManager.InTx did not begin it), or when the transaction already ended.
 func (tc *TxContext) Current(ctx context.Context) (outbox.Tx, error) {
 	e := entry(ctx)
 	if e == nil {
-		return nil, fmt.Errorf("%w (outboxsqlx: put the transaction in the context with outboxsqlx.WithTx, or use TxContext.InTx)", outbox.ErrNoTransaction)
+		return nil, fmt.Errorf("%w (outboxsqlx: put the transaction in the context with outboxsqlx.WithTx, or use TxManager.InTx)", outbox.ErrNoTransaction)
 	}
 	scope, err := e.find(ctx)
 	if err != nil {
@@ -208,37 +217,56 @@ func connScope(ctx context.Context, tx *sqlx.Tx) (*outboxtx.Scope, error) {
 
 var savepointSeq atomic.Uint64
 
+// TxManager runs transactions on one *sqlx.DB, with the InTx of
+// outboxsql's and outboxpgx's TxManager. It is also the Client's
+// TxContext: it embeds the TxContext that finds the transaction in a
+// context.
+type TxManager struct {
+	*TxContext
+	db   *sqlx.DB
+	opts *sql.TxOptions
+}
+
+// NewTxManager returns the TxManager of db. Its options: WithLogger (the
+// panics of callbacks of transactions it tracks itself, on a database not
+// opened through this package) and WithTxOptions.
+func NewTxManager(db *sqlx.DB, opts ...Option) *TxManager {
+	o := apply(opts)
+	return &TxManager{TxContext: &TxContext{logger: o.logger}, db: db, opts: o.txOpts}
+}
+
 // InTx runs fn in a transaction and passes it a context carrying the
-// transaction (as WithTx does): committed if fn returns nil, rolled back
-// (and fn's error returned) otherwise, rolled back and re-panicked if fn
-// panics. After-commit callbacks run once the commit succeeded.
+// transaction (as WithTx does; FromContext returns it): committed if fn
+// returns nil, rolled back (and fn's error returned) otherwise, rolled
+// back and re-panicked if fn panics. After-commit callbacks run once the
+// commit succeeded.
 //
 // Called with a context that already carries a running transaction (of
-// db, or put there by WithTx), InTx nests: fn runs in a savepoint of that
-// transaction, released on success and rolled back to on failure, so a
-// failed nested fn undoes its own work (and its after-rollback callbacks
-// run at once, its after-commit callbacks never) only; the outer
-// transaction decides the rest. A transaction in ctx that already ended
-// counts as none.
+// the manager's database, or put there by WithTx), InTx nests: fn runs in
+// a savepoint of that transaction, released on success and rolled back to
+// on failure, so a failed nested fn undoes its own work (and its
+// after-rollback callbacks run at once, its after-commit callbacks never)
+// only; the outer transaction decides the rest. A transaction in ctx that
+// already ended counts as none.
 //
 // InTx works on any *sqlx.DB. On one not opened through this package, it
 // tracks the transactions it begins itself; Beginx and WithTx need OpenDB.
-func (tc *TxContext) InTx(ctx context.Context, db *sqlx.DB, opts *sql.TxOptions, fn func(ctx context.Context, tx *sqlx.Tx) error) (err error) {
-	if outer := entry(ctx); outer != nil && (outer.db == nil || outer.db == db) && !outer.ended(ctx) {
+func (m *TxManager) InTx(ctx context.Context, fn func(ctx context.Context) error) (err error) {
+	if outer := entry(ctx); outer != nil && (outer.db == nil || outer.db == m.db) && !outer.ended(ctx) {
 		return outer.nest(ctx, fn)
 	}
-	tx, err := db.BeginTxx(ctx, opts)
+	tx, err := m.db.BeginTxx(ctx, m.opts)
 	if err != nil {
 		return fmt.Errorf("outboxsqlx: begin transaction: %w", err)
 	}
-	e := &txEntry{tx: tx, db: db}
+	e := &txEntry{tx: tx, db: m.db}
 	scope, err := connScope(ctx, tx)
 	if err != nil {
 		_ = tx.Rollback()
 		return err
 	}
 	if scope == nil {
-		e.own = outboxtx.NewScope(tc.logger)
+		e.own = outboxtx.NewScope(m.logger)
 	}
 	e.scope = scope
 	done := false
@@ -248,7 +276,7 @@ func (tc *TxContext) InTx(ctx context.Context, db *sqlx.DB, opts *sql.TxOptions,
 			e.endOwn(false)
 		}
 	}()
-	err = fn(context.WithValue(ctx, txKey{}, e), tx)
+	err = fn(context.WithValue(ctx, txKey{}, e))
 	done = true
 	if err != nil {
 		if rbErr := tx.Rollback(); rbErr != nil && !errors.Is(rbErr, sql.ErrTxDone) {
@@ -280,7 +308,7 @@ func (e *txEntry) endOwn(committed bool) {
 // nests: the savepoint is released when fn succeeds; when fn fails or
 // panics, the transaction rolls back to it and then releases it, so the
 // Scope drops the savepoint's callbacks and its level at once.
-func (e *txEntry) nest(ctx context.Context, fn func(ctx context.Context, tx *sqlx.Tx) error) (err error) {
+func (e *txEntry) nest(ctx context.Context, fn func(ctx context.Context) error) (err error) {
 	name := "outbox_sp" + strconv.FormatUint(savepointSeq.Add(1), 10)
 	if err := e.exec(ctx, "SAVEPOINT "+name); err != nil {
 		return fmt.Errorf("outboxsqlx: nested transaction: %w", err)
@@ -299,7 +327,7 @@ func (e *txEntry) nest(ctx context.Context, fn func(ctx context.Context, tx *sql
 			_ = rollback()
 		}
 	}()
-	err = fn(ctx, e.tx)
+	err = fn(ctx)
 	done = true
 	if err != nil {
 		if rbErr := rollback(); rbErr != nil {

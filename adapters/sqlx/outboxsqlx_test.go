@@ -95,12 +95,12 @@ var styles = []style{
 	{"Beginx", func(e *env) func(context.Context, func(context.Context) error) error { return beginx(e.db) }},
 	{"InTx", func(e *env) func(context.Context, func(context.Context) error) error {
 		return func(ctx context.Context, fn func(context.Context) error) error {
-			return e.tc.InTx(ctx, e.db, nil, func(ctx context.Context, _ *sqlx.Tx) error { return fn(ctx) })
+			return outboxsqlx.NewTxManager(e.db, outboxsqlx.WithLogger(quietLogger)).InTx(ctx, fn)
 		}
 	}},
 	{"InTxPlainDB", func(e *env) func(context.Context, func(context.Context) error) error {
 		return func(ctx context.Context, fn func(context.Context) error) error {
-			return e.tc.InTx(ctx, e.plain, nil, func(ctx context.Context, _ *sqlx.Tx) error { return fn(ctx) })
+			return outboxsqlx.NewTxManager(e.plain, outboxsqlx.WithLogger(quietLogger)).InTx(ctx, fn)
 		}
 	}},
 }

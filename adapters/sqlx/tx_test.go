@@ -58,7 +58,7 @@ func TestInTxAfterEnd(t *testing.T) {
 		e := newEnv(t, b)
 		for _, db := range []*sqlx.DB{e.db, e.plain} {
 			outboxtest.WantNewTxAfterEnd(t, e.tc, func(ctx context.Context, fn func(context.Context) error) error {
-				return e.tc.InTx(ctx, db, nil, func(ctx context.Context, _ *sqlx.Tx) error { return fn(ctx) })
+				return outboxsqlx.NewTxManager(db, outboxsqlx.WithLogger(quietLogger)).InTx(ctx, fn)
 			})
 		}
 	})

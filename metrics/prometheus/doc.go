@@ -1,4 +1,4 @@
-// Package prometheus exports the outbox's metrics to Prometheus: New
+// Package outboxprom exports the outbox's metrics to Prometheus: New
 // returns an outbox.Metrics for one Client's Config.Metrics, registered as
 // a prometheus.Collector on the Registerer the application serves (with
 // promhttp). Several Clients (one per data source) share a registry, each
@@ -15,4 +15,11 @@
 // outbox_blocked_keys) are sampled by the Client every
 // Config.MetricsInterval. docs/observability.md lists every series with a
 // query per dashboard panel.
-package prometheus
+//
+// The package is named outboxprom, not prometheus, so that it never
+// shadows github.com/prometheus/client_golang/prometheus in the files that
+// import both; its module path stays
+// github.com/go-outbox/outbox/metrics/prometheus:
+//
+//	import outboxprom "github.com/go-outbox/outbox/metrics/prometheus"
+package outboxprom

@@ -1,4 +1,4 @@
-package prometheus_test
+package outboxprom_test
 
 import (
 	"context"

@@ -1,6 +1,6 @@
 module github.com/go-outbox/outbox/sinks/amqp
 
-go 1.25.0
+go 1.26.0
 
 require (
 	github.com/go-outbox/outbox/core v0.0.0

@@ -12,7 +12,6 @@ import (
 	"github.com/go-outbox/outbox/core/inbox/inboxtest"
 	"github.com/go-outbox/outbox/core/outboxsql"
 	"github.com/go-outbox/outbox/core/outboxtest"
-	"github.com/go-outbox/outbox/core/sqlstore"
 )
 
 // Fixture returns the test fixture of store, a Store on db, written through
@@ -60,34 +59,6 @@ func RunAdapterSuites[S fmt.Stringer](t *testing.T, styles []S, newFixture func(
 	t.Run("IdempotencySuite", func(t *testing.T) {
 		Run(t, func(t *testing.T, b Backend) {
 			idempotencytest.RunSuite(t, func(t *testing.T) outboxtest.AdapterFixture { return newFixture(t, b, styles[0]) })
-		})
-	})
-}
-
-// RunModelSuites checks an ORM model of the outbox table on every backend:
-// create must create the table (sqlstore.DefaultTable) in db, a database of
-// its own (see OpenIsolated), the way the ORM's users do. The table must
-// have the shape of outboxsql's DDL (CompareWithDDL), and outboxsql's Store
-// must pass the store suite on it.
-func RunModelSuites(t *testing.T, create func(t *testing.T, b Backend, db *sql.DB)) {
-	t.Helper()
-	Run(t, func(t *testing.T, b Backend) {
-		t.Run("MatchesDDL", func(t *testing.T) {
-			db := b.OpenIsolated(t)
-			create(t, b, db)
-			b.CompareWithDDL(t, db, sqlstore.DefaultTable)
-		})
-		t.Run("StoreSuite", func(t *testing.T) {
-			outboxtest.RunStoreSuite(t, func(t *testing.T) outboxtest.Fixture {
-				db := b.OpenIsolated(t)
-				create(t, b, db)
-				store, err := outboxsql.Open(db, outboxsql.WithDialect(b.Dialect))
-				if err != nil {
-					t.Fatal(err)
-				}
-				txm := outboxsql.NewTxManager(db)
-				return Fixture(db, store, txm, txm.InTx)
-			})
 		})
 	})
 }

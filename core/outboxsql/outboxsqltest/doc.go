@@ -13,10 +13,6 @@
 // adapter opens its own way), closed by [CloseServers] so that a leak check
 // in TestMain passes ([ClosingServers]), a fresh outbox table per test
 // ([Backend.NewStore], or [Backend.OpenWith] through an adapter's Open), a
-// database of its own for tables with fixed names ([Backend.OpenIsolated]),
-// a database whose driver outboxsql does not know ([UnknownDB]), a
-// statement that makes a commit fail ([Backend.CommitFailure]), and a
-// comparison of a table with the one outboxsql's DDL creates, through the
-// database's catalog ([Shape], [Backend.CompareWithDDL]), for ORM models
-// of the table.
+// database whose driver outboxsql does not know ([UnknownDB]) and a
+// statement that makes a commit fail ([Backend.CommitFailure]).
 package outboxsqltest
