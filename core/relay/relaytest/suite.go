@@ -265,7 +265,7 @@ func (r *reader) once(t *testing.T, events []outbox.Envelope) {
 	}
 }
 
-// compare reports how got differs from the message relay.NewMessage makes.
+// compare reports how got differs from the message f.Broker.Message makes.
 func compare(t *testing.T, f Fixture, got relay.Message, e outbox.Envelope) {
 	t.Helper()
 	want, err := f.Broker.Message(e, f.Topic, f.SigningKey)
