@@ -53,11 +53,11 @@ func RedactURL(raw string) RedactedURL {
 	return r
 }
 
-// Errorf returns an error whose text is fmt.Sprintf(format, r.URL, err)
+// Errorf returns an error whose text is fmt.Errorf(format, r.URL, err)'s
 // with every credential of the URL taken out (a client error may quote
 // the URL it was given), and which wraps err for errors.Is and errors.As.
 func (r RedactedURL) Errorf(format string, err error) error {
-	msg := fmt.Sprintf(format, r.URL, err)
+	msg := fmt.Errorf(format, r.URL, err).Error()
 	for _, s := range r.secrets {
 		msg = strings.ReplaceAll(msg, s, "redacted")
 	}

@@ -300,3 +300,35 @@ func TestSign(t *testing.T) {
 		t.Errorf("a short key: %v, want ErrInvalidConfig", err)
 	}
 }
+
+// TestRedactURL: no user, password or token of a URL (or of a list of
+// them) survives, in the URL or in an error quoting it; the error still
+// wraps its cause.
+func TestRedactURL(t *testing.T) {
+	for _, tc := range []struct {
+		raw, want string
+		secrets   []string
+	}{
+		{"nats://alice:pa%2Fss@h:1", "nats://redacted@h:1", []string{"pa%2Fss", "pa/ss"}},
+		{"nats://tok3n@h:1,nats://h:2", "nats://redacted@h:1,nats://h:2", []string{"tok3n"}},
+		{"amqp://u:p@ss@h/vhost", "amqp://redacted@h/vhost", []string{"p@ss"}},
+		{"nats://h:1", "nats://h:1", nil},
+		{"nats://alice:pa%2Fss@[::1,nats://x@y:", "nats://redacted@[::1,nats://redacted@y:", []string{"pa%2Fss", "pa/ss"}},
+	} {
+		r := relay.RedactURL(tc.raw)
+		if r.URL != tc.want {
+			t.Errorf("RedactURL(%q) = %q, want %q", tc.raw, r.URL, tc.want)
+		}
+		// A client error that quotes the URL, raw and decoded.
+		cause := fmt.Errorf("parse %q: %s", tc.raw, strings.ReplaceAll(tc.raw, "%2F", "/"))
+		err := r.Errorf("connect to %s: %w", cause)
+		if !errors.Is(err, cause) || strings.Contains(err.Error(), "%!") || !strings.HasPrefix(err.Error(), "connect to "+tc.want+": ") {
+			t.Errorf("RedactURL(%q).Errorf = %v", tc.raw, err)
+		}
+		for _, secret := range tc.secrets {
+			if strings.Contains(err.Error(), secret) {
+				t.Errorf("RedactURL(%q).Errorf shows %q: %v", tc.raw, secret, err)
+			}
+		}
+	}
+}

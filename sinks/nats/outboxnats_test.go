@@ -359,7 +359,7 @@ func TestConnectErrorHidesCredentials(t *testing.T) {
 		if strings.Contains(err.Error(), "s3cret") {
 			t.Errorf("the error shows a credential: %v", err)
 		}
-		if !strings.Contains(err.Error(), "redacted@") {
+		if !strings.Contains(err.Error(), "redacted@") || strings.Contains(err.Error(), "%!") {
 			t.Errorf("the error does not name the server: %v", err)
 		}
 	}
