@@ -424,3 +424,44 @@ func TestForgedIDSuppressesNoSignedEvent(t *testing.T) {
 		}
 	}
 }
+
+// TestHeaderValueCannotInjectHeaders: a header value with a line break
+// cannot add a header line (a Nats-Rollup that would purge the stream):
+// the line breaks are blanked, the stream keeps every message.
+func TestHeaderValueCannotInjectHeaders(t *testing.T) {
+	srv := startServer(t)
+	st := newStream(t, connect(t, srv))
+	sink, err := outboxnats.New(outboxnats.Config{URL: srv.URL(), Subject: st.topic, Logger: discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Close()
+	ctx := context.Background()
+	for _, v := range []string{"", "a\r\nNats-Rollup: all", "a\nNats-Rollup: all", "a\rNats-Rollup: all", "a\r\n\r\nbody"} {
+		opts := []outbox.EnvelopeOption{outbox.WithJSON([]byte(`{}`))}
+		if v != "" {
+			opts = append(opts, outbox.WithHeader("X-Note", v))
+		}
+		e, err := outbox.NewEnvelope(outbox.EventName(relaytest.OrderPlaced), opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sink.Handle(ctx, e); err != nil {
+			t.Errorf("X-Note %q: %v", v, err)
+		}
+	}
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	msgs, err := st.read(rctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs) != 5 {
+		t.Fatalf("%d messages in the stream, want 5", len(msgs))
+	}
+	for _, m := range msgs {
+		if strings.ContainsAny(m.Headers["X-Note"], "\r\n") || m.Headers["Nats-Rollup"] != "" {
+			t.Errorf("message %s: headers %q", m.ID, m.Headers)
+		}
+	}
+}

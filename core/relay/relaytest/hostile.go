@@ -70,7 +70,8 @@ func HostileHeaders() map[string]string {
 // relay.ErrInvalidMessage and reach no topic; events carrying headers in
 // the reserved namespaces are relayed without them, and those headers
 // steer nothing (a stream keeps what it had, later events are stored);
-// every other event of the batch is relayed as it should be.
+// every other event of the batch is relayed as it should be, also beside
+// an event over the broker's message size.
 func testHostile(t *testing.T, f Fixture) {
 	ctx := context.Background()
 	before := []outbox.Envelope{
@@ -98,6 +99,11 @@ func testHostile(t *testing.T, f Fixture) {
 	}
 	all := newEvent(t, OrderPlaced, order("o-h2"), outbox.WithHeaders(HostileHeaders()), outbox.WithJSON([]byte(`{}`)))
 	events, good = append(events, all), append(good, all)
+	// The largest payload with 64 KiB of headers: over some brokers' message
+	// size. It may fail, but alone: its outcome is not checked.
+	huge := newEvent(t, OrderShipped, order("o-h3"), outbox.WithHeader("pad", strings.Repeat("p", 64<<10)),
+		outbox.WithBytes(make([]byte, outbox.MaxPayloadSize)))
+	events = append(events, huge)
 	t.Logf("%d hostile tenants, %d hostile headers (one per event, without and with a tenant, and all at once)", len(bad), len(HostileHeaders()))
 
 	var errs []error
@@ -112,6 +118,8 @@ func testHostile(t *testing.T, f Fixture) {
 	}
 	for i, e := range events {
 		switch {
+		case e.ID() == huge.ID():
+			t.Logf("an event of %d bytes and 64 KiB of headers: %v", outbox.MaxPayloadSize, errs[i])
 		case isBad[e.ID()] && !errors.Is(errs[i], relay.ErrInvalidMessage):
 			t.Errorf("tenant %q: %v, want an error wrapping relay.ErrInvalidMessage", e.TenantID(), errs[i])
 		case isBad[e.ID()] && !strings.Contains(errs[i].Error(), e.ID()):
