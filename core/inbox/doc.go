@@ -39,8 +39,18 @@
 // Acknowledge a message after its transaction commits: a crash in between
 // redelivers it, and the inbox drops the redelivery. The event id is the
 // relay.HeaderEventID header the sinks of this repository set on every
-// message (also NATS's Nats-Msg-Id and AMQP's message-id); the outbox
-// [outbox.Envelope.ID] in an outbox listener.
+// message (also AMQP's message-id, and NATS's Nats-Msg-Id when the sink
+// does not sign); the outbox [outbox.Envelope.ID] in an outbox listener.
+//
+// # Forged messages
+//
+// Anyone who may publish on the broker can send a message with an
+// upcoming event's id, which the inbox would record first, making the
+// real event a duplicate. Give the sinks a SigningKey and the inbox the
+// same key in Config.VerifyKeys, and process messages with
+// [Inbox.ProcessMessage], which records an id only for a message whose signature
+// verifies: a forged message fails with [relay.ErrSignature] and records
+// nothing.
 //
 // # Retention
 //

@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	outbox "github.com/go-outbox/outbox/core"
+	"github.com/go-outbox/outbox/core/relay"
 	"github.com/go-outbox/outbox/core/sqlstore"
 )
 
@@ -40,6 +41,14 @@ type Config struct {
 	// Clock stamps the processing time that Purge compares (default
 	// outbox.SystemClock).
 	Clock outbox.Clock
+	// VerifyKeys, when set, are the keys the relaying sinks sign with
+	// (their SigningKey; several while a key is changed, each at least
+	// relay.MinKeyLen bytes). Messages then go through ProcessMessage,
+	// which records an id only for a message whose signature one of them
+	// gives (relay.Verify), so that a message forged with an upcoming
+	// event's id is refused rather than recorded, and cannot make the real
+	// event a duplicate; Process, which sees no message, fails.
+	VerifyKeys [][]byte
 }
 
 // Inbox records the ids of the events a consumer has processed, in the
@@ -49,6 +58,7 @@ type Inbox struct {
 	tab   *sqlstore.Inbox
 	tc    outbox.TxContext
 	clock outbox.Clock
+	keys  [][]byte
 }
 
 // New validates cfg and returns an Inbox. It does not touch the database:
@@ -61,11 +71,21 @@ func New(cfg Config) (*Inbox, error) {
 	if cfg.TxContext == nil {
 		return nil, fmt.Errorf("%w: inbox: Config.TxContext is required (the consumer's transactions)", outbox.ErrInvalidConfig)
 	}
+	keys := make([][]byte, 0, len(cfg.VerifyKeys))
+	for i, k := range cfg.VerifyKeys {
+		if len(k) == 0 {
+			return nil, fmt.Errorf("%w: inbox: VerifyKeys[%d] is empty", outbox.ErrInvalidConfig, i)
+		}
+		if err := relay.CheckKey(fmt.Sprintf("inbox: VerifyKeys[%d]", i), k); err != nil {
+			return nil, err
+		}
+		keys = append(keys, append([]byte(nil), k...))
+	}
 	tab, err := sqlstore.NewInbox(cfg.Store, cfg.Table)
 	if err != nil {
 		return nil, fmt.Errorf("inbox: %w", err)
 	}
-	in := &Inbox{tab: tab, tc: cfg.TxContext, clock: cfg.Clock}
+	in := &Inbox{tab: tab, tc: cfg.TxContext, clock: cfg.Clock, keys: keys}
 	if in.clock == nil {
 		in.clock = outbox.SystemClock
 	}
@@ -113,9 +133,35 @@ func (in *Inbox) Migrate(ctx context.Context) error {
 // records the id.
 //
 // Without a transaction in ctx Process fails with an error wrapping
-// outbox.ErrNoTransaction; with an id it cannot hold, ErrInvalidID. fn does
+// outbox.ErrNoTransaction; with an id it cannot hold, ErrInvalidID; with
+// Config.VerifyKeys set, relay.ErrSignature (use ProcessMessage). fn does
 // not run then, nor when recording fails.
 func (in *Inbox) Process(ctx context.Context, eventID string, fn func(ctx context.Context) error) (duplicate bool, err error) {
+	if len(in.keys) > 0 {
+		return false, fmt.Errorf("inbox: process %s: %w: Config.VerifyKeys is set and an id alone cannot be verified: use ProcessMessage", eventID, relay.ErrSignature)
+	}
+	return in.process(ctx, eventID, fn)
+}
+
+// ProcessMessage is Process for a relayed message: m.Headers (by exact
+// name) and m.Payload as the broker delivered them. The event id is the
+// relay.HeaderEventID header. With Config.VerifyKeys set, the message must
+// carry a signature one of the keys gives (relay.Verify) before its id is
+// recorded: a forged or changed message fails with an error wrapping
+// relay.ErrSignature, records nothing and runs nothing, so the real
+// message, delivered before or after it, is applied. Drop such a message
+// (acknowledge it: a redelivery fails the same way) and alert on it.
+func (in *Inbox) ProcessMessage(ctx context.Context, m relay.Message, fn func(ctx context.Context) error) (duplicate bool, err error) {
+	id := m.Headers[relay.HeaderEventID]
+	if len(in.keys) > 0 {
+		if err := relay.Verify(in.keys, m.Headers, m.Payload); err != nil {
+			return false, fmt.Errorf("inbox: message %q: %w", id, err)
+		}
+	}
+	return in.process(ctx, id, fn)
+}
+
+func (in *Inbox) process(ctx context.Context, eventID string, fn func(ctx context.Context) error) (duplicate bool, err error) {
 	if err := checkID(eventID); err != nil {
 		return false, err
 	}

@@ -10,6 +10,7 @@ import (
 	outbox "github.com/go-outbox/outbox/core"
 	"github.com/go-outbox/outbox/core/inbox"
 	"github.com/go-outbox/outbox/core/outboxmem"
+	"github.com/go-outbox/outbox/core/relay"
 	"github.com/go-outbox/outbox/core/sqlstore"
 )
 
@@ -59,6 +60,8 @@ func TestNewValidates(t *testing.T) {
 		"bad table name":      {Store: store(t), TxContext: txContext{t}, Table: "inbox; DROP TABLE orders"},
 		"the outbox table":    {Store: store(t), TxContext: txContext{t}, Table: sqlstore.DefaultTable},
 		"index name too long": {Store: store(t), TxContext: txContext{t}, Table: strings.Repeat("x", 60)},
+		"short VerifyKeys":    {Store: store(t), TxContext: txContext{t}, VerifyKeys: [][]byte{key, key[:31]}},
+		"empty VerifyKeys":    {Store: store(t), TxContext: txContext{t}, VerifyKeys: [][]byte{nil}},
 	} {
 		if in, err := inbox.New(cfg); in != nil || !errors.Is(err, outbox.ErrInvalidConfig) {
 			t.Errorf("%s: New = %v, %v; want ErrInvalidConfig", name, in, err)
@@ -86,6 +89,40 @@ func TestProcessRefusesInvalidIDs(t *testing.T) {
 		if dup || !errors.Is(err, inbox.ErrInvalidID) {
 			t.Errorf("Process(%q) = %v, %v; want ErrInvalidID", id, dup, err)
 		}
+	}
+}
+
+// key is a signing key of the relaying sinks.
+var key = []byte("0123456789abcdef0123456789abcdef")
+
+// TestVerifyingInboxRefusesUnverifiedMessages: with VerifyKeys, a message
+// whose signature no key gives, and a bare id (Process), are refused
+// before any SQL runs, and the consumer does not run.
+func TestVerifyingInboxRefusesUnverifiedMessages(t *testing.T) {
+	in, err := inbox.New(inbox.Config{Store: store(t), TxContext: txContext{t}, VerifyKeys: [][]byte{key}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	consumer := func(context.Context) error {
+		t.Error("the consumer ran")
+		return nil
+	}
+	e := outbox.MustEnvelope(outbox.EventName("OrderPlaced"), outbox.WithJSON([]byte(`{}`)))
+	m, err := relay.NATS.Message(e, nil, []byte(strings.Repeat("o", relay.MinKeyLen)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	unsigned, err := relay.NATS.Message(e, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, m := range map[string]relay.Message{"another key": m, "unsigned": unsigned} {
+		if dup, err := in.ProcessMessage(context.Background(), m, consumer); dup || !errors.Is(err, relay.ErrSignature) {
+			t.Errorf("%s: ProcessMessage = %v, %v; want relay.ErrSignature", name, dup, err)
+		}
+	}
+	if dup, err := in.Process(context.Background(), e.ID(), consumer); dup || !errors.Is(err, relay.ErrSignature) {
+		t.Errorf("Process = %v, %v; want relay.ErrSignature", dup, err)
 	}
 }
 

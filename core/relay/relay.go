@@ -1,15 +1,16 @@
 package relay
 
 import (
+	"errors"
 	"fmt"
-	"strconv"
-	"time"
 
 	outbox "github.com/go-outbox/outbox/core"
 )
 
 // Header names of the envelope's metadata on a relayed message. The
-// envelope's own headers (for example traceparent) are carried as they are.
+// envelope's own headers (for example traceparent) are carried as they
+// are, except those in a reserved namespace (see Broker.Reserved): every
+// name that starts with "Outbox-", in any case, is the library's.
 const (
 	HeaderEventID       = "Outbox-Event-Id"
 	HeaderEventType     = "Outbox-Event-Type"
@@ -18,43 +19,92 @@ const (
 	HeaderTenantID      = "Outbox-Tenant-Id"
 	HeaderSchemaVersion = "Outbox-Schema-Version" // decimal, 1 unless the event set another
 	HeaderOccurredAt    = "Outbox-Occurred-At"    // RFC 3339 in UTC, to the microsecond
+	HeaderSignature     = "Outbox-Signature"      // with a signing key: see Sign
 	HeaderContentType   = "Content-Type"          // application/json for JSON payloads
 )
 
+// ErrInvalidMessage is wrapped by the error of an event whose message its
+// broker would refuse or read differently than meant: a topic outside the
+// broker's syntax, a topic part (a tenant id) that is not one part, a
+// header the broker cannot carry. Such an event fails alone, before
+// anything is sent, and fails again on every attempt until the event or
+// the mapping is changed: it ends DEAD after MaxAttempts, where
+// Client.Dead shows the reason.
+var ErrInvalidMessage = errors.New("relay: the broker would refuse or misread the message")
+
 // Topic maps an event to the topic (NATS subject, Kafka topic, AMQP routing
-// key) it is published to. It must not return "" for an event it is given.
-type Topic func(e outbox.Envelope) string
+// key) it is published to, or fails for that event (wrap
+// ErrInvalidMessage). The sink checks what it returns against its
+// broker's syntax (Broker.CheckTopic).
+type Topic func(e outbox.Envelope) (string, error)
 
 // ByEventType is the default Topic: the event type, unchanged.
-func ByEventType(e outbox.Envelope) string { return e.Type() }
+func ByEventType(e outbox.Envelope) (string, error) { return e.Type(), nil }
 
 // Prefixed returns a Topic that puts prefix before the event type, such as
 // Prefixed("orders.") for subjects orders.OrderPlaced, ….
 func Prefixed(prefix string) Topic {
-	return func(e outbox.Envelope) string { return prefix + e.Type() }
+	return func(e outbox.Envelope) (string, error) { return prefix + e.Type(), nil }
 }
 
 // PerTenant returns a Topic that puts the event's tenant and a dot before
 // the topic next gives (ByEventType when nil), such as "acme.OrderPlaced";
 // an event without a tenant gets next's topic unchanged. Consumers then
 // subscribe per tenant ("acme.>" on NATS, a topic per tenant on Kafka, a
-// binding per tenant on RabbitMQ). Tenant ids must be valid in the
-// broker's topic names (NATS: no dots, spaces or wildcards).
+// binding per tenant on RabbitMQ). The tenant id must be one topic part
+// (CheckPart): an event whose tenant id is not fails, so that a tenant
+// such as "acme.evil" never reaches acme's subjects.
 func PerTenant(next Topic) Topic {
 	if next == nil {
 		next = ByEventType
 	}
-	return func(e outbox.Envelope) string {
-		if t := e.TenantID(); t != "" {
-			return t + "." + next(e)
+	return func(e outbox.Envelope) (string, error) {
+		t := e.TenantID()
+		if t == "" {
+			return next(e)
 		}
-		return next(e)
+		if err := CheckPart(t); err != nil {
+			return "", fmt.Errorf("tenant id: %w", err)
+		}
+		topic, err := next(e)
+		if err != nil {
+			return "", err
+		}
+		return t + "." + topic, nil
 	}
+}
+
+// MaxPartLen is the longest topic part CheckPart accepts, in bytes.
+const MaxPartLen = 64
+
+// CheckPart returns nil if s can be one part of a topic on every broker
+// (a NATS subject token, an AMQP routing-key word, a piece of a Kafka topic
+// name): 1 to MaxPartLen ASCII letters, digits, '_' and '-'. Anything
+// else (a dot, which would make two parts; a wildcard '*', '>' or '#'; a
+// space; an empty part) fails with an error wrapping ErrInvalidMessage.
+// A Topic that builds topics from event data checks each such part.
+func CheckPart(s string) error {
+	if s == "" {
+		return fmt.Errorf("%w: an empty topic part", ErrInvalidMessage)
+	}
+	if len(s) > MaxPartLen {
+		return fmt.Errorf("%w: topic part %q is longer than %d bytes", ErrInvalidMessage, s, MaxPartLen)
+	}
+	for i := range len(s) {
+		if c := s[i]; !partByte(c) {
+			return fmt.Errorf("%w: topic part %q holds %q: a part is made of ASCII letters, digits, '_' and '-'", ErrInvalidMessage, s, c)
+		}
+	}
+	return nil
+}
+
+func partByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-'
 }
 
 // Message is what a sink publishes for one event.
 type Message struct {
-	// ID is the event id: the broker's message id, for its deduplication.
+	// ID is the event id.
 	ID string
 	// Topic is where the message goes.
 	Topic string
@@ -63,84 +113,27 @@ type Message struct {
 	// that the events delivered in order per key stay in one partition
 	// and in that order ("" for an event without one).
 	Key string
-	// Headers are the envelope's headers plus the outbox metadata headers.
+	// Headers are the envelope's headers outside the reserved namespaces
+	// plus the outbox metadata headers.
 	Headers map[string]string
 	// Payload is the event's payload, byte for byte.
 	Payload []byte
+	// Signature is the HeaderSignature value, "" without a signing key.
+	Signature string
 }
 
-// NewMessage builds the message of e for topic (ByEventType when nil).
-func NewMessage(e outbox.Envelope, topic Topic) Message {
-	m := NewBareMessage(e, topic)
-	m.Headers = make(map[string]string, NumHeaders(e))
-	RangeHeaders(e, func(k, v string) { m.Headers[k] = v })
-	return m
-}
-
-// NewBareMessage builds the message of e for topic (ByEventType when nil)
-// without its headers (Headers is nil): for a sink that hands its client
-// the headers in a form of its own, filled with RangeHeaders.
-func NewBareMessage(e outbox.Envelope, topic Topic) Message {
-	if topic == nil {
-		topic = ByEventType
+// DedupID is the id a deduplicating broker (NATS JetStream's Nats-Msg-Id)
+// gets: the event id, and with a signature the id and the signature's
+// digest, so that a message forged with the event's id but without the
+// signing key does not take the place of the real one: the real message
+// has another dedup id and is stored beside it, where a consumer that
+// verifies signatures keeps the real one. A redelivery of the event has
+// the same DedupID.
+func (m Message) DedupID() string {
+	if m.Signature == "" {
+		return m.ID
 	}
-	return Message{ID: e.ID(), Topic: topic(e), Key: e.OrderingKey(), Payload: e.Payload()}
-}
-
-// NumHeaders returns how many headers RangeHeaders gives e at most: its
-// own and the eight metadata headers.
-func NumHeaders(e outbox.Envelope) int { return e.NumHeaders() + 8 }
-
-// RangeHeaders calls fn once for each header of e's message, as
-// Message.Headers holds them, without building a map: a sink that hands
-// its client a list of headers (Kafka) appends them directly. The
-// envelope's own headers come first, in no fixed order, then the outbox
-// metadata headers, which replace an own header of the same name; an own
-// Content-Type is kept.
-func RangeHeaders(e outbox.Envelope, fn func(key, value string)) {
-	aggID, tenant, at := e.AggregateID(), e.TenantID(), e.OccurredAt()
-	json := e.PayloadKind() == outbox.PayloadJSON
-	ownType := false
-	e.RangeHeaders(func(k, v string) {
-		switch k {
-		case HeaderEventID, HeaderEventType, HeaderAggregateType, HeaderSchemaVersion:
-			return
-		case HeaderAggregateID:
-			if aggID != "" {
-				return
-			}
-		case HeaderTenantID:
-			if tenant != "" {
-				return
-			}
-		case HeaderOccurredAt:
-			if !at.IsZero() {
-				return
-			}
-		case HeaderContentType:
-			ownType = true
-		}
-		fn(k, v)
-	})
-	fn(HeaderEventID, e.ID())
-	fn(HeaderEventType, e.Type())
-	fn(HeaderAggregateType, e.AggregateType())
-	if aggID != "" {
-		fn(HeaderAggregateID, aggID)
-	}
-	if tenant != "" {
-		fn(HeaderTenantID, tenant)
-	}
-	fn(HeaderSchemaVersion, strconv.Itoa(e.SchemaVersion()))
-	if !at.IsZero() {
-		// To the microsecond, the precision every Store keeps: the hot path
-		// hands over the envelope as written, a redelivery the one read back,
-		// and both must carry the same header.
-		fn(HeaderOccurredAt, at.UTC().Truncate(time.Microsecond).Format(time.RFC3339Nano))
-	}
-	if json && !ownType {
-		fn(HeaderContentType, "application/json")
-	}
+	return m.ID + "." + m.Signature[len(signaturePrefix):]
 }
 
 // Failed returns the results of a batch that failed as a whole before

@@ -37,7 +37,10 @@ func BenchmarkRelay(b *testing.B) {
 			returns := ch.NotifyReturn(make(chan amqp.Return, len(events)))
 			exchange := topicExchange(topic, events[0])
 			for _, e := range events {
-				m := relay.NewMessage(e, topic)
+				m, err := relay.AMQP.Message(e, topic, nil)
+				if err != nil {
+					return err
+				}
 				msg := amqp.Publishing{MessageId: m.ID, DeliveryMode: amqp.Persistent, ContentType: m.Headers[relay.HeaderContentType],
 					Type: e.Type(), Timestamp: e.OccurredAt(), Headers: make(amqp.Table, len(m.Headers)), Body: m.Payload}
 				for k, v := range m.Headers {
@@ -68,6 +71,6 @@ func BenchmarkRelay(b *testing.B) {
 // topicExchange returns the exchange of a test topology from its routing
 // keys, "<exchange>.<type>".
 func topicExchange(topic relay.Topic, e outbox.Envelope) string {
-	key := topic(e)
+	key, _ := topic(e)
 	return key[:len(key)-len(e.Type())-1]
 }

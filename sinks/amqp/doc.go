@@ -1,12 +1,15 @@
 // Package outboxamqp relays outbox events to RabbitMQ (AMQP 0-9-1).
 //
-// A [Sink] is an [outbox.Listener] (and an [outbox.BatchListener], which takes
-// the events queued together in one call): register it with
-// [outbox.Client.HandleAll] and every event of the Client (that no specific
-// route takes) is published to an exchange as the message package relay
-// describes: the payload byte for byte, the event's metadata and headers
-// (traceparent included) in the headers table, the event id as message-id,
-// persistent delivery mode, and the content type of JSON payloads.
+// A [Sink] is an [outbox.Listener] (and an [outbox.BatchListener], which takes the
+// events queued together in one call): register it with [outbox.Client.HandleAll] and every
+// event of the Client (that no specific route takes) is published to an
+// exchange as the message package relay describes: the payload byte for
+// byte, the event's metadata and headers (traceparent included) in the
+// headers table, the event id as message-id, persistent delivery mode,
+// and the content type of JSON payloads. The event's own headers that
+// RabbitMQ reads as its own (x-…, CC, BCC) or in the library's Outbox-
+// namespace are dropped, and a message RabbitMQ would refuse by closing
+// the channel fails its own event before it is sent.
 //
 //	sink, err := outboxamqp.New(outboxamqp.Config{
 //		URL:        "amqp://guest:guest@127.0.0.1:5672/",

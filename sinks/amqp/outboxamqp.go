@@ -36,8 +36,16 @@ type Config struct {
 	Exchange string
 	// RoutingKey maps an event to its routing key (default
 	// relay.ByEventType). A message no queue is bound for is returned by
-	// the broker and fails its event.
+	// the broker and fails its event. A routing key over 255 bytes or not
+	// UTF-8 fails its event with relay.ErrInvalidMessage, before it is
+	// sent.
 	RoutingKey relay.Topic
+	// SigningKey, when set (at least relay.MinKeyLen random bytes, kept
+	// secret), signs every message (relay.HeaderSignature, see
+	// relay.Sign), so that a consumer that verifies (the inbox's
+	// VerifyKeys) refuses a message published with an event's id by
+	// anyone without the key.
+	SigningKey []byte
 	// PublishTimeout bounds one publish, from sending the message to the
 	// broker's confirmation, one batch of them (HandleBatch), and a dial
 	// (default DefaultPublishTimeout). A shorter deadline of the
@@ -57,6 +65,7 @@ type Config struct {
 type Sink struct {
 	cfg     Config
 	key     relay.Topic
+	sign    []byte
 	timeout time.Duration
 	log     *slog.Logger
 
@@ -87,12 +96,15 @@ func New(cfg Config) (*Sink, error) {
 	if len(cfg.Exchange) > 255 {
 		return nil, configErr("exchange name longer than 255 bytes")
 	}
+	if err := relay.CheckKey("outboxamqp: SigningKey", cfg.SigningKey); err != nil {
+		return nil, err
+	}
 	if cfg.URL != "" {
 		if _, err := amqp.ParseURI(cfg.URL); err != nil {
 			return nil, configErr("URL: %v", err)
 		}
 	}
-	s := &Sink{cfg: cfg, key: cfg.RoutingKey, timeout: cfg.PublishTimeout, log: cfg.Logger, conn: cfg.Conn}
+	s := &Sink{cfg: cfg, key: cfg.RoutingKey, sign: cfg.SigningKey, timeout: cfg.PublishTimeout, log: cfg.Logger, conn: cfg.Conn}
 	if s.key == nil {
 		s.key = relay.ByEventType
 	}
@@ -117,10 +129,17 @@ func configErr(format string, args ...any) error {
 	return fmt.Errorf("%w: outboxamqp: "+format, append([]any{outbox.ErrInvalidConfig}, args...)...)
 }
 
-// Handle publishes e as relay.NewMessage describes it to Exchange with
+// Handle publishes e as relay.AMQP.Message describes it to Exchange with
 // the routing key RoutingKey gives: message-id = e.ID(), persistent, the
 // content type of JSON payloads, type = the event type, the headers as a
-// table. It waits for the broker's confirmation and fails when the broker
+// table, less the envelope's headers RabbitMQ reads as its own ("x-…",
+// CC, BCC) and those in the library's Outbox- namespace. A message the
+// broker would refuse by closing the channel or the connection (and with
+// it every publish in flight) fails its own event with an error wrapping
+// relay.ErrInvalidMessage, before it is sent: a header name over 255
+// bytes, a Content-Type over 255 bytes, properties and headers larger
+// than the connection's frame size (128 KiB by default). It waits for
+// the broker's confirmation and fails when the broker
 // returns the message (no queue bound for its routing key), nacks it, or
 // the channel or connection closes first, after PublishTimeout without a
 // confirmation, at once when ctx is done, and when the broker cannot be
@@ -152,7 +171,11 @@ func (s *Sink) HandleBatch(ctx context.Context, events []outbox.Envelope) []erro
 	pubs := make([]*publish, len(events))
 	keys := make([]string, len(events))
 	for i, e := range events {
-		m := relay.NewMessage(e, s.key)
+		m, err := relay.AMQP.Message(e, s.key, s.sign)
+		if err != nil {
+			errs[i] = fmt.Errorf("outboxamqp: event %s: %w", e.ID(), err)
+			continue
+		}
 		keys[i] = m.Topic
 		msg := amqp.Publishing{
 			MessageId:    m.ID,
@@ -165,6 +188,10 @@ func (s *Sink) HandleBatch(ctx context.Context, events []outbox.Envelope) []erro
 		}
 		for k, v := range m.Headers {
 			msg.Headers[k] = v
+		}
+		if err := checkPublishing(msg, pc.frameMax); err != nil {
+			errs[i] = s.failure(e, m.Topic, err)
+			continue
 		}
 		if pubs[i], err = pc.publish(pctx, s.cfg.Exchange, m.Topic, msg); err != nil {
 			errs[i] = s.failure(e, m.Topic, err)
@@ -230,7 +257,43 @@ func (s *Sink) channelLocked() (*pubChannel, error) {
 		return nil, fmt.Errorf("put the channel in confirm mode: %w", err)
 	}
 	s.pc = newPubChannel(ch, s.log, &s.loops)
+	s.pc.frameMax = s.conn.Config.FrameSize
 	return s.pc, nil
+}
+
+// defaultFrameMax is RabbitMQ's frame_max when the connection reports
+// none.
+const defaultFrameMax = 128 << 10
+
+// checkPublishing returns an error wrapping relay.ErrInvalidMessage if
+// RabbitMQ would refuse msg by closing the channel or the connection: a
+// short string (header name, content type, message id, type) over 255
+// bytes, or a content header frame (the properties with the headers
+// table) larger than frameMax, which must fit in one frame.
+func checkPublishing(msg amqp.Publishing, frameMax int) error {
+	if frameMax <= 0 {
+		frameMax = defaultFrameMax
+	}
+	// Frame (7) and end (1), class, weight, body size, flags (14), delivery
+	// mode (1), timestamp (8), the short strings and the table's length.
+	size := 7 + 1 + 14 + 1 + 8 + 4
+	for name, v := range map[string]string{"Content-Type": msg.ContentType, "message id": msg.MessageId, "type": msg.Type} {
+		if len(v) > 255 {
+			return fmt.Errorf("%w: the %s has %d bytes, AMQP carries at most 255", relay.ErrInvalidMessage, name, len(v))
+		}
+		size += 1 + len(v)
+	}
+	for k, v := range msg.Headers {
+		if len(k) > 255 {
+			return fmt.Errorf("%w: header name %.40q… has %d bytes, AMQP carries at most 255", relay.ErrInvalidMessage, k, len(k))
+		}
+		s, _ := v.(string)
+		size += 1 + len(k) + 1 + 4 + len(s)
+	}
+	if size > frameMax {
+		return fmt.Errorf("%w: the properties and headers take %d bytes, more than the connection's frame size of %d (RabbitMQ's frame_max)", relay.ErrInvalidMessage, size, frameMax)
+	}
+	return nil
 }
 
 func (s *Sink) dial() (*amqp.Connection, error) {
@@ -297,13 +360,14 @@ func (s *Sink) Close() error {
 // is received before the confirmation of the same message, and marks the
 // oldest unconfirmed publish of its message id as returned.
 type pubChannel struct {
-	ch     *amqp.Channel
-	pubMu  sync.Mutex // serialises the delivery tag and the publish
-	mu     sync.Mutex // guards what follows; never held across a blocking call
-	tags   map[uint64]*publish
-	byID   map[string][]*publish // publishes not yet returned, oldest first
-	closed bool
-	err    error // why the channel closed
+	ch       *amqp.Channel
+	frameMax int        // the connection's negotiated frame size
+	pubMu    sync.Mutex // serialises the delivery tag and the publish
+	mu       sync.Mutex // guards what follows; never held across a blocking call
+	tags     map[uint64]*publish
+	byID     map[string][]*publish // publishes not yet returned, oldest first
+	closed   bool
+	err      error // why the channel closed
 }
 
 type publish struct {

@@ -81,13 +81,17 @@ func broker(t testing.TB) (hostport string, conn *amqp.Connection) {
 var names atomic.Int64
 
 // topology is an exchange and a queue of the test's own on the shared
-// broker: the queue takes every routing key "<name>.*"; routing keys
+// broker: the queue takes every routing key "<name>.#"; routing keys
 // outside it are unroutable. Both are deleted when the test ends (and
 // expire on their own if it never does).
 type topology struct {
 	name string
 	ch   *amqp.Channel
+	key  relay.Topic // "<name>.[<tenant>.]<type>", RefusedType on "unbound.…"
 }
+
+// key is the signing key of the fixtures that sign.
+var key = []byte("0123456789abcdef0123456789abcdef")
 
 func newTopology(t testing.TB, conn *amqp.Connection) *topology {
 	t.Helper()
@@ -96,13 +100,14 @@ func newTopology(t testing.TB, conn *amqp.Connection) *topology {
 		t.Fatal(err)
 	}
 	tp := &topology{name: fmt.Sprintf("outboxtest.%d.%d", time.Now().UnixNano(), names.Add(1)), ch: ch}
+	tp.key = relaytest.TenantTopic(tp.name+".", "unbound.")
 	if err := ch.ExchangeDeclare(tp.name, amqp.ExchangeTopic, false, true, false, false, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := ch.QueueDeclare(tp.name, false, false, false, false, amqp.Table{amqp.QueueTTLArg: int32(10 * 60 * 1000)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := ch.QueueBind(tp.name, tp.name+".*", tp.name, false, nil); err != nil {
+	if err := ch.QueueBind(tp.name, tp.name+".#", tp.name, false, nil); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -120,15 +125,6 @@ func newTopology(t testing.TB, conn *amqp.Connection) *topology {
 		}
 	})
 	return tp
-}
-
-// key is the routing key of an event: "<name>.<type>", and for
-// RefusedType one no queue is bound for.
-func (tp *topology) key(e outbox.Envelope) string {
-	if e.Type() == relaytest.RefusedType {
-		return "unbound." + tp.name + "." + e.Type()
-	}
-	return tp.name + "." + e.Type()
 }
 
 // get takes every message from the queue.
@@ -192,7 +188,7 @@ func TestSuite(t *testing.T) {
 			URL: brokerURL(t, proxy.Addr()), Exchange: tp.name, RoutingKey: tp.key, PublishTimeout: 2 * time.Second,
 		})
 		return relaytest.Fixture{
-			Sink: sink, Topic: tp.key, Read: tp.read,
+			Sink: sink, Broker: relay.AMQP, Topic: tp.key, Read: tp.read,
 			Down:         func(*testing.T) { proxy.Cut() },
 			Up:           func(*testing.T) { proxy.Restore() },
 			OutageEvents: events,
@@ -201,14 +197,19 @@ func TestSuite(t *testing.T) {
 }
 
 // TestSuiteOnApplicationConnection runs the cases without an outage with a
-// connection the application opened.
+// connection the application opened, signing the messages: a sink that
+// cannot redial, where a message that closed the connection would end
+// every later event DEAD.
 func TestSuiteOnApplicationConnection(t *testing.T) {
 	_, conn := broker(t)
 	relaytest.Run(t, func(t *testing.T) relaytest.Fixture {
 		tp := newTopology(t, conn)
-		sink := newSink(t, outboxamqp.Config{Conn: conn, Exchange: tp.name, RoutingKey: tp.key})
-		return relaytest.Fixture{Sink: sink, Topic: tp.key, Read: tp.read}
+		sink := newSink(t, outboxamqp.Config{Conn: conn, Exchange: tp.name, RoutingKey: tp.key, SigningKey: key})
+		return relaytest.Fixture{Sink: sink, Broker: relay.AMQP, Topic: tp.key, SigningKey: key, Read: tp.read}
 	})
+	if conn.IsClosed() {
+		t.Error("the application's connection is closed")
+	}
 }
 
 func event(t *testing.T, typ string, opts ...outbox.EnvelopeOption) outbox.Envelope {
@@ -365,6 +366,7 @@ func TestConfig(t *testing.T) {
 		"closed Conn":             {Conn: closed},
 		"negative PublishTimeout": {Conn: conn, PublishTimeout: -time.Second},
 		"long exchange name":      {Conn: conn, Exchange: strings.Repeat("x", 256)},
+		"short SigningKey":        {Conn: conn, SigningKey: key[:31]},
 		"bad URL":                 {URL: "http://127.0.0.1:5672/"},
 	} {
 		if _, err := outboxamqp.New(cfg); !errors.Is(err, outbox.ErrInvalidConfig) {
@@ -411,4 +413,89 @@ func TestClose(t *testing.T) {
 	if err := owned.Close(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestRefusedMessageFailsAlone: a message RabbitMQ would refuse by closing
+// the channel or the connection (a header name over 255 bytes, headers
+// over the frame size, a long Content-Type) fails its own event with
+// relay.ErrInvalidMessage before it is sent; headers RabbitMQ reads as
+// its own (a string CC or BCC, x-…) are left out. The events published
+// with them in one batch are delivered, and so is every later event on
+// the application's connection, which stays open.
+func TestRefusedMessageFailsAlone(t *testing.T) {
+	_, conn := broker(t)
+	tp := newTopology(t, conn)
+	sink := newSink(t, outboxamqp.Config{Conn: conn, Exchange: tp.name, RoutingKey: tp.key})
+	refused := []outbox.Envelope{
+		event(t, relaytest.OrderPlaced, outbox.WithHeader(strings.Repeat("n", 256), "v")),
+		event(t, relaytest.OrderPlaced, outbox.WithHeader(strings.Repeat("ü", 200), "v")),
+		event(t, relaytest.OrderPlaced, outbox.WithHeader("big", strings.Repeat("v", 200<<10))),
+		event(t, relaytest.OrderPlaced, outbox.WithHeaders(manyHeaders(3000))),
+		event(t, relaytest.OrderPlaced, outbox.WithHeader(relay.HeaderContentType, strings.Repeat("c", 256))),
+	}
+	var events, good []outbox.Envelope
+	for i := range 3 * len(refused) {
+		if i%3 == 1 {
+			events = append(events, refused[i/3])
+			continue
+		}
+		e := event(t, relaytest.OrderShipped, outbox.WithHeader("CC", "elsewhere"), outbox.WithHeader("BCC", "elsewhere"),
+			outbox.WithHeader("x-delay", "600000"), outbox.WithHeader("X-Request-Id", "r-1"), outbox.WithHeader("big", strings.Repeat("v", 100<<10)))
+		events, good = append(events, e), append(good, e)
+	}
+	t.Logf("%d refused messages, 3 reserved headers, among %d events", len(refused), len(events))
+	errs := sink.HandleBatch(context.Background(), events)
+	isRefused := map[string]bool{}
+	for _, e := range refused {
+		isRefused[e.ID()] = true
+	}
+	for i, e := range events {
+		switch {
+		case isRefused[e.ID()] && !errors.Is(errs[i], relay.ErrInvalidMessage):
+			t.Errorf("event %d: %v, want relay.ErrInvalidMessage", i, errs[i])
+		case !isRefused[e.ID()] && errs[i] != nil:
+			t.Errorf("event %d, beside the refused ones: %v", i, errs[i])
+		}
+	}
+	later := event(t, relaytest.InvoiceIssued)
+	if err := sink.Handle(context.Background(), later); err != nil {
+		t.Errorf("a later event: %v", err)
+	}
+	if conn.IsClosed() {
+		t.Fatal("the application's connection closed")
+	}
+	ds, err := tp.get()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{later.ID(): true}
+	for _, e := range good {
+		want[e.ID()] = true
+	}
+	for _, d := range ds {
+		if !want[d.MessageId] {
+			t.Errorf("the queue holds %s", d.MessageId)
+			continue
+		}
+		delete(want, d.MessageId)
+		for _, h := range []string{"CC", "BCC", "x-delay"} {
+			if _, ok := d.Headers[h]; ok {
+				t.Errorf("message %s carries the event's %s header", d.MessageId, h)
+			}
+		}
+		if d.Headers["X-Request-Id"] != "r-1" && d.MessageId != later.ID() {
+			t.Errorf("message %s lost its X-Request-Id header", d.MessageId)
+		}
+	}
+	if len(want) != 0 {
+		t.Errorf("%d events missing from the queue", len(want))
+	}
+}
+
+func manyHeaders(n int) map[string]string {
+	h := make(map[string]string, n)
+	for i := range n {
+		h[fmt.Sprintf("h%04d-%s", i, strings.Repeat("n", 40))] = "v"
+	}
+	return h
 }

@@ -30,7 +30,11 @@ func BenchmarkRelay(b *testing.B) {
 		Raw: func(b *testing.B, events []outbox.Envelope, topic relay.Topic) error {
 			errs := make(chan error, 1)
 			for _, e := range events {
-				cl.Produce(context.Background(), outboxkafka.Record(e, topic), func(_ *kgo.Record, err error) {
+				r, err := outboxkafka.Record(e, topic, nil)
+				if err != nil {
+					return err
+				}
+				cl.Produce(context.Background(), r, func(_ *kgo.Record, err error) {
 					if err != nil {
 						select {
 						case errs <- err:

@@ -37,8 +37,16 @@ type Config struct {
 
 	// Topic maps an event to the topic it is produced to (default
 	// relay.ByEventType). The topics must exist, unless the cluster and
-	// the client allow creating them.
+	// the client allow creating them. A topic name outside Kafka's syntax
+	// (relay.Kafka.CheckTopic) fails its event with
+	// relay.ErrInvalidMessage, before it is produced.
 	Topic relay.Topic
+	// SigningKey, when set (at least relay.MinKeyLen random bytes, kept
+	// secret), signs every record (relay.HeaderSignature, see
+	// relay.Sign), so that a consumer that verifies (the inbox's
+	// VerifyKeys) refuses a record produced with an event's id by anyone
+	// without the key.
+	SigningKey []byte
 	// PublishTimeout bounds one publish, until the partition leader's
 	// acknowledgement, and one batch of them (HandleBatch) (default
 	// DefaultPublishTimeout). A shorter deadline of the listener's context
@@ -56,6 +64,7 @@ type Config struct {
 type Sink struct {
 	cl      *kgo.Client
 	topic   relay.Topic
+	key     []byte
 	timeout time.Duration
 	own     bool
 	closed  atomic.Bool
@@ -76,7 +85,10 @@ func New(cfg Config) (*Sink, error) {
 	if cfg.PublishTimeout < 0 {
 		return nil, configErr("PublishTimeout must not be negative, got %s", cfg.PublishTimeout)
 	}
-	s := &Sink{cl: cfg.Client, topic: cfg.Topic, timeout: cfg.PublishTimeout}
+	if err := relay.CheckKey("outboxkafka: SigningKey", cfg.SigningKey); err != nil {
+		return nil, err
+	}
+	s := &Sink{cl: cfg.Client, topic: cfg.Topic, key: cfg.SigningKey, timeout: cfg.PublishTimeout}
 	if s.topic == nil {
 		s.topic = relay.ByEventType
 	}
@@ -113,19 +125,26 @@ func configErr(format string, args ...any) error {
 }
 
 // Record returns the record Handle produces for e with topic (relay.ByEventType
-// when nil): relay.NewMessage's topic and key (the ordering key; none
-// for an event without one), the headers sorted by name, the payload as value.
-func Record(e outbox.Envelope, topic relay.Topic) *kgo.Record {
-	m := relay.NewBareMessage(e, topic)
-	r := &kgo.Record{Topic: m.Topic, Value: m.Payload, Headers: make([]kgo.RecordHeader, 0, relay.NumHeaders(e))}
+// when nil), signed with key unless it is empty: relay.Kafka.Message's
+// topic and key (the ordering key; none for an event without one), the
+// headers sorted by name (the envelope's own less those in the library's
+// Outbox- namespace: Kafka's brokers read no header), the payload as
+// value. It fails with an error wrapping relay.ErrInvalidMessage for a
+// topic outside Kafka's syntax.
+func Record(e outbox.Envelope, topic relay.Topic, key []byte) (*kgo.Record, error) {
+	m, err := relay.Kafka.BareMessage(e, topic, key)
+	if err != nil {
+		return nil, err
+	}
+	r := &kgo.Record{Topic: m.Topic, Value: m.Payload, Headers: make([]kgo.RecordHeader, 0, relay.Kafka.NumHeaders(e))}
 	if m.Key != "" {
 		r.Key = []byte(m.Key)
 	}
-	// Straight into the record, without relay.NewMessage's map: this is
+	// Straight into the record, without relay.Kafka.Message's map: this is
 	// the relay's path for every event.
-	relay.RangeHeaders(e, func(k, v string) { r.Headers = append(r.Headers, kgo.RecordHeader{Key: k, Value: []byte(v)}) })
+	relay.Kafka.RangeHeaders(e, m.Signature, func(k, v string) { r.Headers = append(r.Headers, kgo.RecordHeader{Key: k, Value: []byte(v)}) })
 	slices.SortFunc(r.Headers, func(a, b kgo.RecordHeader) int { return strings.Compare(a.Key, b.Key) })
-	return r
+	return r, nil
 }
 
 // Handle produces e's record (see Record) and waits for its outcome. It
@@ -163,12 +182,13 @@ func (s *Sink) HandleBatch(ctx context.Context, events []outbox.Envelope) []erro
 	p := &promises{errs: make([]error, len(events)), outcome: make([]bool, len(events)), all: make(chan struct{})}
 	records := make([]*kgo.Record, len(events))
 	for i, e := range events {
-		r := Record(e, s.topic)
-		records[i] = r
-		if r.Topic == "" {
-			p.errs[i], p.outcome[i] = fmt.Errorf("the Topic mapping returned no topic for event type %s", e.Type()), true
+		r, err := Record(e, s.topic, s.key)
+		if err != nil {
+			p.errs[i], p.outcome[i] = err, true
+			records[i] = &kgo.Record{}
 			continue
 		}
+		records[i] = r
 		p.pending++
 	}
 	if p.pending == 0 {

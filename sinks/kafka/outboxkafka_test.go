@@ -99,11 +99,12 @@ func (c *cluster) createTopics(t testing.TB, topics ...string) {
 
 var prefixes atomic.Int64
 
-// topics is a fixture's topics, "<prefix>.<event type>", and a consumer
-// of its own that reads them back over the Kafka protocol.
+// topics is a fixture's topics, "<prefix>.[<tenant>.]<event type>", and a
+// consumer of its own that reads them back over the Kafka protocol.
 type topics struct {
 	prefix string
 	names  []string
+	topic  relay.Topic // to names, and RefusedType to "missing.…", a topic that does not exist
 	cl     *kgo.Client
 	adm    *kadm.Client
 	next   map[string]map[int32]int64 // the next offset to read per partition
@@ -113,8 +114,9 @@ func newTopics(t testing.TB, c *cluster) *topics {
 	t.Helper()
 	tp := &topics{prefix: fmt.Sprintf("t%d", prefixes.Add(1)), next: map[string]map[int32]int64{}}
 	for _, typ := range relaytest.EventTypes() {
-		tp.names = append(tp.names, tp.prefix+"."+typ)
+		tp.names = append(tp.names, tp.prefix+"."+typ, tp.prefix+"."+relaytest.Tenant+"."+typ)
 	}
+	tp.topic = relaytest.TenantTopic(tp.prefix+".", "missing.")
 	c.createTopics(t, tp.names...)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.addrs()...), kgo.ConsumeTopics(tp.names...),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
@@ -124,15 +126,6 @@ func newTopics(t testing.TB, c *cluster) *topics {
 	t.Cleanup(cl.Close)
 	tp.cl, tp.adm = cl, kadm.NewClient(cl)
 	return tp
-}
-
-// topic maps an event to "<prefix>.<type>", and RefusedType to a topic
-// that does not exist.
-func (tp *topics) topic(e outbox.Envelope) string {
-	if e.Type() == relaytest.RefusedType {
-		return "missing." + tp.prefix + "." + e.Type()
-	}
-	return tp.prefix + "." + e.Type()
 }
 
 // records reads every record up to the partitions' end offsets as they are
@@ -227,7 +220,7 @@ func TestSuite(t *testing.T) {
 		tp := newTopics(t, c)
 		sink := newSink(t, outboxkafka.Config{Brokers: c.addrs(), Options: quick, Topic: tp.topic, PublishTimeout: 2 * time.Second})
 		return relaytest.Fixture{
-			Sink: sink, Topic: tp.topic, Read: tp.read, Keys: true,
+			Sink: sink, Broker: relay.Kafka, Topic: tp.topic, Read: tp.read, Keys: true,
 			Down:         func(*testing.T) { c.stop() },
 			Up:           func(t *testing.T) { c.start(t) },
 			OutageEvents: events,
@@ -236,7 +229,7 @@ func TestSuite(t *testing.T) {
 }
 
 // TestSuiteOnApplicationClient runs the cases without an outage with a
-// client the application made.
+// client the application made, signing the records.
 func TestSuiteOnApplicationClient(t *testing.T) {
 	c := startCluster(t)
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.addrs()...)}, quick...)...)
@@ -246,8 +239,8 @@ func TestSuiteOnApplicationClient(t *testing.T) {
 	defer cl.Close()
 	relaytest.Run(t, func(t *testing.T) relaytest.Fixture {
 		tp := newTopics(t, c)
-		sink := newSink(t, outboxkafka.Config{Client: cl, Topic: tp.topic})
-		return relaytest.Fixture{Sink: sink, Topic: tp.topic, Read: tp.read, Keys: true}
+		sink := newSink(t, outboxkafka.Config{Client: cl, Topic: tp.topic, SigningKey: key})
+		return relaytest.Fixture{Sink: sink, Broker: relay.Kafka, Topic: tp.topic, SigningKey: key, Read: tp.read, Keys: true}
 	})
 }
 
@@ -269,7 +262,7 @@ func event(t *testing.T, typ, aggregate string) outbox.Envelope {
 func TestOrderPerAggregate(t *testing.T) {
 	c := startCluster(t)
 	tp := newTopics(t, c)
-	sink := newSink(t, outboxkafka.Config{Brokers: c.addrs(), Topic: func(outbox.Envelope) string { return tp.names[0] }})
+	sink := newSink(t, outboxkafka.Config{Brokers: c.addrs(), Topic: func(outbox.Envelope) (string, error) { return tp.names[0], nil }})
 	want := map[string][]string{}
 	for i := range 200 {
 		agg := fmt.Sprintf("o-%d", i%8)
@@ -328,6 +321,7 @@ func TestConfig(t *testing.T) {
 		"both Brokers and Client":    {Brokers: c.addrs(), Client: cl},
 		"Options with Client":        {Client: cl, Options: []kgo.Opt{kgo.ProducerLinger(0)}},
 		"negative PublishTimeout":    {Client: cl, PublishTimeout: -time.Second},
+		"short SigningKey":           {Client: cl, SigningKey: key[:31]},
 		"client not idempotent":      {Client: notIdempotent},
 		"own client not idempotent":  {Brokers: c.addrs(), Options: []kgo.Opt{kgo.DisableIdempotentWrite(), kgo.RequiredAcks(kgo.LeaderAck())}},
 		"own client transactional":   {Brokers: c.addrs(), Options: []kgo.Opt{kgo.TransactionalID("x")}},
@@ -375,14 +369,28 @@ func TestClose(t *testing.T) {
 	}
 }
 
+// key is the signing key of the fixtures that sign.
+var key = []byte("0123456789abcdef0123456789abcdef")
+
+// record is outboxkafka.Record without a signing key, failing the test on
+// an error.
+func record(t *testing.T, e outbox.Envelope, topic relay.Topic) *kgo.Record {
+	t.Helper()
+	r, err := outboxkafka.Record(e, topic, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
 // TestRecord: the record of an event, as a raw producer would send it.
 func TestRecord(t *testing.T) {
 	e := event(t, relaytest.OrderPlaced, "o-1")
-	r := outboxkafka.Record(e, relay.Prefixed("orders."))
+	r := record(t, e, relay.Prefixed("orders."))
 	if r.Topic != "orders.OrderPlaced" || string(r.Key) != "Order/o-1" || string(r.Value) != "{}" {
 		t.Errorf("record %+v", r)
 	}
-	keyed := outboxkafka.Record(outbox.MustEnvelope(outbox.EventName(relaytest.OrderPlaced), outbox.WithAggregate(outbox.AggregateName("Order"), "o-1"),
+	keyed := record(t, outbox.MustEnvelope(outbox.EventName(relaytest.OrderPlaced), outbox.WithAggregate(outbox.AggregateName("Order"), "o-1"),
 		outbox.WithOrderingKey("customer-7"), outbox.WithJSON([]byte(`{}`))), nil)
 	if string(keyed.Key) != "customer-7" {
 		t.Errorf("record key %q, want the ordering key customer-7", keyed.Key)
@@ -392,7 +400,10 @@ func TestRecord(t *testing.T) {
 			t.Errorf("headers not sorted: %v", r.Headers)
 		}
 	}
-	if g := outboxkafka.Record(event(t, relaytest.OrderPlaced, ""), nil); g.Key != nil || g.Topic != relaytest.OrderPlaced {
+	if g := record(t, event(t, relaytest.OrderPlaced, ""), nil); g.Key != nil || g.Topic != relaytest.OrderPlaced {
 		t.Errorf("global event: key %q topic %q, want no key", g.Key, g.Topic)
+	}
+	if _, err := outboxkafka.Record(e, relay.Prefixed("orders/"), nil); !errors.Is(err, relay.ErrInvalidMessage) {
+		t.Errorf("a topic name outside Kafka's syntax: %v, want relay.ErrInvalidMessage", err)
 	}
 }

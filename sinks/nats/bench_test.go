@@ -22,11 +22,11 @@ func BenchmarkRelay(b *testing.B) {
 	relaytest.RunBench(b, relaytest.Bench{
 		NewSink: func(b *testing.B) (outbox.Listener, relay.Topic) {
 			st := newStream(b, nc)
-			sink, err := outboxnats.New(outboxnats.Config{Conn: nc, Subject: st.subject})
+			sink, err := outboxnats.New(outboxnats.Config{Conn: nc, Subject: st.topic})
 			if err != nil {
 				b.Fatal(err)
 			}
-			return sink, st.subject
+			return sink, st.topic
 		},
 		Raw: func(b *testing.B, events []outbox.Envelope, topic relay.Topic) error {
 			js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096))
@@ -35,7 +35,10 @@ func BenchmarkRelay(b *testing.B) {
 			}
 			futures := make([]jetstream.PubAckFuture, 0, len(events))
 			for _, e := range events {
-				m := relay.NewMessage(e, topic)
+				m, err := relay.NATS.Message(e, topic, nil)
+				if err != nil {
+					return err
+				}
 				msg := &nats.Msg{Subject: m.Topic, Data: m.Payload, Header: make(nats.Header, len(m.Headers)+1)}
 				for k, v := range m.Headers {
 					msg.Header[k] = []string{v}

@@ -1,11 +1,14 @@
 // Package outboxnats relays outbox events to NATS JetStream.
 //
-// A [Sink] is an [outbox.Listener] (and an [outbox.BatchListener], which takes
-// the events queued together in one call): register it with
-// [outbox.Client.HandleAll] and every event of the Client (that no specific
-// route takes) is published to a JetStream subject as the message package relay
-// describes: the payload byte for byte, the event's metadata and headers
-// (traceparent included) as NATS headers, and the event id as Nats-Msg-Id.
+// A [Sink] is an [outbox.Listener] (and an [outbox.BatchListener], which takes the
+// events queued together in one call): register it with [outbox.Client.HandleAll] and every
+// event of the Client (that no specific route takes) is published to a
+// JetStream subject as the message package relay describes: the payload
+// byte for byte, the event's metadata and headers (traceparent included)
+// as NATS headers, and the event id as Nats-Msg-Id. The sink owns
+// JetStream's Nats- namespace: an event's own header in it (Nats-Rollup,
+// Nats-Expected-*, …), or in the library's Outbox- namespace, is dropped,
+// never read by JetStream as a control header.
 //
 //	sink, err := outboxnats.New(outboxnats.Config{
 //		URL:     "nats://127.0.0.1:4222",

@@ -39,8 +39,18 @@ type Config struct {
 
 	// Subject maps an event to the subject it is published on (default
 	// relay.ByEventType). A stream must capture every subject it returns:
-	// without one, Handle fails for that event.
+	// without one, Handle fails for that event. A subject outside NATS's
+	// syntax (relay.NATS.CheckTopic: an empty token, a wildcard, a space)
+	// fails its event with relay.ErrInvalidMessage, before it is sent.
 	Subject relay.Topic
+	// SigningKey, when set (at least relay.MinKeyLen random bytes, kept
+	// secret), signs every message (relay.HeaderSignature, see
+	// relay.Sign) and adds the signature's digest to its Nats-Msg-Id (see
+	// relay.Message.DedupID): a message published with an event's id by
+	// anyone without the key neither passes a verifying consumer (the
+	// inbox's VerifyKeys) nor makes JetStream drop the real one as a
+	// duplicate.
+	SigningKey []byte
 	// PublishTimeout bounds one publish, from sending the message to the
 	// stream's acknowledgement, and one batch of them (HandleBatch)
 	// (default DefaultPublishTimeout). A shorter deadline of the
@@ -62,6 +72,7 @@ type Sink struct {
 	nc      *nats.Conn
 	js      jetstream.JetStream
 	subject relay.Topic
+	key     []byte
 	timeout time.Duration
 	own     bool
 	closed  atomic.Bool
@@ -84,7 +95,10 @@ func New(cfg Config) (*Sink, error) {
 	if cfg.PublishTimeout < 0 {
 		return nil, configErr("PublishTimeout must not be negative, got %s", cfg.PublishTimeout)
 	}
-	s := &Sink{nc: cfg.Conn, subject: cfg.Subject, timeout: cfg.PublishTimeout}
+	if err := relay.CheckKey("outboxnats: SigningKey", cfg.SigningKey); err != nil {
+		return nil, err
+	}
+	s := &Sink{nc: cfg.Conn, subject: cfg.Subject, key: cfg.SigningKey, timeout: cfg.PublishTimeout}
 	if s.subject == nil {
 		s.subject = relay.ByEventType
 	}
@@ -108,7 +122,9 @@ func New(cfg Config) (*Sink, error) {
 		}, cfg.Options...)
 		nc, err := nats.Connect(cfg.URL, opts...)
 		if err != nil {
-			return nil, fmt.Errorf("outboxnats: connect to %s: %w", cfg.URL, err)
+			// The URL may carry a user and password or a token: neither
+			// reaches the error.
+			return nil, relay.RedactURL(cfg.URL).Errorf("outboxnats: connect to %s: %w", err)
 		}
 		s.nc, s.own = nc, true
 	}
@@ -131,11 +147,16 @@ func configErr(format string, args ...any) error {
 	return fmt.Errorf("%w: outboxnats: "+format, append([]any{outbox.ErrInvalidConfig}, args...)...)
 }
 
-// Handle publishes e as relay.NewMessage describes it, on the subject
-// Config.Subject gives, with Nats-Msg-Id = e.ID(), and waits for the
-// stream's acknowledgement. It fails at once when the connection is away
-// or ctx is done, after PublishTimeout without an acknowledgement, and
-// when no stream captures the subject. After Close it fails with an error
+// Handle publishes e as relay.NATS.Message describes it, on the subject
+// Config.Subject gives, with Nats-Msg-Id = e.ID() (with a SigningKey, the
+// message's DedupID), and waits for the stream's acknowledgement. The
+// envelope's headers in the Nats- and Outbox- namespaces (any case) are
+// left out: JetStream would read them as control headers (Nats-Rollup,
+// Nats-Expected-*, …). It fails at once when the connection is away or
+// ctx is done, after PublishTimeout without an acknowledgement, and when
+// no stream captures the subject; with an error wrapping
+// relay.ErrInvalidMessage, before anything is sent, when the subject is
+// not valid (see Config.Subject). After Close it fails with an error
 // wrapping outbox.ErrClosed.
 func (s *Sink) Handle(ctx context.Context, e outbox.Envelope) error {
 	return s.HandleBatch(ctx, []outbox.Envelope{e})[0]
@@ -162,12 +183,12 @@ func (s *Sink) HandleBatch(ctx context.Context, events []outbox.Envelope) []erro
 	futures := make([]jetstream.PubAckFuture, len(events))
 	subjects := make([]string, len(events))
 	for i, e := range events {
-		m := relay.NewMessage(e, s.subject)
-		subjects[i] = m.Topic
-		if m.Topic == "" {
-			errs[i] = fmt.Errorf("outboxnats: event %s: Subject returned no subject for event type %s", m.ID, e.Type())
+		m, err := relay.NATS.Message(e, s.subject, s.key)
+		if err != nil {
+			errs[i] = fmt.Errorf("outboxnats: event %s: %w", e.ID(), err)
 			continue
 		}
+		subjects[i] = m.Topic
 		if !s.nc.IsConnected() {
 			errs[i] = fmt.Errorf("outboxnats: event %s to %q: not connected to NATS (%s)", m.ID, m.Topic, s.nc.Status())
 			continue
@@ -178,7 +199,7 @@ func (s *Sink) HandleBatch(ctx context.Context, events []outbox.Envelope) []erro
 		}
 		// While too many publishes wait for their acknowledgement, the
 		// publish waits for room, within the batch's timeout.
-		f, err := s.js.PublishMsgAsync(msg, jetstream.WithMsgID(m.ID), jetstream.WithStallWait(max(time.Until(deadline), time.Millisecond)))
+		f, err := s.js.PublishMsgAsync(msg, jetstream.WithMsgID(m.DedupID()), jetstream.WithStallWait(max(time.Until(deadline), time.Millisecond)))
 		if err != nil {
 			errs[i] = s.failure(ctx, m.ID, m.Topic, err)
 			continue

@@ -41,12 +41,18 @@ func connect(t testing.TB, srv *server) *nats.Conn {
 
 var streams atomic.Int64
 
-// stream is a stream of the test's own capturing "<name>.>".
+// stream is a stream of the test's own capturing "<name>.>". It allows
+// rollups, as a stream of compacted state would: a Nats-Rollup header that
+// reached it would purge it.
 type stream struct {
-	name string
-	js   jetstream.JetStream
-	next uint64 // the next sequence Read returns
+	name  string
+	js    jetstream.JetStream
+	topic relay.Topic // "<name>.[<tenant>.]<type>", RefusedType on "nostream.…"
+	next  uint64      // the next sequence Read returns
 }
+
+// key is the signing key of the fixtures that sign.
+var key = []byte("0123456789abcdef0123456789abcdef")
 
 func newStream(t testing.TB, nc *nats.Conn) *stream {
 	t.Helper()
@@ -54,11 +60,12 @@ func newStream(t testing.TB, nc *nats.Conn) *stream {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &stream{name: fmt.Sprintf("T%d", streams.Add(1)), js: js, next: 1}
+	s := newStreamValue(fmt.Sprintf("T%d", streams.Add(1)), js)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_, err = js.CreateStream(ctx, jetstream.StreamConfig{
 		Name: s.name, Subjects: []string{s.name + ".>"}, Storage: jetstream.FileStorage, Duplicates: 2 * time.Minute,
+		AllowRollup: true,
 	})
 	if err != nil {
 		t.Fatalf("create stream %s: %v", s.name, err)
@@ -66,13 +73,8 @@ func newStream(t testing.TB, nc *nats.Conn) *stream {
 	return s
 }
 
-// subject publishes an event on "<stream>.<type>", and RefusedType on a
-// subject no stream captures.
-func (s *stream) subject(e outbox.Envelope) string {
-	if e.Type() == relaytest.RefusedType {
-		return "nostream." + s.name + "." + e.Type()
-	}
-	return s.name + "." + e.Type()
+func newStreamValue(name string, js jetstream.JetStream) *stream {
+	return &stream{name: name, js: js, topic: relaytest.TenantTopic(name+".", "nostream."), next: 1}
 }
 
 // read returns the stream's messages after those returned before. The
@@ -111,7 +113,7 @@ func (s *stream) readOnce(ctx context.Context) ([]relay.Message, error) {
 		if err != nil {
 			return out, err
 		}
-		m := relay.Message{ID: raw.Header.Get(jetstream.MsgIDHeader), Topic: raw.Subject, Payload: raw.Data, Headers: map[string]string{}}
+		m := relay.Message{ID: raw.Header.Get(relay.HeaderEventID), Topic: raw.Subject, Payload: raw.Data, Headers: map[string]string{}}
 		for k, vs := range raw.Header {
 			if k != jetstream.MsgIDHeader {
 				m.Headers[k] = strings.Join(vs, ", ")
@@ -131,14 +133,14 @@ func TestSuite(t *testing.T) {
 	relaytest.Run(t, func(t *testing.T) relaytest.Fixture {
 		st := newStream(t, connect(t, srv))
 		sink, err := outboxnats.New(outboxnats.Config{
-			URL: srv.URL(), Options: fast, Subject: st.subject, PublishTimeout: 2 * time.Second, Logger: discard,
+			URL: srv.URL(), Options: fast, Subject: st.topic, PublishTimeout: 2 * time.Second, Logger: discard,
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = sink.Close() })
 		return relaytest.Fixture{
-			Sink: sink, Topic: st.subject, Read: st.read, Dedupes: true,
+			Sink: sink, Broker: relay.NATS, Topic: st.topic, Read: st.read, Dedupes: true,
 			Down:         func(*testing.T) { srv.kill() },
 			Up:           func(t *testing.T) { srv.start(t) },
 			OutageEvents: events,
@@ -152,7 +154,7 @@ const EnvURL = "OUTBOX_TEST_NATS_URL"
 
 // TestSharedServer runs the suite's cases that need no outage on the
 // shared server, with a connection of the application's, as a user's relay
-// would use it.
+// would use it, signing its messages.
 func TestSharedServer(t *testing.T) {
 	url := os.Getenv(EnvURL)
 	if url == "" {
@@ -165,12 +167,12 @@ func TestSharedServer(t *testing.T) {
 	defer nc.Close()
 	relaytest.Run(t, func(t *testing.T) relaytest.Fixture {
 		st := newSharedStream(t, nc)
-		sink, err := outboxnats.New(outboxnats.Config{Conn: nc, Subject: st.subject})
+		sink, err := outboxnats.New(outboxnats.Config{Conn: nc, Subject: st.topic, SigningKey: key})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = sink.Close() })
-		return relaytest.Fixture{Sink: sink, Topic: st.subject, Read: st.read, Dedupes: true}
+		return relaytest.Fixture{Sink: sink, Broker: relay.NATS, Topic: st.topic, SigningKey: key, Read: st.read, Dedupes: true}
 	})
 }
 
@@ -185,7 +187,7 @@ func newSharedStream(t *testing.T, nc *nats.Conn) *stream {
 	name := fmt.Sprintf("OUTBOXTEST_%d_%d", time.Now().UnixNano(), streams.Add(1))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{name + ".>"}, Storage: jetstream.MemoryStorage})
+	_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{name + ".>"}, Storage: jetstream.MemoryStorage, AllowRollup: true})
 	if err != nil {
 		relaytest.Unavailable(t, "JetStream on the shared server", err)
 	}
@@ -196,7 +198,7 @@ func newSharedStream(t *testing.T, nc *nats.Conn) *stream {
 			t.Errorf("delete stream %s: %v", name, err)
 		}
 	})
-	return &stream{name: name, js: js, next: 1}
+	return newStreamValue(name, js)
 }
 
 func TestConfig(t *testing.T) {
@@ -211,6 +213,7 @@ func TestConfig(t *testing.T) {
 		"closed Conn":              {Conn: closed},
 		"negative PublishTimeout":  {Conn: nc, PublishTimeout: -time.Second},
 		"negative, with URL ahead": {URL: srv.URL(), PublishTimeout: -1},
+		"short SigningKey":         {Conn: nc, SigningKey: key[:31]},
 	} {
 		if _, err := outboxnats.New(cfg); !errors.Is(err, outbox.ErrInvalidConfig) {
 			t.Errorf("%s: %v, want ErrInvalidConfig", name, err)
@@ -241,7 +244,7 @@ func TestClose(t *testing.T) {
 	st := newStream(t, nc)
 	ctx := context.Background()
 
-	borrowed, err := outboxnats.New(outboxnats.Config{Conn: nc, Subject: st.subject})
+	borrowed, err := outboxnats.New(outboxnats.Config{Conn: nc, Subject: st.topic})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,7 +262,7 @@ func TestClose(t *testing.T) {
 	}
 
 	var closedConns atomic.Int32
-	owned, err := outboxnats.New(outboxnats.Config{URL: srv.URL(), Subject: st.subject, Logger: discard,
+	owned, err := outboxnats.New(outboxnats.Config{URL: srv.URL(), Subject: st.topic, Logger: discard,
 		Options: []nats.Option{nats.ClosedHandler(func(*nats.Conn) { closedConns.Add(1) })}})
 	if err != nil {
 		t.Fatal(err)
@@ -284,7 +287,7 @@ func TestClose(t *testing.T) {
 func TestOrderPerSubject(t *testing.T) {
 	srv := startServer(t)
 	st := newStream(t, connect(t, srv))
-	sink, err := outboxnats.New(outboxnats.Config{URL: srv.URL(), Subject: st.subject, Logger: discard})
+	sink, err := outboxnats.New(outboxnats.Config{URL: srv.URL(), Subject: st.topic, Logger: discard})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -334,5 +337,131 @@ func TestPublishTimeout(t *testing.T) {
 	err = sink.Handle(context.Background(), event(t, relaytest.OrderPlaced, "o-1"))
 	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "no acknowledgement within 100ms") {
 		t.Errorf("unacknowledged publish: %v", err)
+	}
+}
+
+// TestConnectErrorHidesCredentials: the error of a failed connect names the
+// server but neither the password nor the token of its URL, whether the
+// URL parses or not.
+func TestConnectErrorHidesCredentials(t *testing.T) {
+	port := freePort(t) // nothing listens on it
+	for _, url := range []string{
+		fmt.Sprintf("nats://alice:s3cret-pw@127.0.0.1:%d", port),
+		fmt.Sprintf("nats://s3cret-token@127.0.0.1:%d", port),
+		fmt.Sprintf("nats://127.0.0.1:%d,nats://bob:s3cret-pw2@127.0.0.1:%d", port, port),
+		"nats://alice:s3cret-pw@127.0.0.1:notaport",
+		"nats://alice:s3cret%2Fpw@[::1",
+	} {
+		_, err := outboxnats.New(outboxnats.Config{URL: url, Options: []nats.Option{nats.Timeout(time.Second)}})
+		if err == nil {
+			t.Fatalf("%s: connected", url)
+		}
+		if strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("the error shows a credential: %v", err)
+		}
+		if !strings.Contains(err.Error(), "redacted@") || strings.Contains(err.Error(), "%!") {
+			t.Errorf("the error does not name the server: %v", err)
+		}
+	}
+}
+
+// TestForgedIDSuppressesNoSignedEvent: a message published first with an
+// upcoming event's id (ids are predictable) is taken by JetStream's
+// duplicate window for that event, and the real event is then dropped
+// while Handle reports success, unless the sink signs: then the real
+// message's Nats-Msg-Id carries the digest only the key gives, JetStream
+// stores it, and relay.Verify tells it from the forgery.
+func TestForgedIDSuppressesNoSignedEvent(t *testing.T) {
+	srv := startServer(t)
+	nc := connect(t, srv)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, signed := range []bool{false, true} {
+		st := newStream(t, nc)
+		cfg := outboxnats.Config{Conn: nc, Subject: st.topic}
+		if signed {
+			cfg.SigningKey = key
+		}
+		sink, err := outboxnats.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		real := event(t, relaytest.OrderPlaced, "o-1")
+		// The forger knows the id and the format, not the key.
+		forged := &nats.Msg{Subject: st.name + "." + relaytest.OrderPlaced, Data: []byte(`{"refund":true}`), Header: nats.Header{}}
+		forged.Header.Set(relay.HeaderEventID, real.ID())
+		forged.Header.Set(relay.HeaderSignature, "v1=forged")
+		for _, id := range []string{real.ID(), real.ID() + ".forged"} {
+			if _, err := js.PublishMsg(ctx, forged, jetstream.WithMsgID(id)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := sink.Handle(ctx, real); err != nil {
+			t.Fatal(err)
+		}
+		_ = sink.Close()
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		msgs, err := st.read(rctx)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		verified := 0
+		for _, m := range msgs {
+			if relay.Verify([][]byte{key}, m.Headers, m.Payload) == nil {
+				verified++
+			}
+		}
+		t.Logf("signed=%v: %d messages with the event's id, %d verified", signed, len(msgs), verified)
+		switch {
+		case !signed && len(msgs) != 2:
+			t.Errorf("unsigned: %d messages, want the 2 forged ones only (the trust model docs/relays.md describes)", len(msgs))
+		case signed && (len(msgs) != 3 || verified != 1):
+			t.Errorf("signed: %d messages, %d verified; want the real one stored beside the forged ones, and it alone verified", len(msgs), verified)
+		}
+	}
+}
+
+// TestHeaderValueCannotInjectHeaders: a header value with a line break
+// cannot add a header line (a Nats-Rollup that would purge the stream):
+// the line breaks are blanked, the stream keeps every message.
+func TestHeaderValueCannotInjectHeaders(t *testing.T) {
+	srv := startServer(t)
+	st := newStream(t, connect(t, srv))
+	sink, err := outboxnats.New(outboxnats.Config{URL: srv.URL(), Subject: st.topic, Logger: discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Close()
+	ctx := context.Background()
+	for _, v := range []string{"", "a\r\nNats-Rollup: all", "a\nNats-Rollup: all", "a\rNats-Rollup: all", "a\r\n\r\nbody"} {
+		opts := []outbox.EnvelopeOption{outbox.WithJSON([]byte(`{}`))}
+		if v != "" {
+			opts = append(opts, outbox.WithHeader("X-Note", v))
+		}
+		e, err := outbox.NewEnvelope(outbox.EventName(relaytest.OrderPlaced), opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sink.Handle(ctx, e); err != nil {
+			t.Errorf("X-Note %q: %v", v, err)
+		}
+	}
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	msgs, err := st.read(rctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs) != 5 {
+		t.Fatalf("%d messages in the stream, want 5", len(msgs))
+	}
+	for _, m := range msgs {
+		if strings.ContainsAny(m.Headers["X-Note"], "\r\n") || m.Headers["Nats-Rollup"] != "" {
+			t.Errorf("message %s: headers %q", m.ID, m.Headers)
+		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	outbox "github.com/go-outbox/outbox/core"
 	"github.com/go-outbox/outbox/core/inbox"
 	"github.com/go-outbox/outbox/core/outboxtest"
+	"github.com/go-outbox/outbox/core/relay"
 	"github.com/go-outbox/outbox/core/sqlstore"
 )
 
@@ -36,7 +37,8 @@ var errConsumer = errors.New("inboxtest: the consumer failed")
 // byte; purges delete what was processed before a cutoff, also through the
 // outbox's PurgeScheduler; a missing table is reported as
 // sqlstore.ErrNoTable; the consumer can write outbox events in the same
-// transaction.
+// transaction; with VerifyKeys, a message forged with an upcoming event's
+// id is refused and records nothing, so the real event is applied.
 //
 // newFixture is called once per subtest and must return a fresh table
 // (the inbox table is named after it, with the suffix "_inbox"); Store
@@ -63,6 +65,7 @@ func RunSuite(t *testing.T, newFixture func(t *testing.T) outboxtest.AdapterFixt
 		{"MigrateAndSchema", migrate},
 		{"MissingTable", missingTable},
 		{"OutboxWriteInTheSameTransaction", withOutbox},
+		{"ForgedMessageSuppressesNothing", forged},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -572,4 +575,65 @@ func withOutbox(t *testing.T, f outboxtest.AdapterFixture) {
 		t.Fatalf("%d outbox rows (%v), want 1", n, err)
 	}
 	e.wantRows(t, "shipment-1")
+}
+
+// forged: ids are predictable, so a message published with an upcoming
+// event's id ahead of it would make the real event a duplicate. With
+// VerifyKeys, forged messages (unsigned, signed with another key, a
+// signature taken from another event, the real signature over another
+// payload) are refused with relay.ErrSignature and record nothing; the
+// real message is applied, and its redelivery is a duplicate.
+func forged(t *testing.T, f outboxtest.AdapterFixture) {
+	e := newEnv(t, f)
+	key := []byte("0123456789abcdef0123456789abcdef")
+	next := []byte("fedcba9876543210fedcba9876543210")
+	in, err := inbox.New(inbox.Config{Store: e.store, TxContext: f.TxContext, Table: e.in.Table(), Clock: e.clock, VerifyKeys: [][]byte{next, key}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	message := func(ev outbox.Envelope, k []byte) relay.Message {
+		m, err := relay.Kafka.Message(ev, nil, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	real := outbox.MustEnvelope(outbox.EventName("OrderPlaced"), outbox.WithTenant("acme"), outbox.WithJSON([]byte(`{"total":12}`)))
+	other := outbox.MustEnvelope(outbox.EventName("OrderPlaced"), outbox.WithJSON([]byte(`{"total":1}`)))
+	signed := message(real, key)
+	stolen := message(real, nil)
+	stolen.Headers[relay.HeaderSignature] = message(other, key).Signature
+	changed := message(real, key)
+	changed.Payload = []byte(`{"total":0}`)
+	attacks := map[string]relay.Message{
+		"unsigned": message(real, nil), "another key": message(real, []byte("an attacker's own key of 32 bytes")),
+		"a signature of another event": stolen, "another payload": changed,
+	}
+	deliver := func(m relay.Message, name string) (bool, error) {
+		var dup bool
+		err := f.InTx(context.Background(), func(ctx context.Context) error {
+			var err error
+			dup, err = in.ProcessMessage(ctx, m, func(ctx context.Context) error { return f.InsertBusiness(ctx, name) })
+			return err
+		})
+		return dup, err
+	}
+	for name, m := range attacks {
+		if dup, err := deliver(m, "forged: "+name); dup || !errors.Is(err, relay.ErrSignature) {
+			t.Errorf("%s, before the real message: duplicate %v, %v; want relay.ErrSignature", name, dup, err)
+		}
+	}
+	if dup, err := deliver(signed, "real"); dup || err != nil {
+		t.Fatalf("the real message after the forged ones: duplicate %v, %v; want it applied", dup, err)
+	}
+	if dup, err := deliver(signed, "redelivered"); !dup || err != nil {
+		t.Errorf("the real message again: duplicate %v, %v; want a duplicate", dup, err)
+	}
+	for name, m := range attacks {
+		if dup, err := deliver(m, "forged: "+name); dup || !errors.Is(err, relay.ErrSignature) {
+			t.Errorf("%s, after the real message: duplicate %v, %v; want relay.ErrSignature", name, dup, err)
+		}
+	}
+	e.wantRows(t, "real")
+	t.Logf("%d forged messages refused before and after the real one", len(attacks))
 }

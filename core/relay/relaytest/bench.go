@@ -20,7 +20,7 @@ type Bench struct {
 	// NewSink returns a sink on topics of its own and the topic mapping it
 	// was built with.
 	NewSink func(b *testing.B) (outbox.Listener, relay.Topic)
-	// Raw is the baseline: it publishes the messages relay.NewMessage
+	// Raw is the baseline: it publishes the messages Broker.Message
 	// makes of events with topic, with the sink's broker client and the
 	// same acknowledgement guarantee, collecting the acknowledgements
 	// asynchronously, and returns once every one is in (or the first

@@ -10,20 +10,22 @@
 //	func TestSuite(t *testing.T) {
 //		relaytest.Run(t, func(t *testing.T) relaytest.Fixture {
 //			sink, read := newSinkOnFreshStream(t)
-//			return relaytest.Fixture{Sink: sink, Topic: topic, Read: read, Dedupes: true}
+//			return relaytest.Fixture{Sink: sink, Broker: relay.NATS, Topic: topic, Read: read, Dedupes: true}
 //		})
 //	}
 //
 // The suite checks that every event becomes exactly the message
-// [relay.NewMessage] describes (topic, key, headers, payload byte for byte,
+// [relay.Broker.Message] describes (topic, key, headers, payload byte for byte,
 // the event id as the broker's message id), that a redelivery is dropped
 // by a deduplicating broker and carries the same id otherwise, that an
 // event the broker refuses is an error for that event only and never DONE,
 // also in a batch (a sink that is an [outbox.BatchListener]: the other
-// events of the batch are delivered), that a cancelled context is honoured,
-// and, with [Fixture.Down] and [Fixture.Up], that a broker outage is an
-// error (never a hang) and that the outbox relays every event once the
-// broker is back.
+// events of the batch are delivered), that hostile event data (tenant ids
+// that are not one topic part, headers in the reserved namespaces) fails
+// its own event or is left out and steers nothing, that a cancelled
+// context is honoured, and, with [Fixture.Down] and [Fixture.Up], that a
+// broker outage is an error (never a hang) and that the outbox relays
+// every event once the broker is back.
 //
 // A test that needs a broker it cannot reach calls [Unavailable], which skips
 // the test, or fails it when OUTBOX_TEST_REQUIRE_BROKERS=1 (as CI sets it).

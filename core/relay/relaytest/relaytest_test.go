@@ -33,7 +33,10 @@ func (b *memBroker) Handle(ctx context.Context, e outbox.Envelope) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	m := relay.NewMessage(e, topic)
+	m, err := relay.Broker{}.Message(e, topic, key)
+	if err != nil {
+		return fmt.Errorf("memBroker: event %s: %w", e.ID(), err)
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch {
@@ -73,7 +76,10 @@ func (b *memBroker) setDown(down bool) {
 	b.mu.Unlock()
 }
 
-var topic = relay.Prefixed("mem.")
+var (
+	topic = relaytest.TenantTopic("mem.", "")
+	key   = []byte(strings.Repeat("k", relay.MinKeyLen))
+)
 
 func TestSuiteOnMemoryBroker(t *testing.T) {
 	for _, dedupe := range []bool{false, true} {
@@ -81,7 +87,7 @@ func TestSuiteOnMemoryBroker(t *testing.T) {
 			relaytest.Run(t, func(t *testing.T) relaytest.Fixture {
 				b := &memBroker{dedupe: dedupe, seen: map[string]bool{}}
 				return relaytest.Fixture{
-					Sink: b, Topic: topic, Read: b.read, Keys: true, Dedupes: dedupe,
+					Sink: b, Topic: topic, SigningKey: key, Read: b.read, Keys: true, Dedupes: dedupe,
 					Down:         func(*testing.T) { b.setDown(true) },
 					Up:           func(*testing.T) { b.setDown(false) },
 					OutageEvents: 200,

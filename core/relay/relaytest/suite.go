@@ -60,11 +60,18 @@ const waitTimeout = 60 * time.Second
 type Fixture struct {
 	// Sink is the sink under test, built with Topic.
 	Sink outbox.Listener
+	// Broker is the broker whose messages the sink builds
+	// (relay.NATS, …): the suite expects its messages.
+	Broker relay.Broker
 	// Topic is the topic mapping Sink was built with (nil means
 	// relay.ByEventType). It maps every type of EventTypes to a topic
-	// whose messages Read returns, and RefusedType to a topic the broker
-	// refuses.
+	// whose messages Read returns, for events without a tenant and for
+	// events of the tenant Tenant (TenantTopic is such a mapping), and
+	// RefusedType to a topic the broker refuses.
 	Topic relay.Topic
+	// SigningKey is the key Sink signs its messages with, nil if none:
+	// the suite then checks every message's signature with relay.Verify.
+	SigningKey []byte
 	// Read returns the messages the broker stored on the fixture's topics
 	// that an earlier Read did not return. It must return at least every
 	// message whose publish the broker had acknowledged when Read was
@@ -124,6 +131,7 @@ func Run(t *testing.T, newFixture func(t *testing.T) Fixture) {
 		{"Redelivery", testRedelivery},
 		{"Refused", testRefused},
 		{"Batch", testBatch},
+		{"Hostile", testHostile},
 		{"Cancelled", testCancelled},
 		{"BrokerDown", testBrokerDown},
 		{"Outage", testOutage},
@@ -242,10 +250,34 @@ func (r *reader) tryWait(t *testing.T, ids []string, n int) []string {
 	}
 }
 
-// compare reports how got differs from the message relay.NewMessage makes.
+// once waits for the messages of events and checks that each event is on
+// the broker exactly once, as the message it must be.
+func (r *reader) once(t *testing.T, events []outbox.Envelope) {
+	t.Helper()
+	r.waitFor(t, ids(events), 1)
+	for _, e := range events {
+		got := r.byID[e.ID()]
+		if len(got) != 1 {
+			t.Errorf("event %s: %d messages on the broker, want 1", e.ID(), len(got))
+			continue
+		}
+		compare(t, r.f, got[0], e)
+	}
+}
+
+// compare reports how got differs from the message f.Broker.Message makes.
 func compare(t *testing.T, f Fixture, got relay.Message, e outbox.Envelope) {
 	t.Helper()
-	want := relay.NewMessage(e, f.Topic)
+	want, err := f.Broker.Message(e, f.Topic, f.SigningKey)
+	if err != nil {
+		t.Errorf("event %s: %v", e.ID(), err)
+		return
+	}
+	if f.SigningKey != nil {
+		if err := relay.Verify([][]byte{f.SigningKey}, got.Headers, got.Payload); err != nil {
+			t.Errorf("event %s: %v", e.ID(), err)
+		}
+	}
 	if got.ID != want.ID {
 		t.Errorf("event %s: message id %q", e.ID(), got.ID)
 	}
@@ -295,7 +327,13 @@ func handleAll(ctx context.Context, l outbox.Listener, events []outbox.Envelope)
 	return errs
 }
 
-// testPublish: every event becomes exactly the message relay.NewMessage
+// topic returns e's topic by f.Topic, "" if it fails.
+func topic(f Fixture, e outbox.Envelope) string {
+	t, _ := f.Topic(e)
+	return t
+}
+
+// testPublish: every event becomes exactly the message Broker.Message
 // describes, once.
 func testPublish(t *testing.T, f Fixture) {
 	events := sampleEvents(t)
@@ -308,15 +346,7 @@ func testPublish(t *testing.T, f Fixture) {
 		return
 	}
 	r := newReader(f)
-	r.waitFor(t, ids(events), 1)
-	for _, e := range events {
-		got := r.byID[e.ID()]
-		if len(got) != 1 {
-			t.Errorf("event %s: %d messages on the broker, want 1", e.ID(), len(got))
-			continue
-		}
-		compare(t, f, got[0], e)
-	}
+	r.once(t, events)
 	for id, msgs := range r.byID {
 		if !slices.Contains(ids(events), id) {
 			t.Errorf("unexpected message id %q on the broker (%d messages)", id, len(msgs))
@@ -357,11 +387,11 @@ func testRefused(t *testing.T, f Fixture) {
 	bad := newEvent(t, RefusedType, order("o-refused"), outbox.WithJSON([]byte(`{}`)))
 	err := f.Sink.Handle(ctx, bad)
 	if err == nil {
-		t.Fatalf("Handle of an event for %q, which the broker refuses, returned nil", f.Topic(bad))
+		t.Fatalf("Handle of an event for %q, which the broker refuses, returned nil", topic(f, bad))
 	}
 	t.Logf("refused: %v", err)
-	if topic := f.Topic(bad); !strings.Contains(err.Error(), topic) {
-		t.Errorf("the error does not name the topic %q: %v", topic, err)
+	if want := topic(f, bad); !strings.Contains(err.Error(), want) {
+		t.Errorf("the error does not name the topic %q: %v", want, err)
 	}
 
 	store := outboxmem.New()
@@ -427,9 +457,9 @@ func testBatch(t *testing.T, f Fixture) {
 		refused := e.Type() == RefusedType
 		switch {
 		case refused && errs[i] == nil:
-			t.Errorf("event %d, for %q, which the broker refuses: nil", i, f.Topic(e))
-		case refused && !strings.Contains(errs[i].Error(), f.Topic(e)):
-			t.Errorf("event %d: the error does not name the topic %q: %v", i, f.Topic(e), errs[i])
+			t.Errorf("event %d, for %q, which the broker refuses: nil", i, topic(f, e))
+		case refused && !strings.Contains(errs[i].Error(), topic(f, e)):
+			t.Errorf("event %d: the error does not name the topic %q: %v", i, topic(f, e), errs[i])
 		case !refused && errs[i] != nil:
 			t.Errorf("event %d, beside the refused ones: %v", i, errs[i])
 		}
@@ -447,15 +477,7 @@ func testBatch(t *testing.T, f Fixture) {
 	waitStatus(t, client, ids(badRelayed), outbox.StatusRetry)
 
 	r := newReader(f)
-	r.waitFor(t, ids(append(good, goodRelayed...)), 1)
-	for _, e := range append(good, goodRelayed...) {
-		got := r.byID[e.ID()]
-		if len(got) != 1 {
-			t.Errorf("event %s: %d messages on the broker, want 1", e.ID(), len(got))
-			continue
-		}
-		compare(t, f, got[0], e)
-	}
+	r.once(t, append(good, goodRelayed...))
 	for _, e := range append(bad, badRelayed...) {
 		if n := len(r.byID[e.ID()]); n != 0 {
 			t.Errorf("refused event %s is on the broker %d times", e.ID(), n)
