@@ -40,12 +40,15 @@ func New(cfg Config) (*Client, error) {
 	cfg = withDefaults(cfg)
 	c := &Client{cfg: cfg, dead: newDeadEvents(cfg.Store, cfg.Clock), sampler: newBacklogSampler(cfg)}
 	var err error
+	// One claims for the parts: a writer-only Client's only inserts.
+	cl := newClaims(cfg, 0)
 	if cfg.Mode != ModeWriterOnly {
-		c.d = newDispatcher(cfg, &c.registry)
-		c.dead.wake = c.d.claims.wakePoller
+		cl = newClaims(cfg, ackRoom(cfg))
+		c.d = newDispatcher(cfg, &c.registry, cl)
+		c.dead.wake = cl.wakePoller
 	}
 	if cfg.Mode == ModeFull || cfg.Mode == ModePollerOnly {
-		c.poller = newPoller(cfg, c.d.claims, c.d)
+		c.poller = newPoller(cfg, cl, c.d)
 		if cfg.Purger != nil && !cfg.DisablePurge {
 			if c.purge, err = newPurgeScheduler(cfg); err != nil {
 				return nil, err
@@ -57,7 +60,7 @@ func New(cfg Config) (*Client, error) {
 		if cfg.Mode == ModePollerOnly {
 			hot = nil
 		}
-		if c.writer, err = newWriter(cfg, hot); err != nil {
+		if c.writer, err = newWriter(cfg, cl, hot); err != nil {
 			return nil, err
 		}
 	}
