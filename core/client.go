@@ -41,12 +41,18 @@ func New(cfg Config) (*Client, error) {
 	cfg = cfg.WithDefaults()
 	c := &Client{cfg: cfg, dead: newDeadEvents(cfg.Store, cfg.Clock), sampler: newBacklogSampler(cfg)}
 	var err error
-	if cfg.Mode != ModeWriterOnly {
-		c.d = newDispatcher(cfg, &c.registry)
-		c.dead.wake = c.d.claims.wakePoller
+	// One claims for the parts: a writer-only Client's only inserts, and
+	// has no acks to batch.
+	var cl *claims
+	if cfg.Mode == ModeWriterOnly {
+		cl = newClaims(cfg, 0)
+	} else {
+		cl = newClaims(cfg, ackRoom(cfg))
+		c.d = newDispatcher(cfg, &c.registry, cl)
+		c.dead.wake = cl.wakePoller
 	}
 	if cfg.Mode == ModeFull || cfg.Mode == ModePollerOnly {
-		c.poller = newPoller(cfg, c.d.claims, c.d)
+		c.poller = newPoller(cfg, cl, c.d)
 		if cfg.Purger != nil && !cfg.DisablePurge {
 			if c.purge, err = newPurgeScheduler(cfg); err != nil {
 				return nil, err
@@ -58,7 +64,7 @@ func New(cfg Config) (*Client, error) {
 		if cfg.Mode == ModePollerOnly {
 			hot = nil
 		}
-		if c.writer, err = newWriter(cfg, hot); err != nil {
+		if c.writer, err = newWriter(cfg, cl, hot); err != nil {
 			return nil, err
 		}
 	}

@@ -25,7 +25,8 @@ func TestConfigValidation(t *testing.T) {
 		return func() error {
 			cfg := Config{TxContext: fakeTxContext{}, Store: st}
 			mut(&cfg)
-			_, err := newWriter(cfg.WithDefaults(), nil)
+			cfg = cfg.WithDefaults()
+			_, err := newWriter(cfg, newClaims(cfg, 0), nil)
 			return err
 		}
 	}
@@ -62,7 +63,7 @@ func TestConfigValidation(t *testing.T) {
 func TestConfigDefaults(t *testing.T) {
 	st := newMemStore()
 	c := (Config{Store: st, TxContext: fakeTxContext{}}).WithDefaults()
-	d := newDispatcher(c, &Registry{})
+	d := newDispatcher(c, &Registry{}, newClaims(c, ackRoom(c)))
 	if c.Workers != DefaultWorkers || c.HotQueueSize != DefaultQueueSize || c.ColdQueueSize != DefaultColdQueueSize ||
 		c.MaxAttempts != DefaultMaxAttempts || c.DrainTimeout != DefaultDrainTimeout ||
 		c.AckBatchSize != DefaultAckBatchSize || c.AckInterval != DefaultAckInterval || c.Lease != DefaultLease || c.ListenerTimeout != DefaultListenerTimeout {

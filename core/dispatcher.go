@@ -112,19 +112,24 @@ func NewOwnerID() string {
 
 // newDispatcher returns a dispatcher delivering the events it is given
 // to the listeners of reg, with the settings of cfg (defaults applied, see
-// Config.WithDefaults); call Start to run it. Its claims makes every Store call.
-func newDispatcher(cfg Config, reg *Registry) *dispatcher {
+// Config.WithDefaults); call Start to run it. c, made with ackRoom(cfg), makes
+// every Store call.
+func newDispatcher(cfg Config, reg *Registry, c *claims) *dispatcher {
 	return &dispatcher{
 		cfg: cfg, registry: reg, owner: cfg.Owner, log: cfg.Logger.With("outbox_owner", cfg.Owner),
-		metrics: cfg.Metrics, clock: cfg.Clock,
-		// Room for as many acks as the queues hold: a worker does not wait
-		// for the ack writer while a DONE update waits for the database
-		// (SQLite's write lock), unless that lasts thousands of deliveries.
-		claims: newClaims(cfg, cfg.HotQueueSize+cfg.ColdQueueSize+suspectQueueSize+cfg.Workers+1),
-		hot:    make(chan queued, cfg.HotQueueSize), cold: make(chan queued, cfg.ColdQueueSize),
+		metrics: cfg.Metrics, clock: cfg.Clock, claims: c,
+		hot: make(chan queued, cfg.HotQueueSize), cold: make(chan queued, cfg.ColdQueueSize),
 		suspects: make(chan queued, suspectQueueSize),
 		stopping: make(chan struct{}),
 	}
+}
+
+// ackRoom is how many acknowledgements may wait for the ack writer: as
+// many as the queues hold, so that a worker does not wait for the ack
+// writer while a DONE update waits for the database (SQLite's write
+// lock), unless that lasts thousands of deliveries.
+func ackRoom(cfg Config) int {
+	return cfg.HotQueueSize + cfg.ColdQueueSize + suspectQueueSize + cfg.Workers + 1
 }
 
 func setDefault[T comparable](v *T, def T) {

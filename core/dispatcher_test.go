@@ -45,9 +45,9 @@ func newHarness(t testing.TB, mut func(*Config)) *harness {
 		mut(&cfg)
 	}
 	h.cfg = cfg.WithDefaults()
-	h.d = newDispatcher(h.cfg, h.reg)
+	h.d = newDispatcher(h.cfg, h.reg, newClaims(h.cfg, ackRoom(h.cfg)))
 	var err error
-	if h.w, err = newWriter(h.cfg, h.d); err != nil {
+	if h.w, err = newWriter(h.cfg, h.d.claims, h.d); err != nil {
 		t.Fatal(err)
 	}
 	return h

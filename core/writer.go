@@ -55,8 +55,9 @@ type writer struct {
 	metrics Metrics
 }
 
-// newWriter returns a writer with the settings of cfg (defaults applied,
-// see Config.WithDefaults): cfg.TxContext finds the caller's transaction,
+// newWriter returns a writer inserting through c (the dispatcher's, with
+// a hot path), with the settings of cfg (defaults applied, see
+// Config.WithDefaults): cfg.TxContext finds the caller's transaction,
 // cfg.Hooks shape writes and observe commits, and cfg.Ordered stores the
 // ordering keys. hot, if not nil, delivers committed events in this
 // process right after commit (the hot path): the rows are inserted
@@ -65,19 +66,14 @@ type writer struct {
 // pending ahead of it (one Store.PendingKeys query per write). Hooks
 // cannot turn the hot path off: it is wired through hot, not through a
 // hook. It fails if a hook is nil.
-func newWriter(cfg Config, hot *dispatcher) (*writer, error) {
+func newWriter(cfg Config, c *claims, hot *dispatcher) (*writer, error) {
 	for i, h := range cfg.Hooks {
 		if h == nil {
 			return nil, configErr("writer hook %d is nil", i)
 		}
 	}
 	w := &writer{tx: cfg.TxContext, store: cfg.Store, hot: hot, hooks: append([]WriterHook(nil), cfg.Hooks...),
-		ordered: cfg.Ordered, clock: cfg.Clock, logger: cfg.Logger, metrics: cfg.Metrics}
-	if hot != nil {
-		w.claims = hot.claims
-	} else {
-		w.claims = newClaims(cfg, 0) // inserts unclaimed only
-	}
+		ordered: cfg.Ordered, clock: cfg.Clock, logger: cfg.Logger, metrics: cfg.Metrics, claims: c}
 	return w, nil
 }
 

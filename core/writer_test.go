@@ -59,7 +59,8 @@ func newTestWriter(t *testing.T, st *memStore, hook WriterHook) (*writer, *syncB
 	if hook != nil {
 		hooks = append(hooks, hook)
 	}
-	w, err := newWriter((Config{Store: st, TxContext: fakeTxContext{}, Hooks: hooks, Logger: logger, Clock: newStepClock()}).WithDefaults(), nil)
+	cfg := (Config{Store: st, TxContext: fakeTxContext{}, Hooks: hooks, Logger: logger, Clock: newStepClock()}).WithDefaults()
+	w, err := newWriter(cfg, newClaims(cfg, 0), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +222,8 @@ func TestWriterHooksChainInOrder(t *testing.T) {
 		second := tracingHook{name: "second", trace: &trace, mu: &mu,
 			before: func(es []Envelope) []Envelope { return append(es, evt("Last")) }}
 		st := newMemStore()
-		w, err := newWriter((Config{Store: st, TxContext: fakeTxContext{}, Hooks: []WriterHook{first, second}}).WithDefaults(), nil)
+		cfg := (Config{Store: st, TxContext: fakeTxContext{}, Hooks: []WriterHook{first, second}}).WithDefaults()
+		w, err := newWriter(cfg, newClaims(cfg, 0), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -272,7 +274,7 @@ func TestWriterHooksCannotTurnOffClaimAtInsert(t *testing.T) {
 	}}
 	cfg := h.cfg
 	cfg.Hooks = []WriterHook{NopHook{}, replace, NopHook{}}
-	w, err := newWriter(cfg, h.d)
+	w, err := newWriter(cfg, h.d.claims, h.d)
 	if err != nil {
 		t.Fatal(err)
 	}
