@@ -38,6 +38,14 @@ forget() {
 		[ -e "$d" ] || continue
 		chmod -R u+w "$d" && rm -rf "$d"
 	done
+	# Version lists that name this version only, then what is left empty.
+	for d in "$modcache/cache/download/$root"/*/@v/list "$modcache/cache/download/$root"/*/*/@v/list; do
+		[ "$(cat "$d" 2>/dev/null)" = "$VERSION" ] && rm -f "$d"
+	done
+	for d in "$modcache/$root" "$modcache/cache/download/$root"; do
+		[ -d "$d" ] && find "$d" -depth -type d -empty -delete
+	done
+	return 0
 }
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/outbox-release-check.XXXXXX")
 trap 'forget; rm -rf "$tmp"' EXIT
