@@ -28,6 +28,7 @@ type claims struct {
 	retry       RetryPolicy
 	ordered     bool
 	deadPolicy  DeadPolicy
+	unrouted    time.Duration // Config.UnroutedRetry
 	ackBatch    int
 	ackInterval time.Duration
 	log         *slog.Logger
@@ -50,7 +51,7 @@ type claims struct {
 func newClaims(cfg Config, ackRoom int) *claims {
 	return &claims{
 		store: cfg.Store, owner: cfg.Owner, lease: cfg.Lease, maxAttempts: cfg.MaxAttempts, retry: cfg.RetryPolicy,
-		ordered: cfg.Ordered, deadPolicy: cfg.DeadPolicy, ackBatch: cfg.AckBatchSize, ackInterval: cfg.AckInterval,
+		ordered: cfg.Ordered, deadPolicy: cfg.DeadPolicy, unrouted: cfg.UnroutedRetry, ackBatch: cfg.AckBatchSize, ackInterval: cfg.AckInterval,
 		log: cfg.Logger.With("outbox_owner", cfg.Owner), metrics: cfg.Metrics, clock: cfg.Clock,
 		held: newHolds(), acks: make(chan *hold, ackRoom), flushNow: make(chan chan struct{}),
 		ackDone: make(chan struct{}), wake: make(chan struct{}, 1),
@@ -169,10 +170,11 @@ func released() outcome { return outcome{verdict: settleRelease} }
 // decide turns the result of attempt number attempt (err: nil for
 // success) into an outcome. count says the attempt is not counted yet;
 // subs are the subscribers the event owes from now on. It is the one
-// place where an event is sent to DEAD: it has no listener or cannot be
-// decoded, or it failed with its attempts spent. A RetryAfter is due
-// after its delay without using the attempt; any other failure is retried
-// after the RetryPolicy's delay.
+// place where an event is sent to DEAD: it has no listener (unless
+// UnroutedRetry is set: then it is due again after that long, like a
+// RetryAfter) or cannot be decoded, or it failed with its attempts spent.
+// A RetryAfter is due after its delay without using the attempt; any other
+// failure is retried after the RetryPolicy's delay.
 func (c *claims) decide(attempt int, count bool, err error, subs []string) outcome {
 	if err == nil {
 		return outcome{verdict: settleDone}
@@ -182,6 +184,8 @@ func (c *claims) decide(attempt int, count bool, err error, subs []string) outco
 	var ra *RetryAfterError
 	var bad *undecodableError
 	switch {
+	case c.unrouted > 0 && errors.Is(err, ErrUnroutable):
+		o.verdict, o.at, o.delay = settleRetry, now.Add(c.unrouted), c.unrouted
 	case errors.Is(err, ErrUnroutable), errors.As(err, &bad):
 	case errors.As(err, &ra):
 		o.verdict, o.at, o.delay = settleRetry, now.Add(ra.Delay), ra.Delay
@@ -266,6 +270,9 @@ func (c *claims) report(e Envelope, id string, o outcome) {
 	case o.verdict == settleRelease:
 	case o.verdict == settleRetry && errors.As(o.err, &ra):
 		c.log.Debug("outbox: listener asked for a retry", eventAttrs(e), "delay", ra.Delay)
+	case o.verdict == settleRetry && errors.Is(o.err, ErrUnroutable):
+		c.log.Warn("outbox: event has no listener, left pending for another program", eventAttrs(e),
+			"aggregate_type", e.AggregateType(), "retry_in", o.delay)
 	case o.verdict == settleRetry:
 		c.metrics.Failed(labelsOf(e))
 		c.log.Warn("outbox: delivery failed, will retry", eventAttrs(e), "attempts", o.attempt, "retry_in", o.delay, "error", o.err)

@@ -116,16 +116,19 @@ func TestDispatcherOutcomes(t *testing.T) {
 		wantDelay    time.Duration // AvailableAt - now for RETRY
 		wantErr      string
 		wantMetric   string
+		mut          func(*Config)
 	}{
-		{"success", func(context.Context, Envelope) error { return nil }, true, StatusDone, 0, 0, "", "DispatchSuccess"},
-		{"failure", func(context.Context, Envelope) error { return errors.New("boom") }, true, StatusRetry, 1, time.Minute, "boom", "DispatchFailure"},
-		{"panic", func(context.Context, Envelope) error { panic("kaboom") }, true, StatusRetry, 1, time.Minute, "panic: kaboom", "DispatchFailure"},
-		{"retry after", func(context.Context, Envelope) error { return RetryAfter(10*time.Second, "busy") }, true, StatusRetry, 0, 10 * time.Second, "busy", ""},
-		{"unroutable", nil, false, StatusDead, 0, 0, "no listener", "DispatchDead"},
+		{"success", func(context.Context, Envelope) error { return nil }, true, StatusDone, 0, 0, "", "DispatchSuccess", nil},
+		{"failure", func(context.Context, Envelope) error { return errors.New("boom") }, true, StatusRetry, 1, time.Minute, "boom", "DispatchFailure", nil},
+		{"panic", func(context.Context, Envelope) error { panic("kaboom") }, true, StatusRetry, 1, time.Minute, "panic: kaboom", "DispatchFailure", nil},
+		{"retry after", func(context.Context, Envelope) error { return RetryAfter(10*time.Second, "busy") }, true, StatusRetry, 0, 10 * time.Second, "busy", "", nil},
+		{"unroutable", nil, false, StatusDead, 0, 0, "no listener", "DispatchDead", nil},
+		{"unroutable with UnroutedRetry", nil, false, StatusRetry, 0, 2 * time.Minute, "no listener", "",
+			func(c *Config) { c.UnroutedRetry = 2 * time.Minute }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newHarness(t, nil)
+			h := newHarness(t, tc.mut)
 			if tc.routed {
 				if err := h.reg.Handle(EventName("E"), tc.listener); err != nil {
 					t.Fatal(err)

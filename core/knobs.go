@@ -176,6 +176,8 @@ var knobs = []Knob{
 		func(c *Config) *bool { return &c.Ordered }),
 	enumKnob("DeadPolicy", "dead-policy", "what an ordered DEAD event does to the later events of its key",
 		[]DeadPolicy{DeadBlocksKey, DeadSkipsKey}, func(c *Config) *DeadPolicy { return &c.DeadPolicy }),
+	numKnob("UnroutedRetry", "offers an event no route handles again after this long, using no attempt (0: DEAD at once)",
+		func(c *Config) *time.Duration { return &c.UnroutedRetry }, 0, time.Second, day),
 	withNegativeOff(numKnob("MetricsInterval", "spaces the samples of the backlog reported to Metrics (negative: never)",
 		func(c *Config) *time.Duration { return &c.MetricsInterval }, DefaultMetricsInterval, time.Millisecond, day),
 		func(c Config) bool { return c.MetricsInterval < 0 }),
