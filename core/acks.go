@@ -51,9 +51,6 @@ func (c *claims) ackLoop() {
 		go func() {
 			defer func() { <-writers; writing.Done() }()
 			c.markDone(b)
-			for _, hd := range b {
-				c.held.release(hd)
-			}
 		}()
 	}
 	// flushAll writes every ack that is waiting and waits until every

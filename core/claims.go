@@ -316,9 +316,14 @@ func (c *claims) deadEnds(e Envelope) {
 }
 
 // markDone writes one batch of DONE updates, retrying database errors
-// (storeRetry). If it still fails the rows stay claimed by this owner and
-// are delivered again.
+// (storeRetry), and lets go of the batch's holds. If it still fails the
+// rows stay claimed by this owner and are delivered again.
 func (c *claims) markDone(batch []*hold) {
+	defer func() {
+		for _, hd := range batch {
+			c.held.release(hd)
+		}
+	}()
 	ids := make([]string, len(batch))
 	for i, hd := range batch {
 		ids[i] = hd.id
