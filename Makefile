@@ -5,6 +5,8 @@ GO      ?= go
 MODULES := $(shell awk '/^[[:space:]]*\.\//{sub("^\\./", "", $$1); print $$1}' go.work)
 RACE    ?= -race
 TESTFLAGS ?=
+# go test's own default (10m) is shorter than the integration suite takes on a loaded 2-core machine.
+TEST_TIMEOUT ?= 25m
 TORTURE_EVENTS ?= 20000
 TORTURE_SQLITE_EVENTS ?= 5000
 
@@ -29,7 +31,7 @@ test: check-core-deps ## Run every module's tests with the race detector; count 
 	@mkdir -p bin && GOWORK=off $(GO) build -o $(TESTSUMMARY) scripts/testsummary.go
 	@set -e; rc=$$(mktemp); trap 'rm -f $$rc' EXIT; for m in $(MODULES); do \
 		echo "==> go test $(RACE) ./... in $$m"; \
-		(cd $$m && { $(GO) test -json $(RACE) -count=1 $(TESTFLAGS) ./... 2>&1; echo $$? >$$rc; }) | $(TESTSUMMARY) $$m; \
+		(cd $$m && { $(GO) test -json $(RACE) -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) ./... 2>&1; echo $$? >$$rc; }) | $(TESTSUMMARY) $$m; \
 		[ "$$(cat $$rc)" = 0 ]; \
 	done
 
