@@ -271,7 +271,7 @@ func (c *claims) report(e Envelope, id string, o outcome) {
 	case o.verdict == settleRetry && errors.As(o.err, &ra):
 		c.log.Debug("outbox: listener asked for a retry", eventAttrs(e), "delay", ra.Delay)
 	case o.verdict == settleRetry && errors.Is(o.err, ErrUnroutable):
-		c.log.Warn("outbox: event has no listener, left pending for another program", eventAttrs(e),
+		c.log.Debug("outbox: event has no listener, left pending for another program", eventAttrs(e),
 			"aggregate_type", e.AggregateType(), "retry_in", o.delay)
 	case o.verdict == settleRetry:
 		c.metrics.Failed(labelsOf(e))
