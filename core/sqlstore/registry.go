@@ -202,7 +202,7 @@ func ParseDSN(d Dialect, dsn string) (Source, error) {
 // parseURLErr returns the reason of a url.Parse error without the URL it
 // quotes, which may hold a password.
 func parseURLErr(err error) error {
-	if ue, ok := err.(*url.Error); ok {
+	if ue := (*url.Error)(nil); errors.As(err, &ue) {
 		return ue.Err
 	}
 	return err
