@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Check that another repository can consume a release (make release-check).
 #
-#   scripts/release-check.sh [vX.Y.Z]   # default v0.0.0-ci
+#   scripts/release-check.sh [vX.Y.Z]   # default v0.0.0-ci.g<commit>
 #
 # 1. clone HEAD into a temporary directory and run scripts/release.sh there,
 #    so the tags and the release commit die with the clone; its proxy
@@ -25,8 +25,11 @@
 set -euo pipefail
 
 GO=${GO:-go}
-VERSION=${1:-v0.0.0-ci}
 top=$(git -C "$(dirname "$0")" rev-parse --show-toplevel)
+# A version of its own per commit: go trusts what its caches hold of a
+# version (the module cache, and the index of a module's files in the build
+# cache), so one version name reused for other contents builds stale files.
+VERSION=${1:-v0.0.0-ci.g$(git -C "$top" rev-parse --short=12 HEAD)}
 root=github.com/go-outbox/outbox
 start=$SECONDS
 
