@@ -132,13 +132,6 @@ func ackRoom(cfg Config) int {
 	return cfg.HotQueueSize + cfg.ColdQueueSize + suspectQueueSize + cfg.Workers + 1
 }
 
-func setDefault[T comparable](v *T, def T) {
-	var zero T
-	if *v == zero {
-		*v = def
-	}
-}
-
 // Owner returns the owner id this dispatcher claims rows with.
 func (d *dispatcher) Owner() string { return d.owner }
 

@@ -23,15 +23,14 @@ type backlogSampler struct {
 	bg       background
 }
 
-// newBacklogSampler returns the sampler cfg asks for, or nil: no Metrics,
-// or a negative MetricsInterval.
+// newBacklogSampler returns the sampler cfg (defaults applied, see
+// Config.WithDefaults) asks for, or nil: no Metrics, or a negative
+// MetricsInterval.
 func newBacklogSampler(cfg Config) *backlogSampler {
 	if cfg.MetricsInterval < 0 || isNop(cfg.Metrics) {
 		return nil
 	}
-	s := &backlogSampler{store: cfg.Store, metrics: cfg.Metrics, clock: cfg.Clock, log: cfg.Logger, interval: cfg.MetricsInterval}
-	setDefault(&s.interval, DefaultMetricsInterval)
-	return s
+	return &backlogSampler{store: cfg.Store, metrics: cfg.Metrics, clock: cfg.Clock, log: cfg.Logger, interval: cfg.MetricsInterval}
 }
 
 func (s *backlogSampler) start(ctx context.Context) error {

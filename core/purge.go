@@ -110,3 +110,12 @@ func (s *PurgeScheduler) loop(ctx context.Context) {
 
 // Close stops the scheduler and waits for a running purge to end (or ctx).
 func (s *PurgeScheduler) Close(ctx context.Context) error { return s.bg.close(ctx, "purge scheduler") }
+
+// setDefault sets *v to def if it is zero: a PurgeScheduler is also built
+// alone (inbox, idempotency), from a PurgeConfig that is not defaulted.
+func setDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
+}
