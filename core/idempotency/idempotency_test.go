@@ -344,6 +344,10 @@ func TestMiddleware(t *testing.T) {
 		case "bad":
 			http.Error(w, "bad order", http.StatusBadRequest)
 			return
+		case "busy":
+			w.Header().Set("Retry-After", "3")
+			http.Error(w, "slow down", http.StatusTooManyRequests)
+			return
 		}
 		w.Header().Set("Location", "/orders/1")
 		w.Header().Set("X-Request-Only", "yes")
@@ -390,6 +394,14 @@ func TestMiddleware(t *testing.T) {
 	check("two keys", resp, body, http.StatusBadRequest, false, 7)
 	resp, body = s.send(t, "POST", "/orders", "k4", strings.Repeat("x", 65))
 	check("large body", resp, body, http.StatusRequestEntityTooLarge, false, 7)
+	// A 429 asks for a retry: not recorded, the retry runs the handler.
+	resp, body = s.send(t, "POST", "/orders", "k6", "busy")
+	check("429", resp, body, http.StatusTooManyRequests, false, 8)
+	resp, body = s.send(t, "POST", "/orders", "k6", "busy")
+	check("429 again", resp, body, http.StatusTooManyRequests, false, 9)
+	if resp.Header.Get("Retry-After") != "3" {
+		t.Fatalf("429: Retry-After %q, want the handler's", resp.Header.Get("Retry-After"))
+	}
 }
 
 func TestMiddlewareRequiredCallerAndHeader(t *testing.T) {
