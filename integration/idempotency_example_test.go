@@ -51,7 +51,10 @@ func Example_idempotency() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	mw, err := idempotency.Middleware(idempotency.MiddlewareConfig{Guard: guard, InTx: txm.InTx})
+	mw, err := idempotency.Middleware(idempotency.MiddlewareConfig{Guard: guard, InTx: txm.InTx,
+		// Keys are kept per caller: the principal the service's
+		// authentication established (here, for the example, one user).
+		Caller: func(*http.Request) (string, error) { return "user-7", nil }})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -3,8 +3,10 @@ package main
 import (
 	"flag"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	outbox "github.com/go-outbox/outbox/core"
 	"github.com/go-outbox/outbox/core/outboxadmin"
@@ -54,16 +56,46 @@ func someIDs(name string, pos []string) ([]string, error) {
 	return ids, nil
 }
 
-// tenantFlag registers --tenant on fs: only the events of one tenant.
-func tenantFlag(fs *flag.FlagSet, tenant *string) {
-	fs.StringVar(tenant, "tenant", "", "only events of this tenant")
+// tenantFilter is the value of --tenant: the events of one tenant, or,
+// when the flag is not given, of every tenant.
+type tenantFilter struct {
+	id  string
+	set bool // the flag was given, perhaps with an empty value
 }
 
-// checkTenant fails unless tenant is "" (every tenant) or a tenant id an
-// event can carry.
-func checkTenant(name, tenant string) error {
-	if len(tenant) > outbox.MaxTenantIDLen {
+func (f *tenantFilter) String() string {
+	if f == nil {
+		return ""
+	}
+	return f.id
+}
+
+func (f *tenantFilter) Set(v string) error {
+	f.id, f.set = v, true
+	return nil
+}
+
+// tenantFlag registers --tenant on fs: only the events of one tenant.
+func tenantFlag(fs *flag.FlagSet, tenant *tenantFilter) {
+	fs.Var(tenant, "tenant", "only events of this tenant (leave it out for every tenant)")
+}
+
+// checkTenant fails unless --tenant was left out (every tenant) or names
+// a tenant id an event can carry. An empty or blank value is refused: a
+// filter given empty is a mistake (an unset variable, say), never "every
+// tenant".
+func checkTenant(name string, tenant tenantFilter) error {
+	switch {
+	case !tenant.set:
+		return nil
+	case tenant.id == "":
+		return usageErr("%s: --tenant is empty: name a tenant, or leave --tenant out for the events of every tenant", name)
+	case strings.TrimSpace(tenant.id) == "":
+		return usageErr("%s: --tenant %q is blank: name a tenant, or leave --tenant out for the events of every tenant", name, tenant.id)
+	case len(tenant.id) > outbox.MaxTenantIDLen:
 		return usageErr("%s: --tenant: longer than a tenant id can be (%d characters)", name, outbox.MaxTenantIDLen)
+	case !utf8.ValidString(tenant.id) || strings.ContainsRune(tenant.id, 0):
+		return usageErr("%s: --tenant %q is not a tenant id an event can carry (not UTF-8, or a NUL)", name, tenant.id)
 	}
 	return nil
 }
@@ -111,8 +143,8 @@ func (c *cli) migrate(args []string) error {
 
 func (c *cli) stats(args []string) error {
 	fs := c.flagSet("stats", false)
-	var tenant string
-	tenantFlag(fs, &tenant)
+	var tf tenantFilter
+	tenantFlag(fs, &tf)
 	pos, err := c.parse(fs, "stats", args)
 	if err != nil {
 		return err
@@ -120,9 +152,10 @@ func (c *cli) stats(args []string) error {
 	if err := noArgs("stats", pos); err != nil {
 		return err
 	}
-	if err := checkTenant("stats", tenant); err != nil {
+	if err := checkTenant("stats", tf); err != nil {
 		return err
 	}
+	tenant := tf.id
 	s, err := c.open(false)
 	if err != nil {
 		return err
@@ -181,8 +214,9 @@ func (c *cli) lookup(id string) (outbox.Record, error) {
 
 // deadFilter is the filter of `dead list` and `dead replay-all`.
 type deadFilter struct {
-	eventType, aggregate, tenant string
-	olderThan                    durationFlag
+	eventType, aggregate string
+	tenant               tenantFilter
+	olderThan            durationFlag
 }
 
 func (f *deadFilter) register(fs *flag.FlagSet) {
@@ -193,7 +227,7 @@ func (f *deadFilter) register(fs *flag.FlagSet) {
 }
 
 func (f *deadFilter) query() outbox.Query {
-	return outbox.Query{EventType: f.eventType, AggregateType: f.aggregate, TenantID: f.tenant}
+	return outbox.Query{EventType: f.eventType, AggregateType: f.aggregate, TenantID: f.tenant.id}
 }
 
 // cutoff is the time before which matching events went DEAD; zero when
@@ -214,32 +248,34 @@ func deadAt(rec outbox.Record) time.Time {
 	return rec.CreatedAt
 }
 
-// collectDead returns the DEAD events matching q (by type and aggregate in
-// SQL) that went DEAD before cutoff (unless zero), by id, at most limit of
-// them (0: all), and whether more match. Query has no time filter: the
-// age filter pages through the DEAD events and is applied here.
-func (c *cli) collectDead(q outbox.Query, cutoff time.Time, limit int) ([]outbox.Record, bool, error) {
+// match returns the test of the filter's age: whether a DEAD event went
+// DEAD before cutoff (every event when cutoff is zero). Query has no time
+// filter: the age filter is applied to each page read.
+func match(cutoff time.Time) func(outbox.Record) bool {
+	return func(r outbox.Record) bool { return cutoff.IsZero() || deadAt(r).Before(cutoff) }
+}
+
+// deadPages pages through the DEAD events that q selects (by type,
+// aggregate and tenant in SQL, from q.AfterID on, by id), c.pageSize at a
+// time, and calls fn with those of each page that keep accepts, until fn
+// returns true or no event is left. Only one page is held at a time, so
+// memory does not grow with the table.
+func (c *cli) deadPages(q outbox.Query, keep func(outbox.Record) bool, fn func(recs []outbox.Record) (stop bool, err error)) error {
 	dead := c.sess.client.Dead()
-	var recs []outbox.Record
 	for {
 		q.Limit = c.pageSize
 		page, err := dead.List(c.ctx, q)
 		if err != nil {
-			return nil, false, err
+			return err
 		}
-		for _, r := range page {
-			if !cutoff.IsZero() && !deadAt(r).Before(cutoff) {
-				continue
-			}
-			if limit > 0 && len(recs) == limit {
-				return recs, true, nil
-			}
-			recs = append(recs, r)
+		full := len(page) == c.pageSize
+		if full {
+			q.AfterID = page[len(page)-1].ID
 		}
-		if len(page) < c.pageSize {
-			return recs, false, nil
+		stop, err := fn(slices.DeleteFunc(page, func(r outbox.Record) bool { return !keep(r) }))
+		if err != nil || stop || !full {
+			return err
 		}
-		q.AfterID = page[len(page)-1].ID
 	}
 }
 
@@ -267,13 +303,25 @@ func (c *cli) deadList(args []string) error {
 	}
 	q := f.query()
 	q.AfterID = *after
-	recs, more, err := c.collectDead(q, f.cutoff(c.now()), *limit)
+	out := c.newDeadList()
+	more := false
+	err = c.deadPages(q, match(f.cutoff(c.now())), func(recs []outbox.Record) (bool, error) {
+		for _, r := range recs {
+			if *limit > 0 && out.n == *limit {
+				more = true
+				return true, nil
+			}
+			out.add(r)
+		}
+		c.progress("listed %s DEAD events", thousands(int64(out.n)))
+		return false, out.flush()
+	})
+	c.progressEnd()
 	if err != nil {
 		return err
 	}
-	return c.printDeadList(recs, more)
+	return out.end(more)
 }
-
 func (c *cli) deadShow(args []string) error {
 	fs := c.flagSet("dead show", false)
 	pos, err := c.parse(fs, "dead show", args)
@@ -301,7 +349,7 @@ func (c *cli) deadShow(args []string) error {
 // outbox.ErrNotFound (exit code 3).
 func (c *cli) deadIDs(name string, args []string) (*session, []string, error) {
 	fs := c.flagSet(name, true)
-	var tenant string
+	var tenant tenantFilter
 	tenantFlag(fs, &tenant)
 	pos, err := c.parse(fs, name, args)
 	if err != nil {
@@ -318,7 +366,7 @@ func (c *cli) deadIDs(name string, args []string) (*session, []string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := outboxadmin.CheckDeadOf(c.ctx, s.client, s.store.Table(), tenant, ids); err != nil {
+	if err := outboxadmin.CheckDeadOf(c.ctx, s.client, s.store.Table(), tenant.id, ids); err != nil {
 		return nil, nil, err
 	}
 	return s, ids, nil
@@ -363,27 +411,57 @@ func (c *cli) deadReplayAll(args []string) error {
 	if err != nil {
 		return err
 	}
-	recs, _, err := c.collectDead(f.query(), f.cutoff(c.now()), 0)
+	// First the count, for the prompt, and the bounds of what it counted:
+	// the greatest id, and the latest time an event went DEAD.
+	matches := match(f.cutoff(c.now()))
+	var (
+		count    int64
+		lastID   string
+		lastDead time.Time
+	)
+	err = c.deadPages(f.query(), matches, func(recs []outbox.Record) (bool, error) {
+		for _, r := range recs {
+			count++
+			lastID = max(lastID, r.ID)
+			if d := deadAt(r); d.After(lastDead) {
+				lastDead = d
+			}
+		}
+		c.progress("counted %s DEAD events", thousands(count))
+		return false, nil
+	})
+	c.progressEnd()
 	if err != nil {
 		return err
 	}
-	ids := make([]string, len(recs))
-	for i, r := range recs {
-		ids[i] = r.ID
+	out := c.newChange("replayed")
+	if count == 0 {
+		return out.end(0, 0)
 	}
-	if len(ids) == 0 {
-		return c.printChange("replayed", 0, ids)
-	}
-	if err := c.confirm(fmt.Sprintf("replay %d DEAD events of %s%s", len(ids), s.store.Table(), f.describe())); err != nil {
+	if err := c.confirm(fmt.Sprintf("replay %s DEAD %s of %s%s", thousands(count), plural(count, "event"), s.store.Table(), f.describe())); err != nil {
 		return err
 	}
-	// Exactly the events counted and confirmed: one that goes DEAD
-	// meanwhile is left alone.
-	n, err := outboxadmin.ReplayIDs(c.ctx, s.client.Dead(), ids)
+	// Then the replay, page by page, of the events counted and confirmed:
+	// one that goes DEAD meanwhile is later than the count's bounds and
+	// is left alone.
+	counted := func(r outbox.Record) bool { return matches(r) && r.ID <= lastID && !deadAt(r).After(lastDead) }
+	var submitted, replayed int64
+	err = c.deadPages(f.query(), counted, func(recs []outbox.Record) (bool, error) {
+		ids := make([]string, len(recs))
+		for i, r := range recs {
+			ids[i] = r.ID
+			out.add(r.ID)
+		}
+		n, err := outboxadmin.ReplayIDs(c.ctx, s.client.Dead(), ids)
+		submitted, replayed = submitted+int64(len(ids)), replayed+n
+		c.progress("replayed %s of %s DEAD events", thousands(replayed), thousands(count))
+		return false, err
+	})
+	c.progressEnd()
 	if err != nil {
-		return err
+		return fmt.Errorf("replayed %d DEAD events, then: %w", replayed, err)
 	}
-	return c.printChange("replayed", n, ids)
+	return out.end(replayed, submitted)
 }
 
 // describe says what the filter selects, for the confirmation prompt.
@@ -395,8 +473,8 @@ func (f *deadFilter) describe() string {
 	if f.aggregate != "" {
 		parts = append(parts, "aggregate "+f.aggregate)
 	}
-	if f.tenant != "" {
-		parts = append(parts, "tenant "+f.tenant)
+	if f.tenant.id != "" {
+		parts = append(parts, "tenant "+f.tenant.id)
 	}
 	if f.olderThan.set {
 		parts = append(parts, "DEAD for more than "+f.olderThan.String())
@@ -432,8 +510,8 @@ func (c *cli) purge(args []string) error {
 	var olderThan durationFlag
 	fs.Var(&olderThan, "older-than", "purge events completed longer ago than this (required)")
 	limit := fs.Int("limit", 0, "purge at most this many events (0: all that match)")
-	var tenant string
-	tenantFlag(fs, &tenant)
+	var tf tenantFilter
+	tenantFlag(fs, &tf)
 	pos, err := c.parse(fs, "purge", args)
 	if err != nil {
 		return err
@@ -458,25 +536,32 @@ func (c *cli) purge(args []string) error {
 	if *limit < 0 {
 		return usageErr("purge: --limit must not be negative, got %d", *limit)
 	}
-	if err := checkTenant("purge", tenant); err != nil {
+	if err := checkTenant("purge", tf); err != nil {
 		return err
 	}
+	tenant := tf.id
 	s, err := c.open(false)
 	if err != nil {
 		return err
 	}
 	before := c.now().Add(-olderThan.d)
-	// A cheap read first: it finds a missing table before the prompt, and
-	// an empty status needs no confirmation.
-	some, err := s.store.List(c.ctx, outbox.Query{Statuses: []outbox.Status{st}, TenantID: tenant, Limit: 1})
+	// The count first: it finds a missing table before the prompt, says in
+	// the prompt how many events go, and none needs no confirmation.
+	// (Events completed meanwhile can make the purge delete a few more.)
+	matching, err := c.countPurgeable(s, st, tenant, before)
 	if err != nil {
 		return err
 	}
 	var total int64
-	if len(some) > 0 {
-		what := fmt.Sprintf("delete the %s events%s of %s completed before %s for good", st, ofTenant(tenant), s.store.Table(), before.Format(time.RFC3339))
+	if matching > 0 {
+		n := matching
 		if *limit > 0 {
-			what += fmt.Sprintf(" (at most %d)", *limit)
+			n = min(n, int64(*limit))
+		}
+		what := fmt.Sprintf("delete %s %s %s%s of %s completed before %s for good", thousands(n), st, plural(n, "event"), ofTenant(tenant),
+			s.store.Table(), before.Format(time.RFC3339))
+		if *limit > 0 && matching > n {
+			what += fmt.Sprintf(" (--limit %d of the %s that match)", *limit, thousands(matching))
 		}
 		if err := c.confirm(what); err != nil {
 			return err

@@ -2,10 +2,7 @@ package main
 
 import (
 	"bufio"
-	"os"
 	"strings"
-
-	"golang.org/x/term"
 )
 
 // confirm asks the user to confirm what (an action, such as "delete 3 DEAD
@@ -16,8 +13,7 @@ func (c *cli) confirm(what string) error {
 	if c.g.yes {
 		return nil
 	}
-	f, ok := c.stdin.(*os.File)
-	if !ok || !term.IsTerminal(int(f.Fd())) {
+	if !isTerminal(c.stdin) {
 		return refusedErr("refusing to %s without confirmation: stdin is not a terminal; pass --yes", what)
 	}
 	c.printf(c.stderr, "%s? [y/N] ", strings.ToUpper(what[:1])+what[1:])

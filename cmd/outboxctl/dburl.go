@@ -29,22 +29,28 @@ type target struct {
 var schemes = strings.Join(sqlstore.URLForms(), ", ")
 
 // parseDBURL turns a --db value into a target, as sqlstore.ParseURL reads
-// it; a value that is no URL must be an existing SQLite file. Errors are
-// usage errors: the value is not a URL outboxctl understands.
+// it; a value that is no URL must be a driver DSN (PostgreSQL key=value,
+// MySQL user:password@tcp(host)/db) or an existing SQLite file. Errors are
+// usage errors: the value is not a URL outboxctl understands. No message
+// shows a secret of the value (sqlstore.RedactDSN).
 func parseDBURL(raw string) (*target, error) {
 	if raw == "" {
 		return nil, usageErr("no database: pass --db URL or set OUTBOX_DB (%s)", schemes)
 	}
 	src, err := sqlstore.ParseURL(raw)
 	if scheme, _, hasScheme := strings.Cut(raw, ":"); !hasScheme || len(scheme) == 1 || errors.Is(err, sqlstore.ErrUnknownScheme) {
-		if fi, statErr := os.Stat(raw); statErr == nil && fi.Mode().IsRegular() {
+		fi, statErr := os.Stat(raw)
+		switch {
+		case statErr == nil && fi.Mode().IsRegular():
 			src, err = sqlstore.ParseDSN(sqlstore.SQLite, raw)
-		} else if hasScheme && strings.Contains(raw, "://") {
+		case hasScheme && strings.Contains(raw, "://"):
 			return nil, usageErr("--db: unknown scheme %q: use %s", scheme, schemes)
-		} else if strings.ContainsAny(raw, ":@") { // perhaps a driver DSN, with a password
-			return nil, usageErr("--db: not a URL (%s) and not an existing SQLite file", schemes)
-		} else {
-			return nil, usageErr("--db %q: not a URL (%s) and not an existing SQLite file", raw, schemes)
+		case sqlstore.DSNDialect(raw) != nil:
+			src, err = sqlstore.ParseDSN(sqlstore.DSNDialect(raw), raw)
+			src.Display = sqlstore.RedactDSN(raw)
+		default:
+			return nil, usageErr("--db %q: not a URL (%s), not a driver DSN (host=… user=… or user:password@tcp(host)/database) and not an existing SQLite file",
+				sqlstore.RedactDSN(raw), schemes)
 		}
 	}
 	var ue *sqlstore.URLError

@@ -20,7 +20,7 @@ func TestBadInputOnEveryBackend(t *testing.T) {
 		before := e.snapshot()
 		table := e.store.Table()
 		missing := outboxsqltest.TableName("outbox_missing")
-		noTable := "table " + missing + " does not exist in " + e.display + "; run `outboxctl --table " + missing + " migrate --apply`"
+		noTable := e.noTable(missing)
 		const unknown = "01JD0000000000000000000000"
 		for _, tc := range []struct {
 			name string
@@ -28,14 +28,14 @@ func TestBadInputOnEveryBackend(t *testing.T) {
 			code int
 			msgs []string
 		}{
-			{"missing table: stats", []string{"--table", missing, "stats"}, exitNotFound, []string{noTable}},
-			{"missing table: get", []string{"--table", missing, "get", s.placedOld}, exitNotFound, []string{noTable}},
-			{"missing table: dead list", []string{"dead", "list", "--table", missing, "--older-than", "1h"}, exitNotFound, []string{noTable}},
-			{"missing table: dead show", []string{"dead", "show", s.placedOld, "--table", missing}, exitNotFound, []string{noTable}},
-			{"missing table: dead replay", []string{"--table", missing, "dead", "replay", "--yes", s.placedOld, s.placedNew}, exitNotFound, []string{noTable}},
-			{"missing table: dead replay-all", []string{"--table", missing, "dead", "replay-all", "--yes"}, exitNotFound, []string{noTable}},
-			{"missing table: dead delete", []string{"--table", missing, "dead", "delete", "--yes", s.placedOld}, exitNotFound, []string{noTable}},
-			{"missing table: purge", []string{"--table", missing, "purge", "--status", "dead", "--older-than", "0s", "--yes"}, exitNotFound, []string{noTable}},
+			{"missing table: stats", []string{"--table", missing, "stats"}, exitNotFound, noTable},
+			{"missing table: get", []string{"--table", missing, "get", s.placedOld}, exitNotFound, noTable},
+			{"missing table: dead list", []string{"dead", "list", "--table", missing, "--older-than", "1h"}, exitNotFound, noTable},
+			{"missing table: dead show", []string{"dead", "show", s.placedOld, "--table", missing}, exitNotFound, noTable},
+			{"missing table: dead replay", []string{"--table", missing, "dead", "replay", "--yes", s.placedOld, s.placedNew}, exitNotFound, noTable},
+			{"missing table: dead replay-all", []string{"--table", missing, "dead", "replay-all", "--yes"}, exitNotFound, noTable},
+			{"missing table: dead delete", []string{"--table", missing, "dead", "delete", "--yes", s.placedOld}, exitNotFound, noTable},
+			{"missing table: purge", []string{"--table", missing, "purge", "--status", "dead", "--older-than", "0s", "--yes"}, exitNotFound, noTable},
 
 			{"unknown id: get", []string{"get", unknown}, exitNotFound, []string{"no event with id " + unknown + " in " + table}},
 			{"unknown id: dead show", []string{"dead", "show", unknown}, exitNotFound, []string{"no event with id " + unknown}},
@@ -48,7 +48,8 @@ func TestBadInputOnEveryBackend(t *testing.T) {
 			{"refused: dead replay", []string{"dead", "replay", s.placedOld, s.placedNew}, exitRefused, []string{"without confirmation: stdin is not a terminal; pass --yes"}},
 			{"refused: dead replay-all", []string{"dead", "replay-all", "--type", "OrderPlaced"}, exitRefused, []string{"refusing to replay 2 DEAD events of " + table + " (type OrderPlaced) without confirmation"}},
 			{"refused: dead delete", []string{"dead", "delete", s.placedOld, s.placedNew}, exitRefused, []string{"refusing to delete 2 DEAD events of " + table + " for good without confirmation"}},
-			{"refused: purge", []string{"purge", "--status", "done", "--older-than", "0s", "--limit", "1"}, exitRefused, []string{"(at most 1) without confirmation"}},
+			{"refused: purge", []string{"purge", "--status", "done", "--older-than", "0s", "--limit", "1"}, exitRefused,
+				[]string{"refusing to delete 1 DONE event of " + table + " completed before ", " for good (--limit 1 of the 3 that match) without confirmation"}},
 
 			{"bad duration: dead list", []string{"dead", "list", "--older-than", "3x"}, exitUsage, []string{`invalid value "3x" for flag -older-than: bad duration "3x"`}},
 			{"negative duration: purge", []string{"purge", "--status", "done", "--older-than", "-1h", "--yes"}, exitUsage, []string{"must not be negative"}},
@@ -104,8 +105,7 @@ func TestBadDatabaseURL(t *testing.T) {
 		{"sqlite with parameters", []string{"--db", "sqlite:x.db?mode=ro", "stats"}, exitUsage, []string{"takes no parameters"}},
 		{"sqlite without file", []string{"--db", "sqlite:", "stats"}, exitUsage, []string{"names no file"}},
 		{"sqlite directory", []string{"--db", "sqlite://" + dir, "stats"}, exitUsage, []string{"is not a file"}},
-		{"driver DSN", []string{"--db", "root:secret@tcp(127.0.0.1:3306)/test", "stats"}, exitUsage, []string{"--db: not a URL"}},
-		{"not a file", []string{"--db", filepath.Join(dir, "nope.db"), "stats"}, exitUsage, []string{"not a URL (postgres://, postgresql://, mysql://, sqlite:, sqlite3:, file:) and not an existing SQLite file"}},
+		{"not a file", []string{"--db", filepath.Join(dir, "nope.db"), "stats"}, exitUsage, []string{"not a URL (postgres://, postgresql://, mysql://, sqlite:, sqlite3:, file:), not a driver DSN", "and not an existing SQLite file"}},
 		{"unreachable server", []string{"--db", "postgres://u:secret@127.0.0.1:1/x?connect_timeout=5", "stats"}, exitFailed, []string{"cannot connect to postgres://u:xxxxx@127.0.0.1:1/x"}},
 		{"unreachable mysql", []string{"--db", "mysql://u:secret@127.0.0.1:1/x?timeout=5s", "dead", "list"}, exitFailed, []string{"cannot connect to mysql://u:xxxxx@127.0.0.1:1/x"}},
 	} {

@@ -24,15 +24,27 @@ Commands:
 
 Global flags (also accepted after the command):
   --db URL       the database (default: the environment variable OUTBOX_DB)
-  --table NAME   the outbox table, optionally schema-qualified (default outbox_event)
+  --table NAME   the outbox table, optionally schema-qualified (default: the
+                 environment variable OUTBOX_TABLE, else outbox_event)
   --json         print one JSON document instead of text
   --yes          do not ask before destructive commands
 
 ` + urlHelp + `
 
 Destructive commands (dead replay of more than one id, dead replay-all, dead
-delete, purge) ask for confirmation (y/N) when stdin is a terminal; with --yes
-they do not ask; with neither they refuse (exit code 4) and change nothing.
+delete, purge) ask for confirmation (y/N) when stdin is a terminal, saying how
+many events they change; with --yes they do not ask; with neither they refuse
+(exit code 4) and change nothing.
+
+--tenant T limits a command to tenant T's events; leave it out for every
+tenant. An empty or blank --tenant is refused (exit code 2), never read as
+"every tenant".
+
+A missing table is most often a wrong --table: the error lists the outbox
+tables the database has. Run migrate --apply only to create a new table.
+
+Long commands (dead list --limit 0, dead replay-all) read 500 events at a time
+and show their progress on stderr when it is a terminal.
 
 ` + durationHelp + `
 
@@ -119,12 +131,15 @@ more than one id asks for confirmation (see --yes).
 `,
 	"dead replay-all": `Usage: outboxctl dead replay-all [--type T] [--aggregate A] [--tenant T] [--older-than D] [--yes]
 
-Replays every DEAD event the filters select (all DEAD events without
-filters), after confirmation: exactly the events counted for the prompt.
+Replays every DEAD event the filters select (all DEAD events, of every
+tenant, without filters), after confirmation: the events counted for the
+prompt, page by page; one that goes DEAD after the count is left alone.
+Progress is shown on stderr when it is a terminal.
 
   --type T          only events of event type T
   --aggregate A     only events of aggregate type A
-  --tenant T        only events of tenant T
+  --tenant T        only events of tenant T (leave it out for every tenant;
+                    an empty value is refused)
   --older-than D    only events that went DEAD more than D ago (24h, 7d, 1d12h)
   --yes             do not ask for confirmation
 
@@ -141,8 +156,9 @@ event (of tenant T, with --tenant), or nothing is deleted (exit code 3).
 	"purge": `Usage: outboxctl purge --status done|dead --older-than D [--limit N] [--tenant T] [--yes]
 
 Deletes DONE or DEAD events completed (or, without a completion time, created)
-more than D ago, in batches of 500, after confirmation — what the outbox's
-purge scheduler does by its retention settings.
+more than D ago, in batches of 500, after a confirmation that says how many
+events match — what the outbox's purge scheduler does by its retention
+settings.
 
   --status done|dead   which events (required)
   --older-than D       completed more than D ago: 90m, 36h, 7d, 1d12h (required)
@@ -161,7 +177,9 @@ const urlHelp = `Database URLs (--db, or OUTBOX_DB):
   sqlite:relative/path/app.db                            SQLite, relative to the working directory
   file:app.db?_pragma=busy_timeout(5000)                 SQLite, the driver's own DSN as it is
   /path/to/app.db                                        an existing SQLite file
-Passwords never appear in messages.`
+  host=db user=app password=secret dbname=shop           PostgreSQL, a key=value DSN
+  app:secret@tcp(db:3306)/shop                           MySQL or MariaDB, the driver's DSN
+Passwords and other secrets never appear in messages.`
 
 const durationHelp = `Durations: Go durations (90m, 36h) with an optional number of days in front
 (7d, 1d12h).`

@@ -245,3 +245,14 @@ func (e *env) status(id string) string { return e.statuses(id)[0] }
 // statuses returns the status of each id, "gone" for one that is not in
 // the table.
 func (e *env) statuses(ids ...string) []string { return outboxadmintest.Statuses(e.t, e.store, ids...) }
+
+// noTable is what outboxctl says of table, missing in e's database: check
+// --table first (it lists e's own table among those found), and migrate
+// only to create a new table.
+func (e *env) noTable(table string) []string {
+	return []string{
+		"table " + table + " does not exist in " + e.display + ". If the service uses another table, pass --table NAME or set OUTBOX_TABLE (outbox tables there: ",
+		e.store.Table(),
+		"); only to create a new, empty outbox table here, run `outboxctl --table " + table + " migrate --apply`",
+	}
+}

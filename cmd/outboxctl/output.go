@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -238,52 +239,151 @@ func printableLines(s string) string {
 	return strings.Join(lines, "\n")
 }
 
-// listJSON is the output of `dead list --json`.
+// listJSON is the document of `dead list --json`, as deadList streams it.
 type listJSON struct {
 	Events []eventJSON `json:"events"`
 	// NextAfter is set when more events match: pass it to --after.
 	NextAfter string `json:"next_after,omitempty"`
 }
 
-func (c *cli) printDeadList(recs []outbox.Record, more bool) error {
-	next := ""
-	if more && len(recs) > 0 {
-		next = recs[len(recs)-1].ID
+// jsonStream writes one JSON document, an object whose first field is an
+// array written an element at a time, so that a long list is never held
+// whole: `dead list --json` (events, next_after) and `dead replay-all
+// --json` (ids, replayed). It is indented as writeJSON indents.
+type jsonStream struct {
+	w     io.Writer
+	field string
+	n     int
+	err   error
+}
+
+// add writes v as the array's next element.
+func (j *jsonStream) add(v any) {
+	if j.err != nil {
+		return
 	}
-	if c.g.json {
-		out := listJSON{Events: make([]eventJSON, len(recs)), NextAfter: next}
-		for i, r := range recs {
-			out.Events[i] = toJSON(r)
+	var b bytes.Buffer
+	if j.n == 0 {
+		b.WriteString("{\n  " + strconv.Quote(j.field) + ": [")
+	} else {
+		b.WriteString(",")
+	}
+	b.WriteString("\n    ")
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("    ", "  ")
+	if j.err = enc.Encode(v); j.err != nil {
+		return
+	}
+	b.Truncate(b.Len() - 1) // Encode's newline
+	_, j.err = j.w.Write(b.Bytes())
+	j.n++
+}
+
+// end closes the array and the object after the fields of pairs (name,
+// value, …).
+func (j *jsonStream) end(pairs ...any) error {
+	var b bytes.Buffer
+	if j.n == 0 {
+		b.WriteString("{\n  " + strconv.Quote(j.field) + ": []")
+	} else {
+		b.WriteString("\n  ]")
+	}
+	for i := 0; i+1 < len(pairs); i += 2 {
+		v, err := json.Marshal(pairs[i+1])
+		if err != nil {
+			return failErr("write output: %v", err)
 		}
-		return c.writeJSON(out)
+		b.WriteString(",\n  " + strconv.Quote(pairs[i].(string)) + ": " + string(v))
 	}
-	if len(recs) == 0 {
-		c.printf(c.stdout, "no DEAD events match\n")
+	b.WriteString("\n}\n")
+	if j.err == nil {
+		_, j.err = j.w.Write(b.Bytes())
+	}
+	if j.err != nil {
+		return failErr("write output: %v", j.err)
+	}
+	return nil
+}
+
+// deadList prints the events of `dead list` as they are read, a page at
+// a time: a table (aligned per page) or, with --json, the listJSON
+// document {"events": […], "next_after": ID}, where next_after is set
+// when more events match: pass it to --after.
+type deadList struct {
+	c    *cli
+	n    int
+	last string
+	js   *jsonStream
+	tw   *tabwriter.Writer
+	now  time.Time
+}
+
+func (c *cli) newDeadList() *deadList {
+	l := &deadList{c: c, now: c.now()}
+	if c.g.json {
+		l.js = &jsonStream{w: c.stdout, field: "events"}
+	} else {
+		l.tw = c.table()
+	}
+	return l
+}
+
+// add prints r.
+func (l *deadList) add(r outbox.Record) {
+	l.n++
+	l.last = r.ID
+	if l.js != nil {
+		l.js.add(toJSON(r))
+		return
+	}
+	c := l.c
+	if l.n == 1 {
+		c.printf(l.tw, "ID\tTYPE\tAGGREGATE\tATTEMPTS\tDEAD SINCE\tAGE\tLAST ERROR\n")
+	}
+	typ, agg := "?", "?"
+	if r.Err == nil {
+		typ, agg = cell(r.Envelope.Type(), 40), cell(r.Envelope.AggregateType(), 30)+" "+cell(r.Envelope.AggregateID(), 30)
+	}
+	if len(r.Subscribers) > 0 {
+		typ += " [" + cell(strings.Join(r.Subscribers, ","), 40) + "]" // the subscribers it owes
+	}
+	lastErr := r.LastError
+	if r.Err != nil {
+		lastErr = "cannot decode: " + r.Err.Error()
+	}
+	c.printf(l.tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", cell(r.ID, 0), typ, agg, r.Attempts,
+		fmtTime(deadAt(r), timeLayout), formatAge(max(l.now.Sub(deadAt(r)), 0)), cell(firstLine(lastErr), 60))
+}
+
+// flush prints the rows added so far.
+func (l *deadList) flush() error {
+	if l.tw == nil {
 		return nil
 	}
-	now := c.now()
-	tw := c.table()
-	c.printf(tw, "ID\tTYPE\tAGGREGATE\tATTEMPTS\tDEAD SINCE\tAGE\tLAST ERROR\n")
-	for _, r := range recs {
-		typ, agg := "?", "?"
-		if r.Err == nil {
-			typ, agg = cell(r.Envelope.Type(), 40), cell(r.Envelope.AggregateType(), 30)+" "+cell(r.Envelope.AggregateID(), 30)
-		}
-		if len(r.Subscribers) > 0 {
-			typ += " [" + cell(strings.Join(r.Subscribers, ","), 40) + "]" // the subscribers it owes
-		}
-		lastErr := r.LastError
-		if r.Err != nil {
-			lastErr = "cannot decode: " + r.Err.Error()
-		}
-		c.printf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", cell(r.ID, 0), typ, agg, r.Attempts,
-			fmtTime(deadAt(r), timeLayout), formatAge(max(now.Sub(deadAt(r)), 0)), cell(firstLine(lastErr), 60))
+	return flush(l.tw)
+}
+
+// end ends the list; more says that more events match than were listed.
+func (l *deadList) end(more bool) error {
+	next := ""
+	if more && l.n > 0 {
+		next = l.last
 	}
-	if err := flush(tw); err != nil {
+	if l.js != nil {
+		if next != "" {
+			return l.js.end("next_after", next)
+		}
+		return l.js.end()
+	}
+	if err := l.flush(); err != nil {
 		return err
 	}
+	if l.n == 0 {
+		l.c.printf(l.c.stdout, "no DEAD events match\n")
+	}
 	if next != "" {
-		c.printf(c.stdout, "\nmore match: add --after %s for the next page\n", next)
+		l.c.printf(l.c.stdout, "\nmore match: add --after %s for the next page\n", next)
 	}
 	return nil
 }
@@ -314,17 +414,70 @@ func (c *cli) printChange(verb string, n int64, ids []string) error {
 		}
 		return c.writeJSON(out)
 	}
+	c.changeText(verb, n, int64(len(ids)))
+	return nil
+}
+
+// changeText says that n of the of events named were verb (replayed,
+// deleted).
+func (c *cli) changeText(verb string, n, of int64) {
 	switch {
-	case len(ids) == 0:
+	case of == 0:
 		c.printf(c.stdout, "no DEAD events match; nothing %s\n", verb)
-	case n == int64(len(ids)) && verb == "replayed":
+	case n == of && verb == "replayed":
 		c.printf(c.stdout, "replayed %d %s: NEW again, due now, with zero attempts\n", n, plural(n, "event"))
-	case n == int64(len(ids)):
+	case n == of:
 		c.printf(c.stdout, "deleted %d DEAD %s\n", n, plural(n, "event"))
 	default:
-		c.printf(c.stdout, "%s %d of %d %s (the others stopped being DEAD meanwhile)\n", verb, n, len(ids), plural(int64(len(ids)), "event"))
+		c.printf(c.stdout, "%s %d of %d %s (the others stopped being DEAD meanwhile)\n", verb, n, of, plural(of, "event"))
 	}
+}
+
+// change prints the outcome of `dead replay-all` as printChange does,
+// its ids written as they are replayed.
+type change struct {
+	c    *cli
+	verb string
+	js   *jsonStream
+}
+
+func (c *cli) newChange(verb string) *change {
+	ch := &change{c: c, verb: verb}
+	if c.g.json {
+		ch.js = &jsonStream{w: c.stdout, field: "ids"}
+	}
+	return ch
+}
+
+// add names one more event of the change.
+func (ch *change) add(id string) {
+	if ch.js != nil {
+		ch.js.add(id)
+	}
+}
+
+// end says that n of the of events named were changed.
+func (ch *change) end(n, of int64) error {
+	if ch.js != nil {
+		return ch.js.end(ch.verb, n)
+	}
+	ch.c.changeText(ch.verb, n, of)
 	return nil
+}
+
+// thousands writes n with a comma between each group of three digits:
+// 12,345.
+func thousands(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	if neg {
+		s = "-" + s
+	}
+	return s
 }
 
 func plural(n int64, word string) string {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -79,6 +80,10 @@ type cli struct {
 	sess *session
 	// flags is the flag set of the command being run.
 	flags *flag.FlagSet
+	// stderrTTY is set when stderr is a terminal: long commands show
+	// their progress there. progressShown is set while a progress line is
+	// on it.
+	stderrTTY, progressShown bool
 }
 
 // run runs outboxctl with args (without the program name) and returns its
@@ -89,19 +94,21 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 }
 
 func newCLI(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) *cli {
-	return &cli{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr, pageSize: pageSize,
+	return &cli{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr, pageSize: pageSize, stderrTTY: isTerminal(stderr),
 		now: func() time.Time { return time.Now().UTC() }}
 }
 
-// execute runs the command of args and returns the exit code.
+// execute runs the command of args and returns the exit code. The error
+// line never shows a secret of the database's URL or DSN, whatever quoted
+// it.
 func (c *cli) execute(args []string) int {
 	err := c.main(args)
+	code, msg := c.exit(err)
 	if c.sess != nil {
 		c.sess.close()
 	}
-	code, msg := c.exit(err)
 	if msg != "" {
-		fmt.Fprintln(c.stderr, "outboxctl: "+oneLine(msg))
+		fmt.Fprintln(c.stderr, "outboxctl: "+oneLine(sqlstore.ScrubDSN(c.g.db, msg)))
 	}
 	return code
 }
@@ -109,7 +116,7 @@ func (c *cli) execute(args []string) int {
 // main parses the global flags and runs the command.
 func (c *cli) main(args []string) error {
 	c.g.db = os.Getenv("OUTBOX_DB")
-	c.g.table = sqlstore.DefaultTable
+	c.g.table = cmp.Or(os.Getenv("OUTBOX_TABLE"), sqlstore.DefaultTable)
 	fs := c.flagSet("", false)
 	if err := fs.Parse(args); err != nil {
 		return c.flagErr("", err)
@@ -177,16 +184,24 @@ func (c *cli) exit(err error) (int, string) {
 	return exitFailed, err.Error()
 }
 
+// noTableMessage says that --table does not exist, and what to do: most
+// often the service uses another table name (--table, OUTBOX_TABLE),
+// which the message lists when the database has outbox tables; only to
+// create a new outbox table, migrate.
 func (c *cli) noTableMessage() string {
 	cmd := "outboxctl migrate --apply"
 	if c.g.table != sqlstore.DefaultTable {
 		cmd = "outboxctl --table " + c.g.table + " migrate --apply"
 	}
-	db := "the database"
+	db, found := "the database", ""
 	if c.sess != nil {
 		db = c.sess.t.display
+		if tables := c.sess.outboxTables(c.ctx); len(tables) > 0 {
+			found = " (outbox tables there: " + strings.Join(tables, ", ") + ")"
+		}
 	}
-	return fmt.Sprintf("table %s does not exist in %s; run `%s`", c.g.table, db, cmd)
+	return fmt.Sprintf("table %s does not exist in %s. If the service uses another table, pass --table NAME or set OUTBOX_TABLE%s; "+
+		"only to create a new, empty outbox table here, run `%s`", c.g.table, db, found, cmd)
 }
 
 // oneLine folds a message onto one line.

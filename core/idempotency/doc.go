@@ -26,7 +26,8 @@
 //	keys, _ := idempotency.NewSQLStore(store, "") // table outbox_idempotency
 //	_ = keys.Migrate(ctx)
 //	guard, _ := idempotency.New(idempotency.Config{Store: keys, TxContext: txm})
-//	mw, _ := idempotency.Middleware(idempotency.MiddlewareConfig{Guard: guard, InTx: txm.InTx})
+//	mw, _ := idempotency.Middleware(idempotency.MiddlewareConfig{Guard: guard, InTx: txm.InTx,
+//		Caller: authenticatedUser}) // func(*http.Request) (string, error): keys are per caller
 //	mux.Handle("POST /orders", mw(http.HandlerFunc(placeOrder)))
 //
 //	func placeOrder(w http.ResponseWriter, r *http.Request) {
@@ -42,15 +43,21 @@
 //
 // # Answers
 //
-// A retry with the same key and the same request gets the recorded response
-// with the header Idempotent-Replayed: true. The same key with a different
+// Keys are kept per caller ([MiddlewareConfig.Caller], the authenticated
+// principal): another caller's request with the same key is another
+// command, and learns nothing of the first. A retry with the same key and
+// the same request gets the recorded response with the header
+// Idempotent-Replayed: true. The same key with a different
 // request (another fingerprint) is [ErrMismatch], 422. The same key while the
 // first request still runs waits for it, up to [Config.Wait], then replays its
 // response, or is [ErrInFlight], 409: the command never runs twice at once,
 // because the key's row is inserted before the command runs and the database's
-// unique key makes the second transaction wait. Responses with a status below
-// 500 are recorded; a server error is not ([ErrNotRecorded]): its transaction
-// rolls back and the key can be retried.
+// unique key makes the second transaction wait. Responses with a
+// [Recordable] status (2xx, 3xx, 4xx but 408, 425 and 429) are recorded;
+// the others are not ([ErrNotRecorded]): their transaction rolls back and
+// the key can be retried. A body over [Config.MaxResponseBody] (default 1
+// MiB) reaches the first request but is recorded without, marked by
+// [OmittedHeader].
 //
 // # Retention
 //

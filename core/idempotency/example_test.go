@@ -44,7 +44,9 @@ func ExampleMiddleware() {
 	mw, err := idempotency.Middleware(idempotency.MiddlewareConfig{
 		Guard: guard,
 		InTx:  txm.InTx,
-		User:  func(r *http.Request) string { return r.Header.Get("X-User-Id") }, // set by the authentication
+		// The principal the authentication in front established (here a
+		// header that an authenticating proxy sets and clients cannot).
+		Caller: func(r *http.Request) (string, error) { return r.Header.Get("X-Authenticated-User"), nil },
 	})
 	if err != nil {
 		log.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -31,12 +32,14 @@ var (
 	// Nothing ran; the client may retry later. The Middleware answers
 	// 409 Conflict with Retry-After.
 	ErrInFlight = errors.New("idempotency: a request with the key is still in progress")
-	// ErrNotRecorded is wrapped by the error of Do when fn's response is
-	// a server error (status 500 or more): Do took the key back, so that a
-	// retry with it runs the command again, and returns the response with
-	// this error. Return the error from the transaction so that the
-	// command's writes roll back with the key.
-	ErrNotRecorded = errors.New("idempotency: a server error is not recorded")
+	// ErrNotRecorded is wrapped by the error of Do when fn's response has
+	// a status that is not recorded (see Recordable): a server error (500
+	// or more), 408 Request Timeout, 425 Too Early or 429 Too Many
+	// Requests. Do took the key back, so that a retry with it runs the
+	// command again, and returns the response with this error. Return the
+	// error from the transaction so that the command's writes roll back
+	// with the key.
+	ErrNotRecorded = errors.New("idempotency: the response is not recorded: the request may be retried")
 )
 
 // MaxKeyLen is the longest scope and the longest key, in bytes, that Do
@@ -52,6 +55,44 @@ const DefaultWait = 5 * time.Second
 
 // PurgeBatch is how many records one statement of Guard.Purge deletes.
 const PurgeBatch = 1000
+
+// DefaultMaxResponseBody is the largest response body, in bytes, that Do
+// records unless Config.MaxResponseBody sets another size.
+const DefaultMaxResponseBody = 1 << 20
+
+// MaxResponseBodyLimit is the largest Config.MaxResponseBody accepted.
+// MySQL and MariaDB refuse a statement larger than their
+// max_allowed_packet (16 MiB by default on MariaDB, 64 MiB on MySQL 8):
+// keep MaxResponseBody under it.
+const MaxResponseBodyLimit = 64 << 20
+
+// MaxRecordedHeaderBytes is the most bytes of kept headers (names and
+// values) that Do records: a response whose headers are larger is recorded
+// without them (see OmittedHeader). The table stores them as JSON text,
+// which MySQL's TEXT column bounds to 64 KiB.
+const MaxRecordedHeaderBytes = 8 << 10
+
+// OmittedHeader is the header that a recorded response carries, and every
+// replay of it, when part of the response was too large to record: its
+// value is "body", "headers" or "body, headers". The first response was
+// sent whole; the command ran and is not run again, and a client that
+// needs what was omitted reads it another way (the Location of a created
+// resource, say). A response's own header of this name is not recorded.
+const OmittedHeader = "Idempotent-Response-Omitted"
+
+// Recordable reports whether Do records a response with status, so that
+// every retry with its key gets it back: 2xx, 3xx and 4xx, but for 408
+// Request Timeout, 425 Too Early and 429 Too Many Requests, which ask the
+// client to retry. Informational statuses (1xx) and server errors (5xx)
+// are not recorded either: Do takes the key back (ErrNotRecorded) and a
+// retry runs the command again.
+func Recordable(status int) bool {
+	switch status {
+	case http.StatusRequestTimeout, http.StatusTooEarly, http.StatusTooManyRequests:
+		return false
+	}
+	return status >= 200 && status < 500
+}
 
 // Response is what a command answered: the status, the headers kept and
 // the body. Do records it and replays it to every later request with the
@@ -117,37 +158,69 @@ type Config struct {
 	Wait time.Duration
 	// Clock stamps the records, for Purge (default outbox.SystemClock).
 	Clock outbox.Clock
+	// MaxResponseBody is the largest response body, in bytes, recorded
+	// (default DefaultMaxResponseBody, at most MaxResponseBodyLimit; it
+	// must not be negative). A larger body is sent to the first request
+	// but not recorded: the record keeps the status and the headers, with
+	// OmittedHeader "body", and the command is not run again. On MySQL and
+	// MariaDB keep it under the server's max_allowed_packet.
+	MaxResponseBody int
+}
+
+// Validate returns an error wrapping outbox.ErrInvalidConfig, naming the
+// field, when c cannot make a Guard. New calls it.
+func (c Config) Validate() error {
+	switch {
+	case c.Store == nil:
+		return configErr("Config.Store is required (NewSQLStore)")
+	case c.TxContext == nil:
+		return configErr("Config.TxContext is required (the service's transactions)")
+	case c.Wait < 0:
+		return configErr("Config.Wait is %v, it must not be negative (0 is DefaultWait)", c.Wait)
+	case c.MaxResponseBody < 0 || c.MaxResponseBody > MaxResponseBodyLimit:
+		return configErr("Config.MaxResponseBody is %d, it must be 0 (DefaultMaxResponseBody) to %d bytes", c.MaxResponseBody, MaxResponseBodyLimit)
+	}
+	return nil
+}
+
+// withDefaults returns c with its zero fields set to their defaults.
+func (c Config) withDefaults() Config {
+	if c.Wait == 0 {
+		c.Wait = DefaultWait
+	}
+	if c.Clock == nil {
+		c.Clock = outbox.SystemClock
+	}
+	if c.MaxResponseBody == 0 {
+		c.MaxResponseBody = DefaultMaxResponseBody
+	}
+	return c
+}
+
+// configErr returns an error of a config of the package, wrapping
+// outbox.ErrInvalidConfig.
+func configErr(format string, args ...any) error {
+	return fmt.Errorf("%w: idempotency: %s", outbox.ErrInvalidConfig, fmt.Sprintf(format, args...))
 }
 
 // Guard runs each command once per idempotency key: see Do. It is safe for
 // concurrent use.
 type Guard struct {
-	store Store
-	tc    outbox.TxContext
-	wait  time.Duration
-	clock outbox.Clock
+	store   Store
+	tc      outbox.TxContext
+	wait    time.Duration
+	clock   outbox.Clock
+	maxBody int
 }
 
-// New validates cfg and returns a Guard. It does not touch the database.
-// Errors wrap outbox.ErrInvalidConfig.
+// New validates cfg (Config.Validate) and returns a Guard. It does not
+// touch the database. Errors wrap outbox.ErrInvalidConfig.
 func New(cfg Config) (*Guard, error) {
-	if cfg.Store == nil {
-		return nil, fmt.Errorf("%w: idempotency: Config.Store is required (NewSQLStore)", outbox.ErrInvalidConfig)
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
-	if cfg.TxContext == nil {
-		return nil, fmt.Errorf("%w: idempotency: Config.TxContext is required (the service's transactions)", outbox.ErrInvalidConfig)
-	}
-	if cfg.Wait < 0 {
-		return nil, fmt.Errorf("%w: idempotency: Config.Wait is %v, it must not be negative (0 is DefaultWait)", outbox.ErrInvalidConfig, cfg.Wait)
-	}
-	g := &Guard{store: cfg.Store, tc: cfg.TxContext, wait: cfg.Wait, clock: cfg.Clock}
-	if g.wait == 0 {
-		g.wait = DefaultWait
-	}
-	if g.clock == nil {
-		g.clock = outbox.SystemClock
-	}
-	return g, nil
+	cfg = cfg.withDefaults()
+	return &Guard{store: cfg.Store, tc: cfg.TxContext, wait: cfg.Wait, clock: cfg.Clock, maxBody: cfg.MaxResponseBody}, nil
 }
 
 // Outcome is the result of Do: the response to send, and whether it is
@@ -186,13 +259,15 @@ type Outcome struct {
 // error: such errors roll the transaction back and the request can be
 // retried.
 //
-// fn's response is recorded when its status is below 500: successes and
-// client errors are final and replayed. A server error (500 or more) is
-// not: Do takes the record back and returns the response with an error
+// fn's response is recorded when Recordable(status): successes and client
+// errors are final and replayed. A server error, 408, 425 or 429 is not:
+// Do takes the record back and returns the response with an error
 // wrapping ErrNotRecorded, and a retry with the key runs fn again. If fn
 // fails, Do takes the record back and returns fn's error; a panic in fn
 // takes it back and goes on. In all three cases return the error from the
-// transaction's function so that fn's writes roll back too.
+// transaction's function so that fn's writes roll back too. A body over
+// Config.MaxResponseBody, or kept headers over MaxRecordedHeaderBytes, is
+// returned to the caller but recorded without (see OmittedHeader).
 //
 // Without a transaction in ctx Do fails with an error wrapping
 // outbox.ErrNoTransaction; with a scope, key or fingerprint it cannot
@@ -241,15 +316,48 @@ func (g *Guard) Do(ctx context.Context, scope, key, fingerprint string, fn func(
 	if resp.Status == 0 {
 		resp.Status = http.StatusOK
 	}
-	if resp.Status >= 500 {
+	if !Recordable(resp.Status) {
 		err := fmt.Errorf("idempotency: %s %s: status %d: %w", scope, key, resp.Status, ErrNotRecorded)
 		return Outcome{Response: resp}, g.release(ctx, tx, scope, key, err)
 	}
-	rec.Response = resp
+	rec.Response = g.recorded(resp)
 	if err := g.store.Complete(ctx, tx, rec, g.clock.Now().UTC()); err != nil {
 		return Outcome{}, g.release(ctx, tx, scope, key, fmt.Errorf("idempotency: %w", err))
 	}
 	return Outcome{Response: resp}, nil
+}
+
+// recorded returns what of resp is recorded: without its body when it is
+// larger than the Guard's MaxResponseBody, without its headers when they
+// are larger than MaxRecordedHeaderBytes, and then with OmittedHeader
+// saying so.
+func (g *Guard) recorded(resp Response) Response {
+	if _, own := resp.Header[OmittedHeader]; own { // the library's header
+		resp.Header = resp.Header.Clone()
+		delete(resp.Header, OmittedHeader)
+	}
+	var omitted []string
+	if len(resp.Body) > g.maxBody {
+		resp.Body, omitted = nil, append(omitted, "body")
+	}
+	size := 0
+	for k, vs := range resp.Header {
+		for _, v := range vs {
+			size += len(k) + len(v)
+		}
+	}
+	if size > MaxRecordedHeaderBytes {
+		resp.Header, omitted = nil, append(omitted, "headers")
+	}
+	if len(omitted) > 0 {
+		h := resp.Header.Clone()
+		if h == nil {
+			h = http.Header{}
+		}
+		h.Set(OmittedHeader, strings.Join(omitted, ", "))
+		resp.Header = h
+	}
+	return resp
 }
 
 // release takes the record of (scope, key) back after cause, and returns

@@ -155,17 +155,22 @@ func TestNewRejects(t *testing.T) {
 		{TxContext: mem},
 		{Store: newMemKeys()},
 		{Store: newMemKeys(), TxContext: mem, Wait: -time.Second},
+		{Store: newMemKeys(), TxContext: mem, MaxResponseBody: -1},
+		{Store: newMemKeys(), TxContext: mem, MaxResponseBody: idempotency.MaxResponseBodyLimit + 1},
 	} {
 		if g, err := idempotency.New(cfg); g != nil || !errors.Is(err, outbox.ErrInvalidConfig) {
 			t.Errorf("New(%+v) = %v, %v; want ErrInvalidConfig", cfg, g, err)
 		}
 	}
 	g, _ := idempotency.New(idempotency.Config{Store: newMemKeys(), TxContext: mem})
+	caller := func(*http.Request) (string, error) { return "u", nil }
 	for _, cfg := range []idempotency.MiddlewareConfig{
-		{InTx: mem.InTx},
-		{Guard: g},
-		{Guard: g, InTx: mem.InTx, MaxBody: -1},
-		{Guard: g, InTx: mem.InTx, Header: "Bad: header"},
+		{InTx: mem.InTx, Caller: caller},
+		{Guard: g, Caller: caller},
+		{Guard: g, InTx: mem.InTx}, // no Caller: keys would be shared by every caller
+		{Guard: g, InTx: mem.InTx, Caller: caller, MaxBody: -1},
+		{Guard: g, InTx: mem.InTx, Caller: caller, Header: "Bad: header"},
+		{Guard: g, InTx: mem.InTx, Caller: caller, Header: "X-Key\r\nX-Other"},
 	} {
 		if mw, err := idempotency.Middleware(cfg); mw != nil || !errors.Is(err, outbox.ErrInvalidConfig) {
 			t.Errorf("Middleware(%+v) = %v; want ErrInvalidConfig", cfg, err)
@@ -273,6 +278,9 @@ type server struct {
 func newServer(t *testing.T, e *env, cfg idempotency.MiddlewareConfig, handler http.HandlerFunc) *server {
 	t.Helper()
 	cfg.Guard, cfg.InTx = e.guard, e.mem.InTx
+	if cfg.Caller == nil {
+		cfg.Caller = func(r *http.Request) (string, error) { return "u:" + r.Header.Get("X-User"), nil }
+	}
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	mw, err := idempotency.Middleware(cfg)
 	if err != nil {
@@ -336,6 +344,10 @@ func TestMiddleware(t *testing.T) {
 		case "bad":
 			http.Error(w, "bad order", http.StatusBadRequest)
 			return
+		case "busy":
+			w.Header().Set("Retry-After", "3")
+			http.Error(w, "slow down", http.StatusTooManyRequests)
+			return
 		}
 		w.Header().Set("Location", "/orders/1")
 		w.Header().Set("X-Request-Only", "yes")
@@ -382,14 +394,21 @@ func TestMiddleware(t *testing.T) {
 	check("two keys", resp, body, http.StatusBadRequest, false, 7)
 	resp, body = s.send(t, "POST", "/orders", "k4", strings.Repeat("x", 65))
 	check("large body", resp, body, http.StatusRequestEntityTooLarge, false, 7)
+	// A 429 asks for a retry: not recorded, the retry runs the handler.
+	resp, body = s.send(t, "POST", "/orders", "k6", "busy")
+	check("429", resp, body, http.StatusTooManyRequests, false, 8)
+	resp, body = s.send(t, "POST", "/orders", "k6", "busy")
+	check("429 again", resp, body, http.StatusTooManyRequests, false, 9)
+	if resp.Header.Get("Retry-After") != "3" {
+		t.Fatalf("429: Retry-After %q, want the handler's", resp.Header.Get("Retry-After"))
+	}
 }
 
-func TestMiddlewareRequiredUserAndHeader(t *testing.T) {
+func TestMiddlewareRequiredCallerAndHeader(t *testing.T) {
 	e := newEnv(t, 0)
 	s := newServer(t, e, idempotency.MiddlewareConfig{
 		Required: true,
 		Header:   "x-request-id",
-		User:     func(r *http.Request) string { return r.Header.Get("X-User") },
 	}, func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusAccepted) })
 	send := func(key, user string) int {
 		req, _ := http.NewRequest("POST", s.URL+"/pay", bytes.NewReader([]byte("x")))

@@ -13,8 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
-
-	outbox "github.com/go-outbox/outbox/core"
 )
 
 // Headers of the Middleware.
@@ -34,15 +32,29 @@ const DefaultMaxBody = 1 << 20
 // replays unless MiddlewareConfig.KeepHeaders names others.
 var DefaultKeptHeaders = []string{"Content-Type", "Content-Language", "Content-Location", "Location", "ETag", "Last-Modified"}
 
-// MiddlewareConfig configures Middleware.
+// MiddlewareConfig configures Middleware. Middleware validates it
+// (MiddlewareConfig.Validate).
 type MiddlewareConfig struct {
-	// Guard runs the commands (required).
+	// Guard runs the commands (required). Its Config decides what is
+	// recorded: the statuses (Recordable) and the largest body
+	// (Config.MaxResponseBody).
 	Guard *Guard
 	// InTx runs fn in a new transaction of the service's database, the
 	// one Guard's TxContext finds (required): outboxsql.TxManager.InTx,
 	// or an adapter's. The handler runs inside it, with the transaction
 	// in its request's context.
 	InTx func(ctx context.Context, fn func(ctx context.Context) error) error
+	// Caller returns the authenticated principal of a request — its
+	// user, API client or tenant, as the authentication in front of the
+	// Middleware established it, never a value the request states
+	// unchecked (required). Keys are kept per caller: a key never
+	// replays another caller's response, and another caller's use of
+	// the same key neither conflicts with it nor reveals that it exists.
+	// An error or an empty principal answers 401 Unauthorized and the
+	// handler does not run. A route without authentication may return a
+	// constant, such as "public": its callers then share one key space,
+	// and a key is a secret that replays its response to whoever sends it.
+	Caller func(r *http.Request) (string, error)
 	// Header is the request header that carries the key (default
 	// DefaultHeader).
 	Header string
@@ -50,14 +62,10 @@ type MiddlewareConfig struct {
 	// otherwise such a request passes through to the handler, outside any
 	// transaction of the Middleware.
 	Required bool
-	// Scope returns the scope of a request's key (default DefaultScope:
-	// the method and the route). Keys are unique within their scope.
+	// Scope returns the scope of a request's key within its caller's
+	// keys (default DefaultScope: the method and the route). Keys are
+	// unique within the caller and the scope.
 	Scope func(r *http.Request) string
-	// User, when set, returns the caller of a request (its user or
-	// tenant id, from the authentication in front of the Middleware): the
-	// scope is then the user, a "|", and Scope's scope, so that two users'
-	// keys never meet.
-	User func(r *http.Request) string
 	// Fingerprint returns the digest of a request and its body (default:
 	// Fingerprint of the method, the request target and the body). A key
 	// reused with another fingerprint is answered 422.
@@ -74,30 +82,85 @@ type MiddlewareConfig struct {
 	Logger *slog.Logger
 }
 
+// Validate returns an error wrapping outbox.ErrInvalidConfig, naming the
+// field, when c cannot make a Middleware. Middleware calls it.
+func (c MiddlewareConfig) Validate() error {
+	switch {
+	case c.Guard == nil:
+		return configErr("MiddlewareConfig.Guard is required (idempotency.New)")
+	case c.InTx == nil:
+		return configErr("MiddlewareConfig.InTx is required (the InTx of the TxContext the Guard uses)")
+	case c.Caller == nil:
+		return configErr("MiddlewareConfig.Caller is required: the authenticated principal of a request, so that one caller's keys never replay another's responses")
+	case c.MaxBody < 0:
+		return configErr("MiddlewareConfig.MaxBody is %d, it must not be negative (0 is DefaultMaxBody)", c.MaxBody)
+	case strings.ContainsAny(c.Header, " \t\r\n:"):
+		return configErr("MiddlewareConfig.Header %q is not a header name", c.Header)
+	}
+	return nil
+}
+
+// withDefaults returns c with its zero fields set to their defaults and
+// its header names canonical.
+func (c MiddlewareConfig) withDefaults() MiddlewareConfig {
+	if c.Header == "" {
+		c.Header = DefaultHeader
+	}
+	c.Header = http.CanonicalHeaderKey(c.Header)
+	if c.Scope == nil {
+		c.Scope = DefaultScope
+	}
+	if c.Fingerprint == nil {
+		c.Fingerprint = func(r *http.Request, body []byte) string { return Fingerprint(r.Method, r.URL.RequestURI(), body) }
+	}
+	if c.MaxBody == 0 {
+		c.MaxBody = DefaultMaxBody
+	}
+	if c.KeepHeaders == nil {
+		c.KeepHeaders = DefaultKeptHeaders
+	}
+	keep := make([]string, len(c.KeepHeaders))
+	for i, h := range c.KeepHeaders {
+		keep[i] = http.CanonicalHeaderKey(h)
+	}
+	c.KeepHeaders = keep
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
 // Middleware returns the net/http middleware that makes the non-safe
 // requests (not GET, HEAD, OPTIONS or TRACE) that carry an idempotency key
-// run once per key, by Guard.Do. The request body is read first (at most
-// MaxBody bytes) to fingerprint the request, and handed to the handler
-// again. The handler then runs inside a transaction of InTx, with the
-// transaction in its request's context: the business writes it makes in
-// that transaction (directly, or in an InTx of its own, which nests in a
-// savepoint), the outbox events it writes with outbox.Client.Write and the
-// key's record commit together. Its response is buffered and sent after
-// the commit; handlers that stream or flush do not fit.
+// run once per caller and key, by Guard.Do. The caller is authenticated
+// first (Caller); the request body is then read (at most MaxBody bytes)
+// to fingerprint the request, and handed to the handler again. The
+// handler runs inside a transaction of InTx, with the transaction in its
+// request's context: the business writes it makes in that transaction
+// (directly, or in an InTx of its own, which nests in a savepoint), the
+// outbox events it writes with outbox.Client.Write and the key's record
+// commit together. Its response is buffered and sent after the commit;
+// handlers that stream or flush do not fit.
 //
 // The answers:
 //
-//   - first request with a key: the handler's response. A status below 500
-//     is recorded with the KeepHeaders and the body; a status of 500 or
-//     more rolls the transaction back and is not recorded, so the key can
-//     be retried.
-//   - the key again, same fingerprint, after the first committed: the
-//     recorded response, with ReplayedHeader "true"; the handler does not
-//     run.
-//   - the key again with another fingerprint: 422 Unprocessable Content.
-//   - the key again while the first request runs: the second waits for it
-//     (Config.Wait) and replays its response, or is answered 409 Conflict
-//     with Retry-After: 1. The handler never runs twice.
+//   - first request with a key: the handler's response. A Recordable
+//     status (2xx, 3xx, 4xx but 408, 425 and 429) is recorded with the
+//     KeepHeaders and the body; any other rolls the transaction back and
+//     is not recorded, so the key can be retried. A body over the Guard's
+//     MaxResponseBody is sent but recorded without it (OmittedHeader).
+//   - the key again from the same caller, same fingerprint, after the
+//     first committed: the recorded response, with ReplayedHeader "true";
+//     the handler does not run.
+//   - the key again from the same caller with another fingerprint: 422
+//     Unprocessable Content.
+//   - the key again from the same caller while the first request runs:
+//     the second waits for it (Config.Wait) and replays its response, or
+//     is answered 409 Conflict with Retry-After: 1. The handler never
+//     runs twice.
+//   - the key from another caller: another key; it runs the handler.
+//   - no authenticated caller (Caller fails or returns ""): 401
+//     Unauthorized.
 //   - no key: the handler, untouched; 400 Bad Request when Required. An
 //     invalid key (longer than MaxKeyLen bytes, not UTF-8, or repeated):
 //     400 Bad Request.
@@ -106,42 +169,10 @@ type MiddlewareConfig struct {
 //
 // Errors of the config wrap outbox.ErrInvalidConfig.
 func Middleware(cfg MiddlewareConfig) (func(http.Handler) http.Handler, error) {
-	if cfg.Guard == nil {
-		return nil, fmt.Errorf("%w: idempotency: MiddlewareConfig.Guard is required (idempotency.New)", outbox.ErrInvalidConfig)
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
-	if cfg.InTx == nil {
-		return nil, fmt.Errorf("%w: idempotency: MiddlewareConfig.InTx is required (the InTx of the TxContext the Guard uses)", outbox.ErrInvalidConfig)
-	}
-	if cfg.MaxBody < 0 {
-		return nil, fmt.Errorf("%w: idempotency: MiddlewareConfig.MaxBody is %d, it must not be negative (0 is DefaultMaxBody)", outbox.ErrInvalidConfig, cfg.MaxBody)
-	}
-	if cfg.Header == "" {
-		cfg.Header = DefaultHeader
-	}
-	if strings.ContainsAny(cfg.Header, " \t\r\n:") {
-		return nil, fmt.Errorf("%w: idempotency: MiddlewareConfig.Header %q is not a header name", outbox.ErrInvalidConfig, cfg.Header)
-	}
-	cfg.Header = http.CanonicalHeaderKey(cfg.Header)
-	if cfg.Scope == nil {
-		cfg.Scope = DefaultScope
-	}
-	if cfg.Fingerprint == nil {
-		cfg.Fingerprint = func(r *http.Request, body []byte) string { return Fingerprint(r.Method, r.URL.RequestURI(), body) }
-	}
-	if cfg.MaxBody == 0 {
-		cfg.MaxBody = DefaultMaxBody
-	}
-	if cfg.KeepHeaders == nil {
-		cfg.KeepHeaders = DefaultKeptHeaders
-	}
-	keep := make([]string, len(cfg.KeepHeaders))
-	for i, h := range cfg.KeepHeaders {
-		keep[i] = http.CanonicalHeaderKey(h)
-	}
-	cfg.KeepHeaders = keep
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	cfg = cfg.withDefaults()
 	return func(next http.Handler) http.Handler {
 		return &middleware{cfg: cfg, next: next}
 	}, nil
@@ -160,6 +191,19 @@ func DefaultScope(r *http.Request) string {
 		return route
 	}
 	return r.Method + " " + route
+}
+
+// callerScope returns the scope of a key of caller in scope: the two
+// joined so that no other pair gives the same text (the caller's length
+// first), or its SHA-256 digest when that is longer than MaxKeyLen bytes
+// or not UTF-8.
+func callerScope(caller, scope string) string {
+	s := strconv.Itoa(len(caller)) + ":" + caller + "|" + scope
+	if len(s) > MaxKeyLen || !utf8.ValidString(s) {
+		sum := sha256.Sum256([]byte(s))
+		s = "sha256:" + hex.EncodeToString(sum[:])
+	}
+	return s
 }
 
 // Fingerprint returns the hex SHA-256 digest of a request's method, target
@@ -207,6 +251,12 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("the %s header must be UTF-8 of at most %d bytes", m.cfg.Header, MaxKeyLen), http.StatusBadRequest)
 		return
 	}
+	caller, err := m.cfg.Caller(r)
+	if err != nil || caller == "" {
+		m.cfg.Logger.DebugContext(r.Context(), "idempotency: a request with a key has no authenticated caller", "method", r.Method, "path", r.URL.Path, "error", err)
+		http.Error(w, http.StatusText(http.StatusUnauthorized), http.StatusUnauthorized)
+		return
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, m.cfg.MaxBody))
 	if err != nil {
 		if tooLarge := (*http.MaxBytesError)(nil); errors.As(err, &tooLarge) {
@@ -217,14 +267,7 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
-	scope := m.cfg.Scope(r)
-	if m.cfg.User != nil {
-		scope = m.cfg.User(r) + "|" + scope
-	}
-	if len(scope) > MaxKeyLen || !utf8.ValidString(scope) {
-		sum := sha256.Sum256([]byte(scope))
-		scope = "sha256:" + hex.EncodeToString(sum[:])
-	}
+	scope := callerScope(caller, m.cfg.Scope(r))
 	fingerprint := m.cfg.Fingerprint(r, body)
 
 	var (
@@ -286,6 +329,9 @@ type recorder struct {
 func (rec *recorder) Header() http.Header { return rec.header }
 
 func (rec *recorder) WriteHeader(status int) {
+	if status >= 100 && status < 200 { // informational: the final status follows
+		return
+	}
 	if rec.status == 0 {
 		rec.status = status
 	}

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -78,6 +79,10 @@ func RunSuite(t *testing.T, newFixture func(t *testing.T) outboxtest.AdapterFixt
 		{"MissingTable", missingTable},
 		{"OutboxWriteInTheSameTransaction", withOutbox},
 		{"Middleware", middleware},
+		{"UnrecordedStatusesRunAgain", unrecorded},
+		{"LargeResponseRecordedWithout", largeResponse},
+		{"MiddlewareKeysPerCaller", perCaller},
+		{"MiddlewareLargeResponse", middlewareLarge},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -706,7 +711,7 @@ func middleware(t *testing.T, f outboxtest.AdapterFixture) {
 	e := newEnv(t, f)
 	var runs atomic.Int64
 	mw, err := idempotency.Middleware(idempotency.MiddlewareConfig{
-		Guard: e.newGuard(t, f.TxContext, e.keys, 30*time.Second), InTx: f.InTx,
+		Guard: e.newGuard(t, f.TxContext, e.keys, 30*time.Second), InTx: f.InTx, Caller: testCaller,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {
@@ -732,20 +737,11 @@ func middleware(t *testing.T, f outboxtest.AdapterFixture) {
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 	post := func(key, name string) (int, http.Header, string) {
-		req, err := http.NewRequest(http.MethodPost, srv.URL+"/orders", strings.NewReader(name))
+		a, err := send(srv, key, "", name)
 		if err != nil {
 			t.Error(err)
-			return 0, nil, ""
 		}
-		req.Header.Set(idempotency.DefaultHeader, key)
-		resp, err := srv.Client().Do(req)
-		if err != nil {
-			t.Error(err)
-			return 0, nil, ""
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, resp.Header, string(b)
+		return a.status, a.header, a.body
 	}
 	status, h, b := post("k1", "o-1")
 	if status != http.StatusCreated || h.Get(idempotency.ReplayedHeader) != "" || b != `{"order":"o-1"}` {
@@ -794,4 +790,290 @@ func middleware(t *testing.T, f outboxtest.AdapterFixture) {
 		t.Fatalf("the handler ran %d times, want 4", runs.Load())
 	}
 	e.wantRows(t, "o-1", "o-3")
+}
+
+// callerHeader carries the suite's caller: the stand-in for an
+// authentication in front of the Middleware.
+const callerHeader = "X-Test-Caller"
+
+// errNoCaller is testCaller's error for a request without a caller.
+var errNoCaller = errors.New("idempotencytest: no caller")
+
+// testCaller is the suite's MiddlewareConfig.Caller: the caller named by
+// callerHeader, "default" without it, and an error for "!".
+func testCaller(r *http.Request) (string, error) {
+	switch c := r.Header.Get(callerHeader); c {
+	case "":
+		return "default", nil
+	case "!":
+		return "", errNoCaller
+	case "-":
+		return "", nil
+	default:
+		return c, nil
+	}
+}
+
+// unrecorded checks that a response asking for a retry (408, 425, 429), a
+// server error and an informational status are not recorded: the key is
+// taken back and the command runs again, while a 4xx that is final is
+// replayed.
+func unrecorded(t *testing.T, f outboxtest.AdapterFixture) {
+	e := newEnv(t, f)
+	answer := func(status int) func(ctx context.Context) (idempotency.Response, error) {
+		return func(ctx context.Context) (idempotency.Response, error) {
+			e.runs.Add(1)
+			return idempotency.Response{Status: status, Header: http.Header{"Retry-After": {"1"}}, Body: []byte("later")}, nil
+		}
+	}
+	for _, status := range []int{http.StatusRequestTimeout, http.StatusTooEarly, http.StatusTooManyRequests,
+		http.StatusInternalServerError, http.StatusServiceUnavailable, http.StatusEarlyHints} {
+		key := fmt.Sprintf("k-%d", status)
+		for range 2 { // the key is not kept: the command runs each time
+			before := e.runs.Load()
+			out, err := e.do(e.guard, scope, key, fingerprint(key), answer(status))
+			if !errors.Is(err, idempotency.ErrNotRecorded) || out.Replayed || out.Response.Status != status || e.runs.Load() != before+1 {
+				t.Fatalf("status %d: %+v, %v (the command ran %d times); want ErrNotRecorded and a run", status, out, err, e.runs.Load()-before)
+			}
+		}
+		e.ran(t, key, "o-"+key)
+		e.replayed(t, key, "o-"+key)
+	}
+	// A final client error is recorded and replayed.
+	if _, err := e.do(e.guard, scope, "k-409", fingerprint("k-409"), answer(http.StatusConflict)); err != nil {
+		t.Fatal(err)
+	}
+	before := e.runs.Load()
+	if out, err := e.do(e.guard, scope, "k-409", fingerprint("k-409"), answer(http.StatusConflict)); err != nil || !out.Replayed || e.runs.Load() != before {
+		t.Fatalf("a 409 of the command: %+v, %v; want it replayed", out, err)
+	}
+}
+
+// largeResponse checks the size limits: a body over MaxResponseBody and
+// kept headers over MaxRecordedHeaderBytes reach the first caller whole,
+// and are recorded without, with OmittedHeader; the command runs once.
+func largeResponse(t *testing.T, f outboxtest.AdapterFixture) {
+	e := newEnv(t, f)
+	small, err := idempotency.New(idempotency.Config{Store: e.keys, TxContext: f.TxContext, Clock: e.clock, MaxResponseBody: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const loc = len("Location")
+	for _, tc := range []struct {
+		name     string
+		g        *idempotency.Guard
+		body     int
+		location int // the length of the Location header's value
+		omitted  string
+	}{
+		{"at the limit", small, 64, 9, ""},
+		{"over the limit", small, 65, 9, "body"},
+		{"over the default", e.guard, idempotency.DefaultMaxResponseBody + 1, 9, "body"},
+		{"headers at the limit", small, 1, idempotency.MaxRecordedHeaderBytes - loc, ""},
+		{"headers over the limit", small, 1, idempotency.MaxRecordedHeaderBytes - loc + 1, "headers"},
+		{"both", small, 100, idempotency.MaxRecordedHeaderBytes, "body, headers"},
+	} {
+		key := "k-" + tc.name
+		// The command's own OmittedHeader is neither recorded nor counted.
+		resp := idempotency.Response{Status: http.StatusCreated, Body: bytes.Repeat([]byte{0xff}, tc.body),
+			Header: http.Header{"Location": {strings.Repeat("x", tc.location)}, idempotency.OmittedHeader: {"forged"}}}
+		cmd := func(ctx context.Context) (idempotency.Response, error) {
+			n := e.runs.Add(1)
+			return resp, f.InsertBusiness(ctx, "large-"+strconv.FormatInt(n, 10))
+		}
+		out, err := e.do(tc.g, scope, key, "fp", cmd)
+		if err != nil || out.Replayed || len(out.Response.Body) != tc.body {
+			t.Fatalf("%s: first: %d bytes, %v; want the whole body", tc.name, len(out.Response.Body), err)
+		}
+		before := e.runs.Load()
+		out, err = e.do(tc.g, scope, key, "fp", cmd)
+		if err != nil || !out.Replayed || e.runs.Load() != before || out.Response.Status != http.StatusCreated {
+			t.Fatalf("%s: retry: %d, %v (ran %d times); want a replay", tc.name, out.Response.Status, err, e.runs.Load()-before)
+		}
+		if got := out.Response.Header.Get(idempotency.OmittedHeader); got != tc.omitted {
+			t.Fatalf("%s: %s = %q, want %q", tc.name, idempotency.OmittedHeader, got, tc.omitted)
+		}
+		wantBody, wantLocation := tc.body, tc.location
+		if strings.Contains(tc.omitted, "body") {
+			wantBody = 0
+		}
+		if strings.Contains(tc.omitted, "headers") {
+			wantLocation = 0
+		}
+		if len(out.Response.Body) != wantBody || len(out.Response.Header.Get("Location")) != wantLocation {
+			t.Fatalf("%s: replayed %d bytes, Location of %d bytes; want %d and %d", tc.name, len(out.Response.Body),
+				len(out.Response.Header.Get("Location")), wantBody, wantLocation)
+		}
+	}
+	if got := len(f.BusinessRows(t)); got != 6 {
+		t.Fatalf("%d business rows, want 6: the commands ran once each", got)
+	}
+}
+
+// newMiddlewareServer serves the Middleware (with testCaller, and cfg's
+// other fields) in front of handler, counting the handler's runs.
+func (e *env) newMiddlewareServer(t *testing.T, cfg idempotency.MiddlewareConfig, handler http.HandlerFunc) (*httptest.Server, *atomic.Int64) {
+	t.Helper()
+	cfg.Guard, cfg.InTx = e.guard, e.f.InTx
+	if cfg.Caller == nil {
+		cfg.Caller = testCaller
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	mw, err := idempotency.Middleware(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := new(atomic.Int64)
+	mux := http.NewServeMux()
+	mux.Handle("POST /orders", mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runs.Add(1)
+		handler(w, r)
+	})))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv, runs
+}
+
+// answer is one response of the suite's HTTP server, its body read.
+type answer struct {
+	status int
+	header http.Header
+	body   string
+}
+
+// send sends POST /orders to srv with key, caller (none when empty),
+// body and header's name-value pairs, and reads the answer.
+func send(srv *httptest.Server, key, caller, body string, header ...string) (answer, error) {
+	req, err := http.NewRequest(http.MethodPost, srv.URL+"/orders", strings.NewReader(body))
+	if err != nil {
+		return answer{}, err
+	}
+	req.Header.Set(idempotency.DefaultHeader, key)
+	if caller != "" {
+		header = append(header, callerHeader, caller)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		return answer{}, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return answer{resp.StatusCode, resp.Header, string(b)}, err
+}
+
+// post is send on the test's goroutine, failing t on an error.
+func post(t *testing.T, srv *httptest.Server, key, caller, body string, header ...string) answer {
+	t.Helper()
+	a, err := send(srv, key, caller, body, header...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// perCaller sends one key from several callers: each caller's use of it
+// is its own command; no caller gets another's response, a 422 or a 409
+// for it; a request without an authenticated caller runs nothing.
+func perCaller(t *testing.T, f outboxtest.AdapterFixture) {
+	e := newEnv(t, f)
+	inside, release := make(chan struct{}, 1), make(chan struct{})
+	srv, runs := e.newMiddlewareServer(t, idempotency.MiddlewareConfig{
+		Scope: func(r *http.Request) string { return r.Header.Get("X-Test-Scope") },
+	}, func(w http.ResponseWriter, r *http.Request) {
+		name, _ := io.ReadAll(r.Body)
+		if string(name) == "hold" {
+			inside <- struct{}{}
+			<-release
+		}
+		caller := r.Header.Get(callerHeader)
+		if err := f.InsertBusiness(r.Context(), fmt.Sprintf("%.20s/%s", caller, name)); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+		_, _ = fmt.Fprintf(w, "%s for %s", name, caller)
+	})
+	check := func(what string, a answer, status int, replayed bool, body string, wantRuns int64) {
+		t.Helper()
+		if a.status != status || (a.header.Get(idempotency.ReplayedHeader) == "true") != replayed || a.body != body || runs.Load() != wantRuns {
+			t.Fatalf("%s: %d %q (replayed %q), %d runs; want %d %q (replayed %v), %d runs",
+				what, a.status, a.body, a.header.Get(idempotency.ReplayedHeader), runs.Load(), status, body, replayed, wantRuns)
+		}
+	}
+	check("alice", post(t, srv, "k1", "alice", "o-1"), http.StatusCreated, false, "o-1 for alice", 1)
+	check("bob, alice's key and body", post(t, srv, "k1", "bob", "o-1"), http.StatusCreated, false, "o-1 for bob", 2)
+	check("carol, alice's key, another body", post(t, srv, "k1", "carol", "o-2"), http.StatusCreated, false, "o-2 for carol", 3)
+	check("alice again", post(t, srv, "k1", "alice", "o-1"), http.StatusCreated, true, "o-1 for alice", 3)
+	check("bob again", post(t, srv, "k1", "bob", "o-1"), http.StatusCreated, true, "o-1 for bob", 3)
+	check("alice, another body", post(t, srv, "k1", "alice", "o-9"), http.StatusUnprocessableEntity, false,
+		"the Idempotency-Key was used for a different request\n", 3)
+	// Callers that only differ in case or by an invisible character are
+	// other callers.
+	check("ALICE", post(t, srv, "k1", "ALICE", "o-1"), http.StatusCreated, false, "o-1 for ALICE", 4)
+	check("alice and a zero-width space", post(t, srv, "k1", "alice\u200b", "o-1"), http.StatusCreated, false, "o-1 for alice\u200b", 5)
+	// A caller and a scope that join into another pair's text.
+	check("caller a, scope b|c", post(t, srv, "k2", "a", "o-3", "X-Test-Scope", "b|c"), http.StatusCreated, false, "o-3 for a", 6)
+	check("caller a|b, scope c", post(t, srv, "k2", "a|b", "o-3", "X-Test-Scope", "c"), http.StatusCreated, false, "o-3 for a|b", 7)
+	check("caller 1:a, scope b", post(t, srv, "k2", "1:a", "o-3", "X-Test-Scope", "b"), http.StatusCreated, false, "o-3 for 1:a", 8)
+	// Callers too long for the scope column are told apart by digest.
+	long := strings.Repeat("u", idempotency.MaxKeyLen)
+	check("a long caller", post(t, srv, "k3", long, "o-4"), http.StatusCreated, false, "o-4 for "+long, 9)
+	check("a longer caller", post(t, srv, "k3", long+"v", "o-4"), http.StatusCreated, false, "o-4 for "+long+"v", 10)
+	check("the long caller again", post(t, srv, "k3", long, "o-4"), http.StatusCreated, true, "o-4 for "+long, 10)
+	// No authenticated caller: 401, nothing runs.
+	check("caller error", post(t, srv, "k1", "!", "o-1"), http.StatusUnauthorized, false, "Unauthorized\n", 10)
+	check("empty caller", post(t, srv, "k1", "-", "o-1"), http.StatusUnauthorized, false, "Unauthorized\n", 10)
+	// Alice's request in flight does not hold back bob's with the key.
+	first := make(chan answer, 1)
+	go func() {
+		a, _ := send(srv, "k4", "alice", "hold") // an error is a zero answer
+		first <- a
+	}()
+	<-inside
+	if e.store.Dialect() != sqlstore.SQLite { // SQLite runs one write transaction at a time
+		check("bob while alice's runs", post(t, srv, "k4", "bob", "o-5"), http.StatusCreated, false, "o-5 for bob", 12)
+	}
+	close(release)
+	if a := <-first; a.status != http.StatusCreated || a.body != "hold for alice" {
+		t.Fatalf("alice's held request: %d %q", a.status, a.body)
+	}
+	rows := f.BusinessRows(t)
+	if e.store.Dialect() != sqlstore.SQLite && len(rows) != 12 || e.store.Dialect() == sqlstore.SQLite && len(rows) != 11 {
+		t.Fatalf("business rows %q: want one per run", rows)
+	}
+}
+
+// middlewareLarge answers a body larger than MySQL's default
+// max_allowed_packet (16 MiB on MariaDB): the first request gets it whole,
+// a retry gets the status and headers without the body, and the handler
+// runs once.
+func middlewareLarge(t *testing.T, f outboxtest.AdapterFixture) {
+	e := newEnv(t, f)
+	const size = 17 << 20
+	srv, runs := e.newMiddlewareServer(t, idempotency.MiddlewareConfig{}, func(w http.ResponseWriter, r *http.Request) {
+		if err := f.InsertBusiness(r.Context(), "large"); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Location", "/orders/large")
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write(bytes.Repeat([]byte{'x'}, size))
+	})
+	a := post(t, srv, "k1", "alice", "o-1")
+	if a.status != http.StatusCreated || len(a.body) != size || a.header.Get(idempotency.OmittedHeader) != "" || runs.Load() != 1 {
+		t.Fatalf("first: %d, %d bytes, %s %q, %d runs; want 201 with the whole body", a.status, len(a.body),
+			idempotency.OmittedHeader, a.header.Get(idempotency.OmittedHeader), runs.Load())
+	}
+	for range 2 {
+		a = post(t, srv, "k1", "alice", "o-1")
+		if a.status != http.StatusCreated || a.body != "" || a.header.Get(idempotency.ReplayedHeader) != "true" ||
+			a.header.Get(idempotency.OmittedHeader) != "body" || a.header.Get("Location") != "/orders/large" || runs.Load() != 1 {
+			t.Fatalf("retry: %d, %d bytes, %v, %d runs; want the replayed 201 without its body", a.status, len(a.body), a.header, runs.Load())
+		}
+	}
+	e.wantRows(t, "large")
 }

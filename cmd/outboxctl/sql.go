@@ -1,0 +1,86 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	outbox "github.com/go-outbox/outbox/core"
+	"github.com/go-outbox/outbox/core/outboxsql"
+	"github.com/go-outbox/outbox/core/sqlstore"
+)
+
+// The statements of outboxctl's own: the outbox's queries have none for
+// them. Written once, in the SQL every database reads (placeholders are
+// rebound per dialect), but for the catalog of SQLite.
+
+// outboxColumns are three columns that only an outbox table has together.
+const outboxColumns = "'event_id', 'available_at', 'locked_by'"
+
+// maxListedTables bounds the outbox tables a message lists.
+const maxListedTables = 10
+
+// Outbox tables in the catalog: every schema (database, on MySQL) the
+// user can see, schema-qualified; SQLite's main database only.
+const (
+	tablesSQL = "SELECT table_schema, table_name FROM information_schema.columns WHERE column_name IN (" + outboxColumns + ")" +
+		" GROUP BY table_schema, table_name HAVING COUNT(*) = 3 ORDER BY 1, 2"
+	sqliteTablesSQL = "SELECT '', m.name FROM sqlite_master m WHERE m.type = 'table' AND" +
+		" (SELECT COUNT(*) FROM pragma_table_info(m.name) WHERE name IN (" + outboxColumns + ")) = 3 ORDER BY 2"
+)
+
+// outboxTables returns the outbox tables of the session's database, at
+// most maxListedTables of them, found in its catalog by their columns; on
+// any error, none: the list only helps a message.
+func (s *session) outboxTables(ctx context.Context) []string {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	query := tablesSQL
+	if s.t.dialect == outboxsql.SQLite {
+		query = sqliteTablesSQL
+	}
+	rows, err := s.db.QueryContext(ctx, query)
+	if err != nil {
+		return nil
+	}
+	defer rows.Close()
+	var tables []string
+	for rows.Next() && len(tables) < maxListedTables {
+		var schema, name string
+		if err := rows.Scan(&schema, &name); err != nil {
+			return nil
+		}
+		if schema != "" {
+			name = schema + "." + name
+		}
+		tables = append(tables, name)
+	}
+	if rows.Err() != nil {
+		return nil
+	}
+	return tables
+}
+
+// countPurgeable counts the events that `purge` deletes: in status st, of
+// tenant ("" for every tenant), completed (or, without a completion time,
+// created) before before — what the store's Purge selects.
+func (c *cli) countPurgeable(s *session, st outbox.Status, tenant string, before time.Time) (int64, error) {
+	d := s.t.dialect
+	query := "SELECT COUNT(*) FROM " + s.store.Table() + " WHERE status = ? AND COALESCE(done_at, created_at) < ?"
+	args := []any{int(st), sqlstore.TimeArg(d, before)}
+	if tenant != "" {
+		query += " AND tenant_id = ?"
+		args = append(args, tenant)
+	}
+	// A read of the store first: it reports a missing table as such, and
+	// an empty status needs no count.
+	some, err := s.store.List(c.ctx, outbox.Query{Statuses: []outbox.Status{st}, TenantID: tenant, Limit: 1})
+	if err != nil || len(some) == 0 {
+		return 0, err
+	}
+	var n int64
+	if err := s.db.QueryRowContext(c.ctx, sqlstore.Rebind(d, query), args...).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count the %s events: %w", st, err)
+	}
+	return n, nil
+}
