@@ -10,6 +10,13 @@
 //
 //	h, err := outboxhttp.New(outboxhttp.Config{
 //		Sources: []outboxhttp.Source{{Name: "orders", Client: client, Events: store}},
+//		AuthorizeRead: func(r *http.Request) error { // default: loopback only
+//			if !isStaff(r) {
+//				return errors.New("staff only")
+//			}
+//			return nil
+//		},
+//		AllowedHosts: []string{"app.example.com"}, // the Host names it is served under
 //		Authorize: func(r *http.Request) error {
 //			if !isAdmin(r) { // your session, your roles
 //				return errors.New("admins only")
