@@ -82,7 +82,7 @@ demo-multi: ## Run the fx sample with two data sources (two SQLite files; ORDERS
 	cd samples/multi-ds && $(GO) run . -dir $(CURDIR)/bin/multi-ds \
 		$(if $(ORDERS_DSN),-orders-dsn '$(ORDERS_DSN)') $(if $(BILLING_DSN),-billing-dsn '$(BILLING_DSN)')
 
-demo-http: ## Run the fx REST sample on 127.0.0.1:8080 (ADDR=…; SQLite, DSN=… for a server; HTTP_DEMO_ADMIN_TOKEN=… allows replay on /admin/); Ctrl-C stops it.
+demo-http: ## Run the fx REST sample on 127.0.0.1:8080 (ADDR=…; SQLite, DSN=… for a server; HTTP_DEMO_ADMIN_TOKEN=… allows replay on /admin/; HTTP_DEMO_TRACE=stdout prints the spans); Ctrl-C stops it.
 	@mkdir -p $(CURDIR)/bin
 	cd samples/http-demo && $(GO) run . -addr '$(or $(ADDR),127.0.0.1:8080)' -dsn '$(or $(DSN),$(CURDIR)/bin/http-demo.db)' $(HTTP_DEMO_FLAGS)
 

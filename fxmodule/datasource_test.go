@@ -164,7 +164,7 @@ func TestStartStopLeavesNoGoroutine(t *testing.T) {
 	}
 	app := fxtest.New(t,
 		fx.Supply(testLogger(&logs)),
-		outboxfx.WithZerolog(),
+		outboxfx.WithZerologVerbose(),
 		outboxfx.ZerologLogger(),
 		outboxfx.SQLDB(outboxfx.DefaultName, "sqlite", dsn(t, "default")),
 		outboxfx.Module(outboxfx.WithConfig(fastConfig)),

@@ -50,5 +50,8 @@
 // there is one (else slog.Default()), with an "outbox_ds" field.
 // ZerologLogger provides one that writes to the application's
 // zerolog.Logger (SlogHandler), and WithZerolog routes fx's own event log
-// to the same logger (FxLogger).
+// to the same logger (FxLogger); WithSlog routes it to the *slog.Logger.
+// Both are quiet: fx's wiring events (some forty lines per start) are
+// dropped, or logged at debug by WithSlog, and only failures show;
+// WithZerologVerbose logs the wiring too.
 package outboxfx

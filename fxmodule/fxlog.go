@@ -1,6 +1,7 @@
 package outboxfx
 
 import (
+	"log/slog"
 	"strings"
 
 	"github.com/rs/zerolog"
@@ -11,35 +12,78 @@ import (
 // FxLogger is an fxevent.Logger that writes fx's own events (provides,
 // invokes, lifecycle hooks, start and stop) to a zerolog.Logger.
 //
-// Wiring events (provided, supplied, decorated, replaced, invoking, run,
-// hook executing/executed) are logged at Level, debug by default, so they
-// stay out of production logs; "started" and signals are logged at info;
-// every failure is logged at error with the error under "error".
+// Quiet unless Verbose: every failure is logged at error with the error
+// under "error", and the signal that stops the app at info; the wiring
+// events (provided, supplied, decorated, replaced, invoking, run, hook
+// executing/executed, started) are dropped — a zerolog.Logger writes debug
+// lines unless its level says otherwise, and fx sends some forty of them
+// per start. With Verbose they are logged at Level, and "started" at info.
 type FxLogger struct {
 	// Logger receives the events.
 	Logger zerolog.Logger
-	// Level is the level of routine wiring events; the zero value is
-	// zerolog.DebugLevel.
+	// Level is the level of routine wiring events when Verbose; the zero
+	// value is zerolog.DebugLevel.
 	Level zerolog.Level
+	// Verbose logs the wiring events too.
+	Verbose bool
 }
 
 var _ fxevent.Logger = (*FxLogger)(nil)
 
-// NewFxLogger returns an FxLogger writing to l, with a "component":"fx" field.
+// NewFxLogger returns a quiet FxLogger writing to l, with a
+// "component":"fx" field.
 func NewFxLogger(l zerolog.Logger) *FxLogger {
 	return &FxLogger{Logger: l.With().Str("component", "fx").Logger(), Level: zerolog.DebugLevel}
 }
 
 // WithZerolog is the fx option that routes fx's event log to the
-// zerolog.Logger the application provides.
+// zerolog.Logger the application provides, quietly: failures and the stop
+// signal only (FxLogger). WithZerologVerbose logs the wiring too.
 //
 //	fx.New(
 //		fx.Supply(logger),          // a zerolog.Logger
 //		outboxfx.WithZerolog(),
 //		...
 //	)
-func WithZerolog() fx.Option {
-	return fx.WithLogger(func(l zerolog.Logger) fxevent.Logger { return NewFxLogger(l) })
+func WithZerolog() fx.Option { return withZerolog(false) }
+
+// WithZerologVerbose is WithZerolog with fx's wiring events (what is
+// provided, invoked, started) logged at debug: to see how the app is put
+// together.
+func WithZerologVerbose() fx.Option { return withZerolog(true) }
+
+func withZerolog(verbose bool) fx.Option {
+	return fx.WithLogger(func(l zerolog.Logger) fxevent.Logger {
+		fl := NewFxLogger(l)
+		fl.Verbose = verbose
+		return fl
+	})
+}
+
+// WithSlog is the fx option that routes fx's event log to the container's
+// *slog.Logger (or slog.Default() without one): the wiring events at
+// debug, so that a logger at info shows none of them, and failures at
+// error.
+//
+//	fx.New(
+//		fx.Supply(slog.New(handler)),
+//		outboxfx.WithSlog(),
+//		...
+//	)
+func WithSlog() fx.Option {
+	return fx.WithLogger(func(in struct {
+		fx.In
+		Logger *slog.Logger `optional:"true"`
+	}) fxevent.Logger {
+		l := in.Logger
+		if l == nil {
+			l = slog.Default()
+		}
+		fl := &fxevent.SlogLogger{Logger: l.With("component", "fx")}
+		fl.UseLogLevel(slog.LevelDebug)
+		fl.UseErrorLevel(slog.LevelError)
+		return fl
+	})
 }
 
 // ZerologLogger provides the *slog.Logger that the data sources log to,
@@ -55,7 +99,12 @@ func WithZerolog() fx.Option {
 //	)
 func ZerologLogger() fx.Option { return fx.Provide(NewSlogLogger) }
 
+// routine returns the event of a wiring event: nil (which zerolog
+// writes nothing for) unless Verbose.
 func (l *FxLogger) routine() *zerolog.Event {
+	if !l.Verbose {
+		return nil
+	}
 	return l.Logger.WithLevel(l.Level)
 }
 
@@ -151,7 +200,9 @@ func (l *FxLogger) LogEvent(event fxevent.Event) {
 			l.failure(e.Err).Msg("start failed")
 			return
 		}
-		l.Logger.Info().Msg("started")
+		if l.Verbose {
+			l.Logger.Info().Msg("started")
+		}
 	case *fxevent.LoggerInitialized:
 		if e.Err != nil {
 			l.failure(e.Err).Msg("custom logger initialization failed")

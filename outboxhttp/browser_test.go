@@ -141,6 +141,32 @@ func (b *browser) noErrors(t *testing.T) {
 	}
 }
 
+// checkLayout fails t if the page is wider than the 1280 px window, if
+// the table sel overflows its box, or if its last-error column is
+// narrower than minErr pixels or than the aggregate column.
+func (b *browser) checkLayout(t *testing.T, sel string, minErr float64) {
+	t.Helper()
+	js := fmt.Sprintf(`(() => {
+		const t = document.querySelector(%q), col = (name) => [...t.querySelectorAll("thead th")].find((th) => th.textContent.trim() === name).getBoundingClientRect().width;
+		return {page: document.documentElement.scrollWidth, window: document.documentElement.clientWidth,
+			table: t.getBoundingClientRect().right, box: t.closest("section").getBoundingClientRect().right,
+			err: col("Last error"), agg: col("Aggregate")};
+	})()`, sel)
+	got, err := chromedp.Run(b.ctx, chromedp.Evaluate[map[string]float64](js))
+	if err != nil {
+		t.Fatalf("layout of %s: %v", sel, err)
+	}
+	t.Logf("%s: page %.0f px in a %.0f px window; last error %.0f px, aggregate %.0f px", sel, got["page"], got["window"], got["err"], got["agg"])
+	if got["page"] > got["window"] || got["table"] > got["box"] {
+		t.Errorf("%s overflows at 1280 px: the page is %.0f px wide in a %.0f px window, the table ends at %.0f px in a box ending at %.0f px",
+			sel, got["page"], got["window"], got["table"], got["box"])
+	}
+	if got["err"] < minErr || got["err"] < got["agg"] {
+		t.Errorf("%s: the last-error column is %.0f px wide (the aggregate's %.0f px), want at least %.0f px and at least the aggregate's",
+			sel, got["err"], got["agg"], minErr)
+	}
+}
+
 // Steps of the tests, on CSS selectors.
 func click(sel string) chromedp.Action[chromedp.Void] { return chromedp.Click(chromedp.CSS(sel)) }
 func visible(sel string) chromedp.Action[chromedp.Void] {
@@ -189,7 +215,8 @@ func (e *env) showcase() showcase {
 	add(9, "OrderPlaced", "Order", "o", `{"order":%q,"total":42.5,"currency":"EUR"}`, outbox.StatusDone, now.Add(-time.Hour))
 	add(3, "OrderShipped", "Order", "o", `{"order":%q,"carrier":"DHL"}`, outbox.StatusNew, time.Time{})
 	add(1, "PaymentCaptured", "Payment", "p", `{"payment":%q}`, outbox.StatusRetry, now.Add(time.Hour))
-	add(3, "InvoiceSent", "Invoice", "inv", `{"invoice":%q,"to":"billing@example.com"}`, outbox.StatusDead, time.Time{}, outbox.WithTenant("acme"))
+	// Invoices have long ids, as ids made of a region and a UUID are.
+	add(3, "InvoiceSent", "Invoice", "eu-west-1/inv-7f3e9c2a-4b1d-4e8f-9a6c-2d5b8e1f0c37", `{"invoice":%q,"to":"billing@example.com"}`, outbox.StatusDead, time.Time{}, outbox.WithTenant("acme"))
 	add(2, "StockReserved", "Order", "o", `{"order":%q,"sku":"A-7","qty":2}`, outbox.StatusDead, time.Time{}, outbox.WithHeader("traceparent", trace))
 	events[12].Error = "warehouse API: 503"
 	errs := []string{"smtp 550: mailbox unavailable for billing@example.com", "smtp 550: mailbox unavailable for billing@example.com",
@@ -231,6 +258,7 @@ func TestBrowser(t *testing.T) {
 	if due := br.text(t, "#stat-due"); due != "3" { // the NEW events; the RETRY one is due in an hour
 		t.Errorf("due now %q, want 3", due)
 	}
+	br.checkLayout(t, "#dead-table", 240)
 	if path := os.Getenv(envScreenshot); path != "" {
 		png, err := chromedp.Run(br.ctx, chromedp.FullScreenshot(100))
 		if err != nil || !bytes.HasPrefix(png, []byte("\x89PNG")) {
@@ -279,6 +307,9 @@ func TestBrowser(t *testing.T) {
 	if payload, headers := br.text(t, "#detail-payload"), br.text(t, "#detail-headers"); !strings.Contains(payload, `"sku": "A-7"`) || !strings.Contains(headers, trace) {
 		t.Errorf("details: payload %q, headers %q", payload, headers)
 	}
+	if fields := br.text(t, "#detail-fields"); !strings.Contains(fields, "Died at") || strings.Contains(fields, "Done at") {
+		t.Errorf("a DEAD event's details label its death time wrongly: %q", fields)
+	}
 	br.do(t, "close the event", click("#detail-close"), hidden("#detail"))
 
 	// The events tab lists the replayed event as NEW.
@@ -287,6 +318,7 @@ func TestBrowser(t *testing.T) {
 	if status := br.text(t, eventRow+" .status"); status != "NEW" {
 		t.Errorf("the replayed event's status on the events tab: %q", status)
 	}
+	br.checkLayout(t, "#events-table", 160)
 
 	// Read-only: the same data, a banner, and no control that changes anything.
 	ro, err := New(Config{Sources: []Source{{Name: "orders", Client: e.client, Events: e.store}}})

@@ -10,6 +10,13 @@
 //
 //	h, err := outboxhttp.New(outboxhttp.Config{
 //		Sources: []outboxhttp.Source{{Name: "orders", Client: client, Events: store}},
+//		AuthorizeRead: func(r *http.Request) error { // default: loopback only
+//			if !isStaff(r) {
+//				return errors.New("staff only")
+//			}
+//			return nil
+//		},
+//		AllowedHosts: []string{"app.example.com"}, // the Host names it is served under
 //		Authorize: func(r *http.Request) error {
 //			if !isAdmin(r) { // your session, your roles
 //				return errors.New("admins only")
@@ -34,9 +41,23 @@
 // send and a script of another site cannot send without a CORS preflight
 // that this handler never grants, and a browser's Sec-Fetch-Site or Origin
 // header must not name another origin ([http.CrossOriginProtection]) — and
-// then passed to Authorize; an error refuses it with 403. Reading is not
-// guarded by Authorize: payloads and errors can be sensitive, so wrap the
-// handler in your authentication middleware.
+// then passed to Authorize; an error refuses it with 403.
+//
+// Reading — the page, its assets and every endpoint — is guarded by
+// [Config.AuthorizeRead], which every request passes first. Without it,
+// reads are allowed on direct loopback connections only ([LoopbackOnly]):
+// a request from another machine, or relayed by a proxy, reads nothing.
+// Behind your own authentication middleware, set it to [AllowAnyone].
+//
+// # Host check
+//
+// Before anything else the Host header must name a host the handler
+// answers to: a loopback address, "localhost" or a name under
+// ".localhost", the address of the server's end of the connection, or an
+// entry of [Config.AllowedHosts]. Any other Host — a page of another site
+// whose name was made to resolve to this server (DNS rebinding) — is
+// refused with 421 Misdirected Request. Behind a proxy that checks Host
+// itself, [AnyHost] turns the check off.
 //
 // # Endpoints
 //

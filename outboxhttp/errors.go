@@ -28,6 +28,8 @@ const (
 	codeMethodNotAllowed = "method_not_allowed"
 	codeReadOnly         = "read_only"
 	codeForbidden        = "forbidden"
+	codeReadForbidden    = "read_forbidden"
+	codeMisdirected      = "misdirected_host"
 	codeCrossOrigin      = "cross_origin"
 	codeNotJSON          = "unsupported_media_type"
 	codeTooLarge         = "too_large"
@@ -62,6 +64,10 @@ func methodNotAllowed(got, want string) *apiError {
 
 func forbidden(err error) *apiError {
 	return &apiError{http.StatusForbidden, codeForbidden, "not authorized: " + err.Error()}
+}
+
+func forbiddenRead(err error) *apiError {
+	return &apiError{http.StatusForbidden, codeReadForbidden, "not authorized to read: " + err.Error()}
 }
 
 // errorJSON is the body of every error response of the API.

@@ -28,6 +28,24 @@ type Config struct {
 	// Without Authorize the handler is read-only: the page says so and
 	// shows no buttons, and every mutation is refused with 403.
 	Authorize func(r *http.Request) error
+	// AuthorizeRead decides whether request r may read: the page, its
+	// assets and every endpoint of the API. nil allows it, an error
+	// refuses it with 403 and the error's text. Every request, a mutation
+	// too, passes it first; it must have no side effects.
+	//
+	// Without AuthorizeRead, reads are allowed on direct loopback
+	// connections only (LoopbackOnly). Behind your own authentication
+	// middleware, set it to AllowAnyone.
+	AuthorizeRead func(r *http.Request) error
+	// AllowedHosts are the host names (or IP addresses) of the Host
+	// header the handler answers to, besides the ones it always allows:
+	// loopback addresses, "localhost" and the names under ".localhost",
+	// and the address of the server's end of the connection. Any other
+	// Host is refused with 421, a defence against DNS rebinding (a page of
+	// another site whose name is made to resolve to this server). Names
+	// match without regard to case or a trailing dot and without a
+	// port; AnyHost ("*") allows every Host, for a proxy that checks it.
+	AllowedHosts []string
 	// Title is the page's title (default "outbox").
 	Title string
 	// Logger logs the mutations (who replayed or deleted what) and the
@@ -74,6 +92,8 @@ type Handler struct {
 	sources   map[string]*source
 	names     []string
 	authorize func(r *http.Request) error
+	canRead   func(r *http.Request) error
+	hosts     hostAllowList
 	title     string
 	logger    *slog.Logger
 	clock     outbox.Clock
@@ -95,6 +115,7 @@ func New(cfg Config) (*Handler, error) {
 	h := &Handler{
 		sources:   make(map[string]*source, len(cfg.Sources)),
 		authorize: cfg.Authorize,
+		canRead:   cfg.AuthorizeRead,
 		title:     cfg.Title,
 		logger:    cfg.Logger,
 		clock:     cfg.Clock,
@@ -114,6 +135,13 @@ func New(cfg Config) (*Handler, error) {
 		}
 		h.sources[s.Name] = &source{name: s.Name, client: s.Client, events: s.Events}
 		h.names = append(h.names, s.Name)
+	}
+	var err error
+	if h.hosts, err = newHostAllowList(cfg.AllowedHosts); err != nil {
+		return nil, err
+	}
+	if h.canRead == nil {
+		h.canRead = LoopbackOnly
 	}
 	if h.title == "" {
 		h.title = "outbox"
@@ -136,12 +164,22 @@ func configErr(format string, args ...any) error {
 // Authorize.
 func (h *Handler) ReadOnly() bool { return h.authorize == nil }
 
-// ServeHTTP serves the page and the API. Mount it under a prefix with
+// ServeHTTP serves the page and the API, to a request whose Host is
+// allowed (Config.AllowedHosts) and that Config.AuthorizeRead allows.
+// Mount it under a prefix with
 // http.StripPrefix, the path ending in a slash:
 //
 //	mux.Handle("/admin/outbox/", http.StripPrefix("/admin/outbox", h))
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
+	if err := h.hosts.check(r); err != nil {
+		h.fail(w, r, nil, err)
+		return
+	}
+	if err := h.canRead(r); err != nil {
+		h.fail(w, r, nil, forbiddenRead(err))
+		return
+	}
 	if r.URL.Path == "" {
 		// Mounted at /prefix with the prefix stripped whole: the page's
 		// relative links need /prefix/.

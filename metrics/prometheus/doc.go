@@ -16,6 +16,12 @@
 // Config.MetricsInterval. docs/observability.md lists every series with a
 // query per dashboard panel.
 //
+// Event types get series of their own up to Options.MaxEventTypes
+// (default DefaultMaxEventTypes, 1,000) per Metrics; the events of the
+// types beyond are counted under event_type="_other" (OverflowLabel), with
+// one warning, so that a type made of request data cannot grow the
+// series without end.
+//
 // The package is named outboxprom, not prometheus, so that it never
 // shadows github.com/prometheus/client_golang/prometheus in the files that
 // import both; its module path stays

@@ -3,7 +3,9 @@ package outboxprom
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	outbox "github.com/go-outbox/outbox/core"
@@ -22,6 +24,13 @@ const TenantLabelName = "tenant"
 // DefaultDataSource is the DataSourceLabel value of a Metrics whose
 // Options name no data source.
 const DefaultDataSource = "default"
+
+// DefaultMaxEventTypes is the default of Options.MaxEventTypes.
+const DefaultMaxEventTypes = 1000
+
+// OverflowLabel is the event_type (and tenant) label value of the series
+// that count the events of the types beyond Options.MaxEventTypes.
+const OverflowLabel = "_other"
 
 // Default buckets, in seconds and in events.
 var (
@@ -58,6 +67,19 @@ type Options struct {
 	// tenant multiplies those series, so switch it on only for a bounded
 	// number of tenants.
 	TenantLabel bool
+	// MaxEventTypes caps the distinct event types (event type and tenant
+	// pairs with TenantLabel) that get series of their own, in every
+	// family with an event_type label (default DefaultMaxEventTypes; it
+	// must not be negative). Each type is a few kilobytes of series in
+	// every scrape and in the process, and a type made of request data
+	// would grow them without end: the events of the types seen after the
+	// first MaxEventTypes are counted under event_type="_other"
+	// (OverflowLabel; its tenant label too), so that totals stay right,
+	// and Logger gets one warning the first time.
+	MaxEventTypes int
+	// Logger receives the warning when MaxEventTypes is reached (default
+	// slog.Default()).
+	Logger *slog.Logger
 	// DeliveryBuckets, LatencyBuckets, ClaimBuckets and SizeBuckets
 	// override the histograms' buckets (defaults DefaultDeliveryBuckets,
 	// DefaultLatencyBuckets, DefaultClaimBuckets and DefaultSizeBuckets).
@@ -71,6 +93,9 @@ type Metrics struct {
 	outbox.NopMetrics // what Metrics gains later does nothing here until it is implemented
 	reg               prom.Registerer
 	tenant            bool // Options.TenantLabel
+	maxTypes          int64
+	logger            *slog.Logger
+	dataSource        string
 
 	written, enqueued, dropped, delivered, failed, dead *prom.CounterVec
 	subscriberRuns                                      *prom.CounterVec
@@ -80,11 +105,15 @@ type Metrics struct {
 	queue                                               *prom.GaugeVec
 	pending, due, oldest, deadNow, blocked, sampled     prom.Gauge
 
-	byType sync.Map // outbox.EventLabels (Tenant "" unless tenant) -> *typeSeries
+	byType   sync.Map // outbox.EventLabels (Tenant "" unless tenant) -> *typeSeries
+	mu       sync.Mutex
+	types    int64                      // entries of byType, at most maxTypes (under mu)
+	overflow atomic.Pointer[typeSeries] // the OverflowLabel series, made (under mu) with the first type over the cap
 }
 
 // typeSeries are the series of one event type (and tenant), looked up once.
 type typeSeries struct {
+	vals                                                 []string // the label values: event type, tenant with TenantLabel
 	written, hot, cold, dropped, delivered, failed, dead prom.Counter
 	delivery, latency                                    prom.Observer
 }
@@ -101,6 +130,15 @@ func New(opts Options) (*Metrics, error) {
 	}
 	if opts.DataSource == "" {
 		opts.DataSource = DefaultDataSource
+	}
+	if opts.MaxEventTypes < 0 {
+		return nil, fmt.Errorf("outbox prometheus: MaxEventTypes %d: want 0 (the default, %d) or more", opts.MaxEventTypes, DefaultMaxEventTypes)
+	}
+	if opts.MaxEventTypes == 0 {
+		opts.MaxEventTypes = DefaultMaxEventTypes
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
 	}
 	if _, ok := opts.ConstLabels[DataSourceLabel]; ok {
 		return nil, fmt.Errorf("outbox prometheus: ConstLabels must not set %q: use Options.DataSource", DataSourceLabel)
@@ -141,14 +179,17 @@ func New(opts Options) (*Metrics, error) {
 		return prom.NewCounter(prom.CounterOpts{Namespace: ns, Name: name, Help: help, ConstLabels: labels})
 	}
 	m := &Metrics{
-		reg:       opts.Registerer,
-		tenant:    opts.TenantLabel,
-		written:   counter("events_written_total", "Events inserted by transactions that committed."),
-		enqueued:  counter("enqueued_total", "Events queued for delivery in this process, by path (hot: right after commit, cold: claimed by the poller).", "path"),
-		dropped:   counter("hot_dropped_total", "Committed events the hot path could not queue, left to a poller."),
-		delivered: counter("delivered_total", "Deliveries whose listener succeeded."),
-		failed:    counter("failed_total", "Deliveries that failed and will be retried."),
-		dead:      counter("dead_total", "Events moved to DEAD."),
+		reg:        opts.Registerer,
+		tenant:     opts.TenantLabel,
+		maxTypes:   int64(opts.MaxEventTypes),
+		logger:     opts.Logger,
+		dataSource: opts.DataSource,
+		written:    counter("events_written_total", "Events inserted by transactions that committed."),
+		enqueued:   counter("enqueued_total", "Events queued for delivery in this process, by path (hot: right after commit, cold: claimed by the poller).", "path"),
+		dropped:    counter("hot_dropped_total", "Committed events the hot path could not queue, left to a poller."),
+		delivered:  counter("delivered_total", "Deliveries whose listener succeeded."),
+		failed:     counter("failed_total", "Deliveries that failed and will be retried."),
+		dead:       counter("dead_total", "Events moved to DEAD."),
 		subscriberRuns: counter("subscriber_runs_total", "Runs of the subscribers of fan-out deliveries (Client.Subscribe), by subscriber and outcome (ok, failed).",
 			"subscriber", "outcome"),
 		delivery:   hist("delivery_seconds", "Duration of one delivery: interceptors and listener.", opts.DeliveryBuckets, DefaultDeliveryBuckets),
@@ -203,7 +244,8 @@ func (m *Metrics) Collect(ch chan<- prom.Metric) {
 }
 
 // series returns the series of l (its event type, and its tenant with
-// Options.TenantLabel), creating them once.
+// Options.TenantLabel), creating them once; beyond Options.MaxEventTypes,
+// the OverflowLabel series.
 func (m *Metrics) series(l outbox.EventLabels) *typeSeries {
 	if !m.tenant {
 		l.Tenant = ""
@@ -211,19 +253,50 @@ func (m *Metrics) series(l outbox.EventLabels) *typeSeries {
 	if s, ok := m.byType.Load(l); ok {
 		return s.(*typeSeries)
 	}
+	if s := m.overflow.Load(); s != nil { // full: no new type gets series
+		return s
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if s, ok := m.byType.Load(l); ok {
+		return s.(*typeSeries)
+	}
+	if m.types >= m.maxTypes {
+		return m.overflowSeries()
+	}
+	s := m.newSeries(l)
+	m.byType.Store(l, s)
+	m.types++
+	return s
+}
+
+// overflowSeries returns the OverflowLabel series, and warns once. The
+// caller holds mu.
+func (m *Metrics) overflowSeries() *typeSeries {
+	s := m.overflow.Load()
+	if s == nil {
+		s = m.newSeries(outbox.EventLabels{Type: OverflowLabel, Tenant: OverflowLabel})
+		m.overflow.Store(s)
+		m.logger.Warn("outbox prometheus: more distinct event types than Options.MaxEventTypes; the events of the others are counted under event_type=\""+OverflowLabel+"\"",
+			"datasource", m.dataSource, "max_event_types", m.maxTypes)
+	}
+	return s
+}
+
+// newSeries makes the series of l.
+func (m *Metrics) newSeries(l outbox.EventLabels) *typeSeries {
 	vals := []string{l.Type}
 	if m.tenant {
 		vals = append(vals, l.Tenant)
 	}
 	path := func(p outbox.Path) []string { return append(vals[:len(vals):len(vals)], p.String()) }
-	s := &typeSeries{
+	return &typeSeries{
+		vals:    vals,
 		written: m.written.WithLabelValues(vals...), hot: m.enqueued.WithLabelValues(path(outbox.PathHot)...),
 		cold: m.enqueued.WithLabelValues(path(outbox.PathCold)...), dropped: m.dropped.WithLabelValues(vals...),
 		delivered: m.delivered.WithLabelValues(vals...), failed: m.failed.WithLabelValues(vals...), dead: m.dead.WithLabelValues(vals...),
 		delivery: m.delivery.WithLabelValues(vals...), latency: m.latency.WithLabelValues(vals...),
 	}
-	actual, _ := m.byType.LoadOrStore(l, s)
-	return actual.(*typeSeries)
 }
 
 // EventsWritten adds n to outbox_events_written_total.
@@ -248,15 +321,12 @@ func (m *Metrics) Delivered(l outbox.EventLabels) { m.series(l).delivered.Inc() 
 // SubscriberRun increments outbox_subscriber_runs_total of the subscriber
 // and outcome.
 func (m *Metrics) SubscriberRun(l outbox.EventLabels, name string, ok bool) {
-	vals := []string{l.Type}
-	if m.tenant {
-		vals = append(vals, l.Tenant)
-	}
+	vals := m.series(l).vals
 	outcome := "failed"
 	if ok {
 		outcome = "ok"
 	}
-	m.subscriberRuns.WithLabelValues(append(vals, name, outcome)...).Inc()
+	m.subscriberRuns.WithLabelValues(append(vals[:len(vals):len(vals)], name, outcome)...).Inc()
 }
 
 // Failed increments outbox_failed_total.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	outbox "github.com/go-outbox/outbox/core"
 	"github.com/go-outbox/outbox/core/outboxsql"
+	"github.com/go-outbox/outbox/core/outboxtest"
 	outboxprom "github.com/go-outbox/outbox/metrics/prometheus"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -285,15 +287,7 @@ func TestTenantLabel(t *testing.T) {
 		}
 		acme, none := outbox.EventLabels{Type: "Ping", Tenant: "acme"}, outbox.EventLabels{Type: "Ping"}
 		for _, l := range []outbox.EventLabels{acme, none, acme} {
-			m.EventsWritten(l, 1)
-			m.EventEnqueued(l, outbox.PathHot)
-			m.EventDropped(l)
-			m.Delivered(l)
-			m.Failed(l)
-			m.Dead(l)
-			m.ListenerDuration(l, time.Millisecond)
-			m.CommitToDelivery(l, time.Millisecond)
-			m.SubscriberRun(l, "mail", false)
+			everyPerEventMethod(m, l, false)
 		}
 		m.SubscriberRun(acme, "mail", true)
 		m.AckBatch(3)
@@ -339,5 +333,119 @@ func TestTenantLabel(t *testing.T) {
 		if got := value(t, reg, "outbox_subscriber_runs_total", labels); got != 1 {
 			t.Errorf("TenantLabel %v: subscriber runs %v = %v, want 1", on, labels, got)
 		}
+	}
+}
+
+// everyPerEventMethod records one event of l in every per-event family,
+// with a run of subscriber "mail" that succeeded or failed.
+func everyPerEventMethod(m *outboxprom.Metrics, l outbox.EventLabels, subscriberOK bool) {
+	m.EventsWritten(l, 2)
+	m.EventEnqueued(l, outbox.PathHot)
+	m.EventEnqueued(l, outbox.PathCold)
+	m.EventDropped(l)
+	m.Delivered(l)
+	m.Failed(l)
+	m.Dead(l)
+	m.ListenerDuration(l, time.Millisecond)
+	m.CommitToDelivery(l, time.Millisecond)
+	m.SubscriberRun(l, "mail", subscriberOK)
+}
+
+// typeSeries returns, per family with an event_type label, the number of
+// distinct event_type values, and the value (or sample count) summed over
+// its series.
+func typeSeries(t *testing.T, reg prometheus.Gatherer) (types map[string]int, totals map[string]float64) {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	types, totals = map[string]int{}, map[string]float64{}
+	for _, mf := range mfs {
+		seen := map[string]bool{}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == "event_type" {
+					seen[lp.GetValue()] = true
+				}
+			}
+			totals[mf.GetName()] += m.GetCounter().GetValue() + float64(m.GetHistogram().GetSampleCount())
+		}
+		if len(seen) > 0 {
+			types[mf.GetName()] = len(seen)
+		}
+	}
+	return types, totals
+}
+
+// TestEventTypeCap records events of 5,000 distinct types with a cap of
+// 100 (as when a type is made of request data): every family keeps at most
+// 101 event types, the 4,900 others counted under "_other", the totals
+// unchanged, and one warning is logged.
+func TestEventTypeCap(t *testing.T) {
+	for _, tenant := range []bool{false, true} {
+		reg := prometheus.NewPedanticRegistry()
+		logger, log := outboxtest.NewLogBuffer()
+		m, err := outboxprom.New(outboxprom.Options{Registerer: reg, MaxEventTypes: 100, TenantLabel: tenant, Logger: logger})
+		if err != nil {
+			t.Fatal(err)
+		}
+		const n = 5000
+		for i := range n {
+			everyPerEventMethod(m, outbox.EventLabels{Type: fmt.Sprintf("Type%05d", i), Tenant: "acme"}, true)
+		}
+		everyPerEventMethod(m, outbox.EventLabels{Type: "Type00007", Tenant: "acme"}, true) // an early type keeps its series
+		types, totals := typeSeries(t, reg)
+		if len(types) != 9 {
+			t.Errorf("TenantLabel %v: %d families with an event_type label, want 9: %v", tenant, len(types), types)
+		}
+		for family, got := range types {
+			if got > 101 {
+				t.Errorf("TenantLabel %v: %s has %d event types, want at most 101", tenant, family, got)
+			}
+		}
+		for family, want := range map[string]float64{
+			"outbox_events_written_total": 2 * (n + 1), "outbox_enqueued_total": 2 * (n + 1), "outbox_delivered_total": n + 1,
+			"outbox_dead_total": n + 1, "outbox_delivery_seconds": n + 1, "outbox_commit_to_delivery_seconds": n + 1,
+			"outbox_subscriber_runs_total": n + 1,
+		} {
+			if totals[family] != want {
+				t.Errorf("TenantLabel %v: %s totals %v, want %v", tenant, family, totals[family], want)
+			}
+		}
+		other := map[string]string{"event_type": outboxprom.OverflowLabel}
+		if tenant {
+			other[outboxprom.TenantLabelName] = outboxprom.OverflowLabel
+		}
+		if got := value(t, reg, "outbox_delivered_total", other); got != n-100 {
+			t.Errorf("TenantLabel %v: delivered under _other %v, want %d", tenant, got, n-100)
+		}
+		if got := value(t, reg, "outbox_delivered_total", map[string]string{"event_type": "Type00007"}); got != 2 {
+			t.Errorf("TenantLabel %v: delivered Type00007 %v, want 2", tenant, got)
+		}
+		if lines := strings.Count(log.String(), "MaxEventTypes"); lines != 1 {
+			t.Errorf("TenantLabel %v: %d warnings, want 1:\n%s", tenant, lines, log.String())
+		}
+	}
+	if _, err := outboxprom.New(outboxprom.Options{Registerer: prometheus.NewRegistry(), MaxEventTypes: -1}); err == nil {
+		t.Error("MaxEventTypes -1 accepted")
+	}
+}
+
+// TestEventTypeCapByDefault: without Options.MaxEventTypes, 5,000 event
+// types get at most 1,001 series per family.
+func TestEventTypeCapByDefault(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	m, err := outboxprom.New(outboxprom.Options{Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5000 {
+		m.Delivered(outbox.EventLabels{Type: fmt.Sprintf("Type%05d", i)})
+	}
+	types, totals := typeSeries(t, reg)
+	if types["outbox_delivered_total"] > 1001 || totals["outbox_delivered_total"] != 5000 {
+		t.Errorf("delivered: %d event types (want at most 1,001), %v in all (want 5000)",
+			types["outbox_delivered_total"], totals["outbox_delivered_total"])
 	}
 }

@@ -129,7 +129,9 @@
       };
       ok.onclick = () => done(true);
       $("confirm-cancel").onclick = () => done(false);
-      d.onclose = () => done(false);
+      // The close event of the previous question comes later, as a task:
+      // by then this dialog may be open again, and it is not its answer.
+      d.onclose = () => { if (!d.open) done(false); };
       d.showModal();
       $("confirm-cancel").focus();
     });
@@ -194,10 +196,13 @@
   function typeText(e) {
     return (e.type || "?") + (e.subscribers ? " [" + e.subscribers.join(", ") + "]" : "");
   }
+  // Cells cut with an ellipsis carry their whole text as a tooltip.
+  function typeCell(e) { const t = typeText(e); return el("td", { class: "type", title: t }, t); }
+  function aggregateCell(e) { const t = aggregateText(e); return el("td", { class: "agg", title: t }, t); }
 
   function errorCell(e) {
     const text = e.decode_error ? "cannot decode: " + e.decode_error : firstLine(e.last_error);
-    return el("td", { class: "err", title: e.decode_error || e.last_error || "" }, text);
+    return el("td", { class: "err", title: e.decode_error || e.last_error || "" }, el("div", {}, text));
   }
 
   async function loadDead() {
@@ -215,7 +220,7 @@
           onchange: (ev) => { if (ev.target.checked) d.selected.add(e.id); else d.selected.delete(e.id); updateDeadButtons(); },
         })));
       }
-      cells.push(el("td", { class: "id" }, idLink(e.id)), el("td", {}, typeText(e)), el("td", {}, aggregateText(e)),
+      cells.push(el("td", { class: "id" }, idLink(e.id)), typeCell(e), aggregateCell(e),
         el("td", { class: "num" }, e.attempts), timeCell(e.done_at || e.created_at), errorCell(e));
       if (canMutate()) {
         cells.push(el("td", { class: "actions" },
@@ -259,8 +264,8 @@
     const res = await api(src() + "/events" + query({ ...v.filter, after, limit: 50 }));
     const rows = res.events.map((e) => el("tr", { dataset: { id: e.id } },
       el("td", { class: "id" }, idLink(e.id)),
-      el("td", {}, el("span", { class: "status " + e.status }, e.status)),
-      el("td", {}, typeText(e)), el("td", {}, aggregateText(e)), el("td", { class: "num" }, e.attempts),
+      el("td", { class: "st" }, el("span", { class: "status " + e.status }, e.status)),
+      typeCell(e), aggregateCell(e), el("td", { class: "num" }, e.attempts),
       timeCell(e.created_at), timeCell(e.available_at), errorCell(e)));
     $("events-table").tBodies[0].replaceChildren(...rows);
     $("events-empty").hidden = rows.length > 0;
@@ -280,7 +285,7 @@
       ["Status", e.status], ["Type", e.type], ["Aggregate", aggregateText(e)], ["Tenant", e.tenant_id], ["Subscribers", (e.subscribers || []).join(", ")],
       ["Schema version", e.schema_version],
       ["Attempts", e.attempts], ["Occurred at", fmtTime(e.occurred_at)], ["Created at", fmtTime(e.created_at)],
-      ["Available at", fmtTime(e.available_at)], ["Done at", fmtTime(e.done_at)], ["Locked by", e.locked_by],
+      ["Available at", fmtTime(e.available_at)], [e.status === "DEAD" ? "Died at" : "Done at", fmtTime(e.done_at)], ["Locked by", e.locked_by],
       ["Locked at", fmtTime(e.locked_at)], ["Decode error", e.decode_error],
     ];
     $("detail-fields").replaceChildren(...fields.filter(([, v]) => v !== undefined && v !== "" && v !== "–")

@@ -30,9 +30,10 @@ type Admin struct {
 	authorize func(r *http.Request) error
 }
 
-// newAdmin returns the admin handler of the default data source: anyone
-// may read (the demo listens on loopback; a real service puts its
-// authentication in front), and replays and deletes need the admin token.
+// newAdmin returns the admin handler of the default data source: it is
+// read on loopback connections only (the handler's default; a real
+// service puts its authentication in front and sets AuthorizeRead), and
+// replays and deletes need the admin token.
 // Without a token it is read-only.
 func newAdmin(s settings, c *outbox.Client, store *outboxsql.Store, log zerolog.Logger) (*Admin, error) {
 	cfg := outboxhttp.Config{

@@ -271,6 +271,8 @@ func (a *API) logRequests(next http.Handler) http.Handler {
 		}
 		ev := l.Info()
 		switch {
+		case routine(r) && rec.status < 400:
+			ev = l.Debug()
 		case rec.status >= 500:
 			ev = l.Error()
 		case rec.status >= 400:

@@ -28,9 +28,18 @@ type settings struct {
 	// adminToken allows replay and delete on the admin page; empty:
 	// read-only.
 	adminToken string
-	// traces receives the spans as JSON (the OpenTelemetry stdout
-	// exporter); nil: no tracing.
-	traces io.Writer
+	// traces receives the spans as JSON lines (the OpenTelemetry stdout
+	// exporter), indented with prettyTraces; nil: no tracing.
+	traces       io.Writer
+	prettyTraces bool
+}
+
+// zerologFx routes fx's event log to logger: its wiring too at debug level.
+func zerologFx(logger zerolog.Logger) fx.Option {
+	if logger.GetLevel() <= zerolog.DebugLevel {
+		return outboxfx.WithZerologVerbose()
+	}
+	return outboxfx.WithZerolog()
 }
 
 // appOptions is the whole application except the listening server: the
@@ -40,14 +49,14 @@ type settings struct {
 // metrics and traces (Observability) and the HTTP handler. Tests serve the
 // handler with httptest instead.
 func appOptions(s settings, logger zerolog.Logger) fx.Option {
-	obs, err := newObservability(s.traces)
+	obs, err := newObservability(s.traces, s.prettyTraces)
 	if err != nil {
 		return fx.Error(fmt.Errorf("http-demo: observability: %w", err))
 	}
 	return fx.Options(
 		fx.Supply(logger, obs),
 		obs.lifecycle(),
-		outboxfx.WithZerolog(),
+		zerologFx(logger),
 		outboxfx.ZerologLogger(), // the outbox logs to the zerolog.Logger too
 		outboxfx.SQLDBFromURL(outboxfx.DefaultName, s.dsn),
 		// GORM on that pool, with the outboxgorm plugin: the *gorm.DB for

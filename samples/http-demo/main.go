@@ -24,8 +24,10 @@
 //	GET  /metrics                   Prometheus: outbox_* (delivered, failed, dead, latency histograms, backlog), Go, process
 //	GET  /livez, GET /readyz
 //
-// Traces of requests and deliveries are printed on standard output as
-// JSON (-traces=false turns them off); logs go to standard error.
+// Traces are off unless asked for: -trace stdout (or HTTP_DEMO_TRACE=stdout)
+// prints the spans of requests and deliveries on standard output, one JSON
+// line each (-trace pretty: indented); health checks, metrics scrapes and
+// the admin page's files are never traced. Logs go to standard error.
 package main
 
 import (
@@ -47,8 +49,9 @@ func main() {
 	failListener := flag.Bool("fail-listener", envBool("HTTP_DEMO_FAIL_LISTENER"),
 		"start with the shipping listener failing (also HTTP_DEMO_FAIL_LISTENER=1; toggle with PUT /debug/shipping)")
 	pretty := flag.Bool("pretty", isTerminal(os.Stderr), "human-readable logs instead of JSON lines")
-	logLevel := flag.String("log-level", "info", "trace, debug (fx's wiring included), info, warn or error")
-	traces := flag.Bool("traces", true, "print the spans of requests and deliveries as JSON on standard output (-traces=false: off)")
+	logLevel := flag.String("log-level", "info", "trace, debug (fx's wiring and the requests of health checks, metrics and page files included), info, warn or error")
+	trace := flag.String("trace", os.Getenv("HTTP_DEMO_TRACE"),
+		"off, stdout (one JSON line per span of a request or delivery, on standard output) or pretty (indented) (default HTTP_DEMO_TRACE, else off)")
 	adminToken := flag.String("admin-token", "",
 		"token that allows replay and delete on the admin page /admin/ (default HTTP_DEMO_ADMIN_TOKEN, which ps does not show; none: read-only)")
 	flag.Parse()
@@ -71,8 +74,9 @@ func main() {
 	logger = logger.Level(level).With().Timestamp().Logger()
 
 	s := settings{dsn: *dsn, failListener: *failListener, adminToken: *adminToken}
-	if *traces {
-		s.traces = os.Stdout
+	if s.traces, s.prettyTraces, err = traceOutput(*trace, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "http-demo: -trace:", err)
+		os.Exit(2)
 	}
 	app := fx.New(
 		appOptions(s, logger),

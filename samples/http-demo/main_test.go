@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -27,7 +28,13 @@ import (
 
 // TestMain fails the run if any goroutine outlives the tests: stopping the
 // app must stop the outbox Client and the HTTP server and close the pool.
+// With envRunMain=1 the test binary is the demo itself (see
+// TestTheDemoIsQuietByDefault).
 func TestMain(m *testing.M) {
+	if os.Getenv(envRunMain) == "1" {
+		main()
+		return
+	}
 	goleak.VerifyTestMain(m)
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 
 	outboxprom "github.com/go-outbox/outbox/metrics/prometheus"
 	outboxotel "github.com/go-outbox/outbox/otel"
@@ -22,9 +23,10 @@ import (
 
 // Observability is the service's metrics registry and tracer: the
 // outbox's Prometheus collector for the default data source, served on
-// GET /metrics, and, when traces are on, spans of every request and of
-// every delivery (its parent the request that wrote the event) printed as
-// JSON by the OpenTelemetry stdout exporter.
+// GET /metrics, and, when traces are on, spans of the requests (not the
+// routine ones: untraced) and of every delivery (its parent the request
+// that wrote the event) printed as JSON by the OpenTelemetry stdout
+// exporter.
 type Observability struct {
 	registry *prometheus.Registry
 	metrics  *outboxprom.Metrics
@@ -33,9 +35,37 @@ type Observability struct {
 	tracing  outboxotel.Options
 }
 
+// traceOutput reads the -trace setting: "" or "off" (no tracing), "stdout"
+// (a JSON line per span on stdout) or "pretty" (indented JSON).
+func traceOutput(mode string, stdout io.Writer) (w io.Writer, pretty bool, err error) {
+	switch strings.ToLower(strings.TrimSpace(mode)) {
+	case "", "off":
+		return nil, false, nil
+	case "stdout":
+		return stdout, false, nil
+	case "pretty":
+		return stdout, true, nil
+	}
+	return nil, false, fmt.Errorf("%q: want off, stdout or pretty", mode)
+}
+
+// routine reports whether r is a request of the service's upkeep — a
+// health check, a metrics scrape, the admin page or one of its files —
+// which is neither traced nor logged above debug level: a scraper and a
+// prober send one every few seconds.
+func routine(r *http.Request) bool {
+	switch p := r.URL.Path; {
+	case p == "/livez" || p == "/readyz" || p == "/metrics" || p == "/favicon.ico":
+		return true
+	case p == "/admin/" || p == "/admin" || strings.HasPrefix(p, "/admin/assets/"):
+		return r.Method == http.MethodGet || r.Method == http.MethodHead
+	}
+	return false
+}
+
 // newObservability builds the registry and, if traces is not nil, a tracer
-// provider that prints spans to it.
-func newObservability(traces io.Writer) (*Observability, error) {
+// provider that prints spans to it, indented if pretty.
+func newObservability(traces io.Writer, pretty bool) (*Observability, error) {
 	o := &Observability{registry: prometheus.NewRegistry(), tp: noop.NewTracerProvider()}
 	o.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	var err error
@@ -43,7 +73,11 @@ func newObservability(traces io.Writer) (*Observability, error) {
 		return nil, err
 	}
 	if traces != nil {
-		exp, err := stdouttrace.New(stdouttrace.WithWriter(traces), stdouttrace.WithPrettyPrint())
+		opts := []stdouttrace.Option{stdouttrace.WithWriter(traces)}
+		if pretty {
+			opts = append(opts, stdouttrace.WithPrettyPrint())
+		}
+		exp, err := stdouttrace.New(opts...)
 		if err != nil {
 			return nil, fmt.Errorf("trace exporter: %w", err)
 		}
@@ -75,11 +109,15 @@ func (o *Observability) metricsHandler() http.Handler {
 	return promhttp.HandlerFor(o.registry, promhttp.HandlerOpts{Registry: o.registry})
 }
 
-// traceRequests runs each request in a server span; the outbox events it
-// writes carry the span's context to their listener.
+// traceRequests runs each request but the routine ones in a server span;
+// the outbox events it writes carry the span's context to their listener.
 func (o *Observability) traceRequests(next http.Handler) http.Handler {
 	tracer := o.tp.Tracer("http-demo")
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if o.sdk == nil || routine(r) {
+			next.ServeHTTP(w, r)
+			return
+		}
 		ctx, span := tracer.Start(r.Context(), r.Method, trace.WithSpanKind(trace.SpanKindServer),
 			trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("url.path", r.URL.Path)))
 		defer span.End()

@@ -245,6 +245,12 @@ func run(ctx context.Context, o options) (summary, error) {
 		return c.summary(), err
 	}
 	say("  wrote %d orders, each with its OrderPlaced event in the same transaction; the relay publishes them", half)
+	// The orders are written faster than the relay's first poll: the
+	// redeploy comes once it has published some of them, not before.
+	if err := waitPublishes(ctx, o.timeout, c, int64(max(1, half/2))); err != nil {
+		_ = relay1.Close(ctx)
+		return c.summary(), err
+	}
 	if err := relay1.Close(ctx); err != nil {
 		return c.summary(), err
 	}
@@ -412,6 +418,22 @@ func (k *consumer) handle(ctx context.Context, d delivery) {
 	default:
 		_ = d.ack()
 	}
+}
+
+// waitPublishes waits until the relay has published at least n events:
+// a redeploy before the first publish would show nothing.
+func waitPublishes(ctx context.Context, timeout time.Duration, c *counters, n int64) error {
+	deadline := time.Now().Add(timeout)
+	for c.relayed.Load() < n {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the relay published %d events in %s, want %d before its redeploy", c.relayed.Load(), timeout, n)
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return nil
 }
 
 // waitSettled waits until the outbox has no pending event, every order was

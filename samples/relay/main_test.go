@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -98,7 +100,8 @@ var summaryLine = regexp.MustCompile(`^written=\d+ relayed=\d+ applied=\d+ dupli
 // too).
 func runSample(t *testing.T, dbURL, broker string, n int) {
 	t.Helper()
-	o := options{db: dbURL, broker: broker, orders: n, timeout: time.Minute, story: t.Output(), logOut: io.Discard}
+	var story strings.Builder
+	o := options{db: dbURL, broker: broker, orders: n, timeout: time.Minute, story: io.MultiWriter(t.Output(), &story), logOut: io.Discard}
 	if broker == "amqp" {
 		o.amqpURL = brokerURL(t, broker)
 	} else {
@@ -129,7 +132,18 @@ func runSample(t *testing.T, dbURL, broker string, n int) {
 	if sum.duplicates < wantDup {
 		t.Errorf("%s: want at least %d duplicates suppressed", sum, wantDup)
 	}
+	// The redeploy happened mid-run: the first relay had published some
+	// events, not all of them.
+	m := redeployLine.FindStringSubmatch(story.String())
+	if m == nil {
+		t.Fatalf("the story does not tell the redeploy:\n%s", story.String())
+	}
+	if before, _ := strconv.ParseInt(m[1], 10, 64); before == 0 || before >= sum.relayed {
+		t.Errorf("the relay was redeployed after %d of %d publishes, want in between", before, sum.relayed)
+	}
 }
+
+var redeployLine = regexp.MustCompile(`relay stopped \(a deploy\) after (\d+) publishes`)
 
 func TestNATSOnSQLite(t *testing.T) {
 	runSample(t, filepath.Join(t.TempDir(), "relay.db"), "nats", 200)
