@@ -210,7 +210,7 @@ func mysqlURL(d *dialect, raw string) (Source, error) {
 	if err := mysqlCheckParams(q); err != nil {
 		return Source{}, err
 	}
-	return Source{Dialect: d, Driver: d.driverNames[0], DSN: b.String(), Display: u.Redacted()}, nil
+	return Source{Dialect: d, Driver: d.driverNames[0], DSN: b.String(), Display: RedactDSN(raw)}, nil
 }
 
 // mysqlDSN checks a go-sql-driver/mysql DSN,
@@ -224,13 +224,7 @@ func mysqlDSN(d *dialect, dsn string) (Source, error) {
 	if err := mysqlCheckParams(q); err != nil {
 		return Source{}, err
 	}
-	display, head := dsn, dsn[:slash]
-	if at := strings.LastIndex(head, "@"); at >= 0 {
-		if c := strings.IndexByte(head[:at], ':'); c >= 0 {
-			display = head[:c+1] + "xxxxx" + dsn[at:]
-		}
-	}
-	return Source{Dialect: d, Driver: d.driverNames[0], DSN: dsn, Display: display}, nil
+	return Source{Dialect: d, Driver: d.driverNames[0], DSN: dsn, Display: RedactDSN(dsn)}, nil
 }
 
 // mysqlCheckParams refuses the driver parameters (query) the store cannot

@@ -83,12 +83,12 @@ func postgresURL(d *dialect, raw string) (Source, error) {
 	if u.Opaque != "" {
 		return Source{}, urlErr("bad PostgreSQL URL: write postgres://user:password@host:port/database")
 	}
-	return Source{Dialect: d, Driver: d.driverNames[0], DSN: raw, Display: u.Redacted()}, nil
+	return Source{Dialect: d, Driver: d.driverNames[0], DSN: raw, Display: RedactDSN(raw)}, nil
 }
 
 // postgresDSN takes a key=value DSN as it is; pgx's stdlib reads it.
 func postgresDSN(d *dialect, dsn string) (Source, error) {
-	return Source{Dialect: d, Driver: d.driverNames[0], DSN: dsn, Display: "PostgreSQL key=value DSN"}, nil
+	return Source{Dialect: d, Driver: d.driverNames[0], DSN: dsn, Display: RedactDSN(dsn)}, nil
 }
 
 // scanTimeValue accepts the time.Time that drivers return for timestamp

@@ -90,7 +90,7 @@ func redactDSN(dsn string) (string, []string) {
 	switch {
 	case strings.Contains(dsn, "://"):
 		redacted = redactURL(dsn, keep)
-	case DSNDialect(dsn) == PostgreSQL:
+	case keywordDSNForm.MatchString(dsn):
 		redacted = redactKeywords(dsn, keep)
 	default:
 		redacted = redactDriverDSN(dsn, keep)

@@ -102,7 +102,8 @@ func TestParseURL(t *testing.T) {
 		{"postgresql://u@db/x", PostgreSQL, "pgx", "postgresql://u@db/x", "postgresql://u@db/x", ""},
 		{"mysql://root@127.0.0.1:3306/test", MySQL, "mysql", "root@tcp(127.0.0.1:3306)/test?parseTime=true", "mysql://root@127.0.0.1:3306/test", ""},
 		{"mysql://u:p%40ss:w@db/app?parseTime=false&tls=true", MySQL, "mysql", "u:p@ss:w@tcp(db)/app?parseTime=false&tls=true", "mysql://u:xxxxx@db/app?parseTime=false&tls=true", ""},
-		{"MySQL://u@db/app?loc=UTC", MySQL, "mysql", "u@tcp(db)/app?loc=UTC&parseTime=true", "mysql://u@db/app?loc=UTC", ""},
+		{"MySQL://u@db/app?loc=UTC", MySQL, "mysql", "u@tcp(db)/app?loc=UTC&parseTime=true", "MySQL://u@db/app?loc=UTC", ""},
+		{"postgres://app@db/x?sslpassword=k3y&sslmode=require", PostgreSQL, "pgx", "postgres://app@db/x?sslpassword=k3y&sslmode=require", "postgres://app@db/x?sslpassword=xxxxx&sslmode=require", ""},
 		{"sqlite:data/orders.db", SQLite, "sqlite", SQLiteDSN("data/orders.db"), "sqlite:data/orders.db", "data/orders.db"},
 		{"sqlite3:///tmp/o.db", SQLite, "sqlite", SQLiteDSN("/tmp/o.db"), "sqlite3:///tmp/o.db", "/tmp/o.db"},
 		{"sqlite://localhost/tmp/o.db", SQLite, "sqlite", SQLiteDSN("/tmp/o.db"), "sqlite://localhost/tmp/o.db", "/tmp/o.db"},
@@ -149,7 +150,7 @@ func TestParseDSN(t *testing.T) {
 		driver, want string
 		display      string
 	}{
-		{PostgreSQL, "host=db user=app password=s3cret", "pgx", "host=db user=app password=s3cret", "PostgreSQL key=value DSN"},
+		{PostgreSQL, "host=db user=app password=s3cret", "pgx", "host=db user=app password=s3cret", "host=db user=app password=xxxxx"},
 		{PostgreSQL, "postgres://app@db/x", "pgx", "postgres://app@db/x", "postgres://app@db/x"},
 		// parseTime does not matter: the DSN is taken as it is.
 		{MySQL, "root:s3cret@tcp(127.0.0.1:3306)/test", "mysql", "root:s3cret@tcp(127.0.0.1:3306)/test", "root:xxxxx@tcp(127.0.0.1:3306)/test"},
