@@ -292,7 +292,8 @@ func (d *dispatcher) poll() (queued, bool) {
 // context would make every worker take that context's lock twice per
 // batch.
 func (d *dispatcher) work() {
-	defer d.workers.Done()
+	returned := false
+	defer d.replaceOnGoexit(&returned, d.work)
 	ctx, cancel := context.WithCancel(d.runCtx)
 	defer cancel()
 	to := newTimeouts(ctx, d.cfg.ListenerTimeout)
@@ -301,6 +302,7 @@ func (d *dispatcher) work() {
 	for {
 		q, ok := d.next()
 		if !ok {
+			returned = true
 			return
 		}
 		for ok {
@@ -315,7 +317,8 @@ func (d *dispatcher) expired(q queued) bool { return d.claims.expired(q.hold, q.
 
 // suspectLane delivers the events of the suspects queue one at a time.
 func (d *dispatcher) suspectLane() {
-	defer d.workers.Done()
+	returned := false
+	defer d.replaceOnGoexit(&returned, d.suspectLane)
 	to := newTimeouts(d.runCtx, d.cfg.ListenerTimeout)
 	defer to.close()
 	for {
@@ -326,11 +329,27 @@ func (d *dispatcher) suspectLane() {
 			}
 			d.deliverSuspect(to, q)
 		case <-d.stopping:
+			returned = true
 			return // releaseQueued gives the rest back
 		case <-d.runCtx.Done():
+			returned = true
 			return
 		}
 	}
+}
+
+// replaceOnGoexit ends a worker goroutine (a worker or the suspect lane),
+// deferred by it: unless it returned, something it ran called
+// runtime.Goexit, which no recover stops; the delivery's own deferred
+// calls have stored its outcome (ErrGoexit), and a new goroutine running
+// fn takes the worker's place, so that the pool keeps its size.
+func (d *dispatcher) replaceOnGoexit(returned *bool, fn func()) {
+	if !*returned {
+		d.log.Warn("outbox: a listener called runtime.Goexit; its delivery failed and its worker was replaced")
+		d.workers.Add(1) // before Done: Close's Wait must not see the pool empty
+		go fn()
+	}
+	d.workers.Done()
 }
 
 // deliverSuspect delivers an event taken over from an owner that stored no

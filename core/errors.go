@@ -43,6 +43,11 @@ var (
 	// BatchListener.HandleBatch returned fewer results than events: the
 	// events without a result count as failed.
 	ErrNoResult = errors.New("outbox: batch listener returned no result for the event")
+	// ErrGoexit is the failure recorded when a listener, a subscriber or
+	// an interceptor calls runtime.Goexit (as t.FailNow does) instead of
+	// returning: the delivery is a failed attempt, as a panic is, and the
+	// worker that ran it is replaced.
+	ErrGoexit = errors.New("outbox: the listener called runtime.Goexit instead of returning")
 )
 
 // RetryAfterError asks the dispatcher to deliver the event again after Delay

@@ -63,6 +63,7 @@ func (f *fanOut) run(ctx context.Context, e Envelope, owed []string, report func
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			errs[i] = ErrGoexit // kept if the subscriber calls runtime.Goexit
 			errs[i] = guard(func() error { return l.Handle(ctx, e) })
 		}()
 	}
