@@ -172,7 +172,8 @@ func released() outcome { return outcome{verdict: settleRelease} }
 // subs are the subscribers the event owes from now on. It is the one
 // place where an event is sent to DEAD: it has no listener (unless
 // UnroutedRetry is set: then it is due again after that long, like a
-// RetryAfter) or cannot be decoded, or it failed with its attempts spent.
+// RetryAfter) or cannot be decoded, or it failed permanently (ErrPermanent)
+// or with its attempts spent.
 // A RetryAfter is due after its delay without using the attempt; any other
 // failure is retried after the RetryPolicy's delay.
 func (c *claims) decide(attempt int, count bool, err error, subs []string) outcome {
@@ -187,6 +188,8 @@ func (c *claims) decide(attempt int, count bool, err error, subs []string) outco
 	case c.unrouted > 0 && errors.Is(err, ErrUnroutable):
 		o.verdict, o.at, o.delay = settleRetry, now.Add(c.unrouted), c.unrouted
 	case errors.Is(err, ErrUnroutable), errors.As(err, &bad):
+	case errors.Is(err, ErrPermanent):
+		o.count = count
 	case errors.As(err, &ra):
 		o.verdict, o.at, o.delay = settleRetry, now.Add(ra.Delay), ra.Delay
 	case c.spent(attempt):
@@ -282,6 +285,9 @@ func (c *claims) report(e Envelope, id string, o outcome) {
 	case errors.Is(o.err, ErrUnroutable):
 		c.metrics.Dead(labelsOf(e))
 		c.log.Error("outbox: event has no listener, moved to DEAD", eventAttrs(e), "aggregate_type", e.AggregateType())
+	case errors.Is(o.err, ErrPermanent):
+		c.metrics.Dead(labelsOf(e))
+		c.log.Error("outbox: listener reported a permanent failure, moved to DEAD", eventAttrs(e), "attempts", o.attempt, "error", o.err)
 	case errors.Is(o.err, ErrClaimExpired):
 		c.metrics.Dead(labelsOf(e))
 		c.log.Error("outbox: deliveries ended without an outcome too often, moved to DEAD", eventAttrs(e), "attempts", o.attempt)

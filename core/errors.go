@@ -50,6 +50,33 @@ var (
 	ErrGoexit = errors.New("outbox: the listener called runtime.Goexit instead of returning")
 )
 
+// ErrPermanent marks a failure that no retry can mend: the event is one
+// its consumer can never accept (a payload the broker refuses, a message
+// the downstream rejects as invalid). A listener, subscriber or sink
+// returns an error that wraps it — Permanent(err), or its own error type
+// whose Is matches it — and the event goes DEAD at once with that error,
+// its attempt counted, without waiting for MaxAttempts. Check with
+// errors.Is(err, ErrPermanent).
+var ErrPermanent = errors.New("outbox: permanent failure")
+
+// Permanent returns err marked as permanent (see ErrPermanent): the
+// event it fails goes DEAD at once. The result matches both ErrPermanent
+// and err with errors.Is and errors.As; its text is err's. Permanent(nil)
+// is nil.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &permanentError{err: err}
+}
+
+// permanentError is an error marked with Permanent.
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string        { return e.err.Error() }
+func (e *permanentError) Unwrap() error        { return e.err }
+func (e *permanentError) Is(target error) bool { return target == ErrPermanent }
+
 // RetryAfterError asks the dispatcher to deliver the event again after Delay
 // without counting a failed attempt: for a listener that knows the
 // downstream is busy (rate limit, maintenance) rather than failing.
