@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 )
 
@@ -28,13 +29,17 @@ type claims struct {
 	retry       RetryPolicy
 	ordered     bool
 	deadPolicy  DeadPolicy
-	unrouted    time.Duration // Config.UnroutedRetry
-	ackBatch    int
-	ackInterval time.Duration
-	log         *slog.Logger
-	metrics     Metrics
-	clock       Clock
-	held        *holds
+	unrouted    time.Duration // Config.UnroutedRetry (negative: DEAD at once)
+	// unroutedTypes are the types whose first unrouted event was logged
+	// (see reportUnrouted).
+	unroutedMu    sync.Mutex
+	unroutedTypes map[[2]string]struct{}
+	ackBatch      int
+	ackInterval   time.Duration
+	log           *slog.Logger
+	metrics       Metrics
+	clock         Clock
+	held          *holds
 
 	acks     chan *hold         // deliveries that succeeded, for ackLoop
 	flushNow chan chan struct{} // see flushAcksNow
@@ -167,12 +172,27 @@ type outcome struct {
 // listener's failure.
 func released() outcome { return outcome{verdict: settleRelease} }
 
+// DefaultUnroutedRetry is how long an event that no route of a Client
+// handles is left pending before that Client offers it again, unless
+// Config.UnroutedRetry sets another delay. A minute: another program
+// that shares the table, or the next version of this one during a rolling
+// deploy, claims such an event meanwhile (a Client that takes it again
+// costs the event at most that long), while a Client that routes none of
+// a table's many foreign events costs the database about one update per
+// event and minute.
+const DefaultUnroutedRetry = time.Minute
+
+// maxUnroutedTypes bounds the types whose first unrouted event a Client
+// remembers having logged: event types come from the table, whose writers
+// this Client does not control.
+const maxUnroutedTypes = 1000
+
 // decide turns the result of attempt number attempt (err: nil for
 // success) into an outcome. count says the attempt is not counted yet;
 // subs are the subscribers the event owes from now on. It is the one
-// place where an event is sent to DEAD: it has no listener (unless
-// UnroutedRetry is set: then it is due again after that long, like a
-// RetryAfter) or cannot be decoded, or it failed permanently (ErrPermanent)
+// place where an event is sent to DEAD: it has no listener and
+// UnroutedRetry is negative (by default it is due again after
+// UnroutedRetry, like a RetryAfter), or it cannot be decoded, or it failed permanently (ErrPermanent)
 // or with its attempts spent.
 // A RetryAfter is due after its delay without using the attempt; any other
 // failure is retried after the RetryPolicy's delay.
@@ -274,8 +294,7 @@ func (c *claims) report(e Envelope, id string, o outcome) {
 	case o.verdict == settleRetry && errors.As(o.err, &ra):
 		c.log.Debug("outbox: listener asked for a retry", eventAttrs(e), "delay", ra.Delay)
 	case o.verdict == settleRetry && errors.Is(o.err, ErrUnroutable):
-		c.log.Debug("outbox: event has no listener, left pending for another program", eventAttrs(e),
-			"aggregate_type", e.AggregateType(), "retry_in", o.delay)
+		c.reportUnrouted(e, o.delay)
 	case o.verdict == settleRetry:
 		c.metrics.Failed(labelsOf(e))
 		c.log.Warn("outbox: delivery failed, will retry", eventAttrs(e), "attempts", o.attempt, "retry_in", o.delay, "error", o.err)
@@ -295,6 +314,31 @@ func (c *claims) report(e Envelope, id string, o outcome) {
 		c.metrics.Dead(labelsOf(e))
 		c.log.Error("outbox: event failed its last attempt, moved to DEAD", eventAttrs(e), "attempts", o.attempt, "error", o.err)
 	}
+}
+
+// reportUnrouted logs an event that no route of this Client handles,
+// left pending for delay: as a warning for the first event of its type
+// (aggregate type and event type), at debug level after that, so that a
+// table shared with another program does not fill the log.
+func (c *claims) reportUnrouted(e Envelope, delay time.Duration) {
+	key := [2]string{e.AggregateType(), e.Type()}
+	c.unroutedMu.Lock()
+	_, seen := c.unroutedTypes[key]
+	first := !seen && len(c.unroutedTypes) < maxUnroutedTypes
+	if first {
+		if c.unroutedTypes == nil {
+			c.unroutedTypes = make(map[[2]string]struct{})
+		}
+		c.unroutedTypes[key] = struct{}{}
+	}
+	c.unroutedMu.Unlock()
+	if first {
+		c.log.Warn("outbox: this client has no listener for an event type; its events are left pending for another program and offered again later (logged once per type)",
+			"event_type", e.Type(), "aggregate_type", e.AggregateType(), "retry_in", delay)
+		return
+	}
+	c.log.Debug("outbox: event has no listener, left pending for another program", eventAttrs(e),
+		"aggregate_type", e.AggregateType(), "retry_in", delay)
 }
 
 // String returns the verdict's name in logs.
