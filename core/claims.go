@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // claims owns the life of this process's claims: every Store call that
@@ -270,7 +273,7 @@ func (c *claims) settle(ctx context.Context, hd *hold, e Envelope, o outcome) {
 func (c *claims) mark(ctx context.Context, id string, o outcome) (bool, error) {
 	var text string
 	if o.err != nil {
-		text = TruncateError(o.err.Error())
+		text = storedError(o.err.Error())
 	}
 	switch o.verdict {
 	case settleRetry:
@@ -283,6 +286,35 @@ func (c *claims) mark(ctx context.Context, id string, o outcome) (bool, error) {
 	}
 	return false, fmt.Errorf("outbox: no store update for outcome %s", o.verdict)
 }
+
+// storedError makes the text of a delivery's error storable on every
+// database, which is the only place it is made: a listener's error is
+// whatever its downstream said, and PostgreSQL refuses NUL characters,
+// MySQL and MariaDB invalid UTF-8 — a refused update would lose the error
+// and cost the event a lease. Invalid UTF-8 becomes U+FFFD, control
+// characters other than newline and tab are written as Go escapes
+// (\x00, \u0085), and the text is cut to MaxErrorLen characters.
+func storedError(s string) string {
+	if !utf8.ValidString(s) || strings.IndexFunc(s, isEscaped) >= 0 {
+		var b strings.Builder
+		for _, r := range strings.ToValidUTF8(s, string(utf8.RuneError)) {
+			switch {
+			case !isEscaped(r):
+				b.WriteRune(r)
+			case r < utf8.RuneSelf:
+				fmt.Fprintf(&b, `\x%02x`, r)
+			default:
+				fmt.Fprintf(&b, `\u%04x`, r)
+			}
+		}
+		s = b.String()
+	}
+	return TruncateError(s)
+}
+
+// isEscaped reports whether storedError escapes r: a control character
+// other than newline and tab.
+func isEscaped(r rune) bool { return r != '\n' && r != '\t' && unicode.IsControl(r) }
 
 // report counts and logs the outcome o of event e (id: the event id, for
 // a row that cannot be decoded and has no Envelope).
