@@ -79,8 +79,8 @@ type dispatcher struct {
 	runCtx   context.Context
 	cancel   context.CancelFunc
 	workers  sync.WaitGroup
-	closeErr error
-	once     sync.Once
+	once     sync.Once     // beginClose
+	finished chan struct{} // closed once every goroutine has stopped (nil: never started)
 }
 
 type queued struct {
@@ -368,50 +368,61 @@ func (d *dispatcher) deliverSuspect(to *timeouts, q queued) {
 // Close stops accepting events, lets the workers deliver what is queued for
 // up to DrainTimeout (or until ctx ends), then cancels the listeners' context
 // and waits for the workers. Events still queued are released so any poller
-// can claim them at once; pending acks are written. Close is idempotent.
+// can claim them at once; pending acks are written. Every call waits, until
+// its ctx ends, for every goroutine the dispatcher started: it returns nil
+// once they have all stopped, and an error wrapping ctx.Err() if ctx ended
+// first (the drain was cut short, or listeners still run: a later Close
+// waits for them again). The acknowledgements of listeners that return
+// late are still written before the last goroutine ends.
 func (d *dispatcher) Close(ctx context.Context) error {
-	d.once.Do(func() { d.closeErr = d.close(ctx) })
-	return d.closeErr
+	d.once.Do(d.beginClose)
+	if d.finished == nil || isClosed(d.finished) { // never started, or stopped
+		return nil
+	}
+	select {
+	case <-d.finished:
+		return nil
+	case <-ctx.Done():
+	}
+	// The caller stops waiting: cancel the listeners now, and give them a
+	// moment to return.
+	d.cancel()
+	grace := time.NewTimer(closeGrace)
+	defer grace.Stop()
+	select {
+	case <-d.finished:
+		return fmt.Errorf("outbox: dispatcher close: drain cut short: %w", ctx.Err())
+	case <-grace.C:
+		return fmt.Errorf("outbox: dispatcher close: listeners still running: %w", ctx.Err())
+	}
 }
 
-func (d *dispatcher) close(ctx context.Context) error {
+// beginClose stops accepting events and, if the dispatcher runs, starts
+// the shutdown: the workers drain the queues, the listeners' context is
+// cancelled after DrainTimeout, and once every worker has returned the
+// rest is released and the acks are written (finished is closed then).
+func (d *dispatcher) beginClose() {
 	d.mu.Lock()
 	d.closed = true
 	started := d.started
 	d.mu.Unlock()
 	close(d.stopping)
 	if !started {
-		return nil
+		return
 	}
-	drained := make(chan struct{})
-	go func() { d.workers.Wait(); close(drained) }()
-	timer := time.NewTimer(d.cfg.DrainTimeout)
-	defer timer.Stop()
-	var err error
-	select {
-	case <-drained:
-	case <-timer.C:
+	d.finished = make(chan struct{})
+	drain := time.AfterFunc(d.cfg.DrainTimeout, func() {
 		d.log.Warn("outbox: drain timeout reached, cancelling listeners", "timeout", d.cfg.DrainTimeout)
-	case <-ctx.Done():
-		err = ctx.Err()
-	}
-	d.cancel()
-	// Listeners see their context cancelled; give them a moment to return
-	// even when ctx has already ended.
-	grace := time.NewTimer(closeGrace)
-	defer grace.Stop()
-	select {
-	case <-drained:
-	case <-ctx.Done():
-		select {
-		case <-drained:
-		case <-grace.C:
-			return fmt.Errorf("outbox: dispatcher close: listeners still running: %w", ctx.Err())
-		}
-	}
-	d.releaseQueued(ctx)
-	d.claims.closeAcks()
-	return err
+		d.cancel()
+	})
+	go func() {
+		d.workers.Wait()
+		drain.Stop()
+		d.cancel()
+		d.releaseQueued(d.runCtx)
+		d.claims.closeAcks()
+		close(d.finished)
+	}()
 }
 
 // releaseQueued drops this owner's claim on events that were queued but not
