@@ -121,8 +121,18 @@ func (c *claims) claim(ctx context.Context, now time.Time, limit int, skipRecent
 }
 
 // takenOver reports whether the claim of r was taken over from an owner
-// that stored no outcome (see ErrClaimExpired).
-func takenOver(r Record) bool { return r.LastError == ErrClaimExpired.Error() }
+// that stored no outcome (see ErrClaimExpired, ErrInFlight): its delivery
+// counts its attempt before it starts.
+func takenOver(r Record) bool { return r.LastError == ErrClaimExpired.Error() || inFlight(r) }
+
+// inFlight reports whether r is a suspect: taken over while its delivery
+// was running (it started after an earlier take-over, see ErrInFlight), so
+// perhaps what stopped its owner. A take-over of a row whose owner had not
+// started it is no suspect. Nothing is written when a fresh event starts
+// (the cost of every delivery), so the first take-over of a fresh event
+// cannot tell: it is counted, not isolated; if it stops its process again,
+// it is a suspect from then on.
+func inFlight(r Record) bool { return r.LastError == ErrInFlight.Error() }
 
 // admit vets a claimed record before it is queued: one that cannot be
 // decoded, or one whose attempts are spent (only take-overs get there: a
@@ -432,10 +442,11 @@ func (c *claims) markDone(batch []*hold) {
 	}
 }
 
-// hold holds e, claimed at claimed, for delivery in this process. It
-// returns nil while e is held already (see holds.acquire).
-func (c *claims) hold(e Envelope, claimed time.Time) *hold {
-	hd, ok := c.held.acquire(e.ID(), claimed, utcNow(c.clock))
+// hold holds e, claimed at claimed, for delivery in this process, as one
+// of mates (nil: none, see claimMates). It returns nil while e is held
+// already (see holds.acquire).
+func (c *claims) hold(e Envelope, claimed time.Time, mates *claimMates) *hold {
+	hd, ok := c.held.acquireAmong(e.ID(), claimed, utcNow(c.clock), mates)
 	if !ok {
 		return nil
 	}

@@ -40,7 +40,6 @@ const (
 	closeGrace               = time.Second
 	maxOwnerLen              = 128 // the width of the locked_by column
 	suspectQueueSize         = 64  // events waiting for the suspect lane
-	suspectLaneAttempts      = 2   // attempts after which a taken-over event runs alone
 )
 
 // dispatcher delivers events to listeners with a fixed pool of workers fed
@@ -66,10 +65,11 @@ type dispatcher struct {
 
 	hot, cold chan queued
 	turn      atomic.Uint32
-	// suspects holds events taken over again and again (a suspect that
-	// has used suspectLaneAttempts): one goroutine delivers them one at a
-	// time. Others run on the workers: a SIGKILL of a healthy process
-	// leaves many first-time suspects, and they must not queue up here.
+	// suspects holds the events that were in flight when their owner
+	// stopped (see ErrInFlight): one goroutine delivers them one at a
+	// time, each once the events claimed with it have ended. Other
+	// taken-over events run on the workers: a SIGKILL of a healthy process
+	// leaves many of them, which its own deliveries never started.
 	suspects chan queued
 
 	mu       sync.RWMutex // guards closed against concurrent enqueues
@@ -93,9 +93,12 @@ type queued struct {
 	// Registry.Subscribe).
 	subscribers []string
 	// suspect: the claim was taken over from an owner that stored no
-	// outcome (ErrClaimExpired); this delivery may end the same way, so its
-	// attempt is counted before it starts (charged).
+	// outcome (ErrClaimExpired, ErrInFlight); this delivery may end the
+	// same way, so its attempt is counted before it starts (charged).
 	suspect, charged bool
+	// after, for an event in flight when its owner stopped (the suspect
+	// lane's), are the events claimed with it, which end first.
+	after *claimMates
 }
 
 // NewOwnerID returns an owner id unique to this process start: host, pid and
@@ -177,20 +180,25 @@ func (d *dispatcher) enqueueHot(e Envelope, created time.Time) bool {
 // enqueueCold queues an event claimed by the poller. It returns false if the
 // cold queue is full or the dispatcher is closed. An event already held in
 // this process is not queued twice but reported as accepted.
-func (d *dispatcher) enqueueCold(r Record) bool {
+func (d *dispatcher) enqueueCold(r Record) bool { return d.enqueueClaimed(r, nil) }
+
+// enqueueClaimed is enqueueCold of an event of a claim whose mates (nil:
+// none) are the events its suspects wait for: an event in flight when its
+// owner stopped (inFlight) goes to the suspect lane, where it starts once
+// the mates have ended; any other event joins the mates.
+func (d *dispatcher) enqueueClaimed(r Record, mates *claimMates) bool {
 	claimed := r.LockedAt
 	if claimed.IsZero() {
 		claimed = utcNow(d.clock)
 	}
 	item := queued{env: r.Envelope, attempts: r.Attempts, suspect: takenOver(r), created: r.CreatedAt, subscribers: r.Subscribers}
 	q := d.cold
-	if item.suspect && item.attempts >= suspectLaneAttempts {
-		// Taken over again after attempts that ended no better: it may be
-		// what killed those processes. It runs alone, so that what would
-		// run beside it is not dragged along each time.
-		q = d.suspects
+	if inFlight(r) {
+		// It may be what stopped its owner: it runs alone, after the
+		// events claimed with it, so that they are not dragged along.
+		q, item.after, mates = d.suspects, mates, nil
 	}
-	ok, held := d.enqueue(q, item, claimed)
+	ok, held := d.enqueueAmong(q, item, claimed, mates)
 	if held {
 		return true // being delivered here already: its renewals failed for a lease, and this claim took it back
 	}
@@ -204,7 +212,12 @@ func (d *dispatcher) enqueueCold(r Record) bool {
 // blocking. held reports that the event was already held (see
 // holds.acquire), in which case nothing is queued.
 func (d *dispatcher) enqueue(q chan queued, item queued, claimed time.Time) (ok, held bool) {
-	item.hold = d.claims.hold(item.env, claimed)
+	return d.enqueueAmong(q, item, claimed, nil)
+}
+
+// enqueueAmong is enqueue of one of mates (nil: none, see claimMates).
+func (d *dispatcher) enqueueAmong(q chan queued, item queued, claimed time.Time, mates *claimMates) (ok, held bool) {
+	item.hold = d.claims.hold(item.env, claimed, mates)
 	if item.hold == nil {
 		return false, true
 	}
@@ -324,6 +337,10 @@ func (d *dispatcher) suspectLane() {
 	for {
 		select {
 		case q := <-d.suspects:
+			if !d.waitMates(q) {
+				returned = true
+				return
+			}
 			if d.expired(q) {
 				continue
 			}
@@ -336,6 +353,29 @@ func (d *dispatcher) suspectLane() {
 			return
 		}
 	}
+}
+
+// waitMates waits until the events claimed with the suspect q have ended,
+// or for ListenerTimeout at most (a mate that runs longer is hung: its
+// claim is no longer renewed). It returns false, q given back, when the
+// dispatcher stops meanwhile.
+func (d *dispatcher) waitMates(q queued) bool {
+	if q.after == nil || isClosed(q.after.done) {
+		return true
+	}
+	t := time.NewTimer(d.cfg.ListenerTimeout)
+	defer t.Stop()
+	select {
+	case <-q.after.done:
+	case <-t.C:
+	case <-d.stopping:
+		d.claims.settle(d.runCtx, q.hold, q.env, released())
+		return false
+	case <-d.runCtx.Done():
+		d.claims.settle(d.runCtx, q.hold, q.env, released())
+		return false
+	}
+	return true
 }
 
 // replaceOnGoexit ends a worker goroutine (a worker or the suspect lane),

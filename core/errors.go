@@ -36,6 +36,13 @@ var (
 	// delivery of such an event counts its attempt when it starts, so an
 	// event whose listener kills its process ends in DEAD after MaxAttempts.
 	ErrClaimExpired = errors.New("outbox: no outcome stored: the claim expired and was taken over")
+	// ErrInFlight is recorded as the last error of a taken-over event
+	// whose delivery starts (Store.CountAttempt): if its claim is taken
+	// over again, the take-over keeps it, and the event — in flight when
+	// its owner stopped, so perhaps what stopped it — is a suspect: it is
+	// delivered alone, after the events claimed with it. A take-over of an
+	// event that did not start records ErrClaimExpired instead.
+	ErrInFlight = errors.New("outbox: delivery started after a take-over, no outcome stored yet")
 	// ErrNotFound is returned when an event id does not exist in the state an
 	// operation requires (for example, replaying an event that is not DEAD).
 	ErrNotFound = errors.New("outbox: event not found")
