@@ -38,22 +38,36 @@ func (b *background) start(ctx context.Context, name string, fn func(ctx context
 	return nil
 }
 
-// close cancels the goroutine and waits for it to return, or for ctx to end.
-// It is idempotent.
+// close cancels the goroutine and waits for it to return, or for ctx to
+// end (an error wrapping ctx.Err()). It is idempotent, and every call
+// waits: a later close returns nil once the goroutine has returned.
 func (b *background) close(ctx context.Context, name string) error {
 	b.mu.Lock()
-	if b.closed || !b.started {
-		b.closed = true
-		b.mu.Unlock()
-		return nil
+	if !b.closed && b.started {
+		b.cancel()
 	}
 	b.closed = true
-	b.cancel()
+	started := b.started
 	b.mu.Unlock()
+	if !started || isClosed(b.done) {
+		return nil
+	}
 	select {
 	case <-b.done:
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("outbox: %s close: %w", name, ctx.Err())
+	}
+}
+
+// isClosed reports whether ch is closed already: checked before a select
+// that also waits for a context, which would pick either at random once
+// both are ready.
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }

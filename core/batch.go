@@ -116,9 +116,12 @@ func (d *dispatcher) deliverBatch(ctx context.Context, buf *batchBuf, l BatchLis
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := d.dispatch(dl.context(bctx), q.env, func(context.Context) error { return b.join(i) })
-			b.leave(i)
-			d.settle(ctx, dl, err)
+			err := ErrGoexit // kept if an interceptor calls runtime.Goexit
+			defer func() {
+				b.leave(i)
+				d.settle(ctx, dl, err)
+			}()
+			err = d.dispatch(dl.context(bctx), q.env, func(context.Context) error { return b.join(i) })
 		}()
 	}
 	b.hand(bctx, l)
@@ -130,28 +133,68 @@ func (d *dispatcher) deliverBatch(ctx context.Context, buf *batchBuf, l BatchLis
 // l.HandleBatch, and each one's After hooks and outcome follow.
 func (d *dispatcher) deliverInline(ctx, bctx context.Context, buf *batchBuf, l BatchListener, qs []queued, deadline time.Time) {
 	in := buf.members[:0]
-	defer func() { buf.members = clearSlice(in) }()
+	// begun counts the events of qs whose delivery began, settled those of
+	// in whose outcome is stored; both in order.
+	var begun, settled int
+	var cur delivery // the event whose hooks run, while hooks is set
+	hooks, handed, ended := false, false, false
+	defer func() {
+		if !ended { // runtime.Goexit in a hook or in HandleBatch: see replaceOnGoexit
+			d.abandonInline(ctx, cur, hooks, handed, in[settled:], qs[begun:])
+		}
+		buf.members = clearSlice(in)
+	}()
 	// events is the listener's to keep: not reused.
 	events := make([]Envelope, 0, len(qs))
 	for _, q := range qs {
 		dl := d.begin(q, deadline)
+		begun++
+		cur, hooks = dl, true
 		ectx := dl.context(bctx)
 		ran, err := d.before(ectx, q.env)
 		if err != nil {
 			d.after(ectx, q.env, ran, err)
+			hooks = false
 			d.settle(ctx, dl, err)
 			continue
 		}
 		in = append(in, member{dl: dl, ctx: ectx, ran: ran})
+		hooks = false
 		events = append(events, q.env)
 	}
 	if len(in) == 0 {
+		ended = true
 		return
 	}
+	handed = true
 	for k, err := range handleBatch(bctx, l, events) {
 		m := in[k]
 		d.after(m.ctx, m.dl.q.env, m.ran, err)
+		settled++
 		d.settle(ctx, m.dl, err)
+	}
+	ended = true
+}
+
+// abandonInline stores the outcomes of a batch delivered inline whose
+// worker is ending in runtime.Goexit: the event whose hooks ran (cur, if
+// hooks is set) failed with ErrGoexit, and so did the events of in if
+// they were handed to the listener (handed); the events that had not
+// reached the listener (in, unhanded, and rest, not begun) are given back,
+// no attempt used.
+func (d *dispatcher) abandonInline(ctx context.Context, cur delivery, hooks, handed bool, in []member, rest []queued) {
+	if hooks {
+		d.settle(ctx, cur, ErrGoexit)
+	}
+	for _, m := range in {
+		if handed {
+			d.settle(ctx, m.dl, ErrGoexit)
+		} else {
+			d.claims.settle(ctx, m.dl.q.hold, m.dl.q.env, released())
+		}
+	}
+	for _, q := range rest {
+		d.claims.settle(ctx, q.hold, q.env, released())
 	}
 }
 
@@ -255,6 +298,9 @@ func (b *batch) hand(ctx context.Context, l BatchListener) {
 	events := make([]Envelope, len(in))
 	for k, i := range in {
 		events[k] = b.events[i]
+	}
+	for _, i := range in { // kept if HandleBatch calls runtime.Goexit: close(b.done) still runs
+		b.results[i] = ErrGoexit
 	}
 	for k, err := range handleBatch(ctx, l, events) {
 		b.results[in[k]] = err

@@ -5,7 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
+	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // claims owns the life of this process's claims: every Store call that
@@ -28,13 +32,17 @@ type claims struct {
 	retry       RetryPolicy
 	ordered     bool
 	deadPolicy  DeadPolicy
-	unrouted    time.Duration // Config.UnroutedRetry
-	ackBatch    int
-	ackInterval time.Duration
-	log         *slog.Logger
-	metrics     Metrics
-	clock       Clock
-	held        *holds
+	unrouted    time.Duration // Config.UnroutedRetry (negative: DEAD at once)
+	// unroutedTypes are the types whose first unrouted event was logged
+	// (see reportUnrouted).
+	unroutedMu    sync.Mutex
+	unroutedTypes map[[2]string]struct{}
+	ackBatch      int
+	ackInterval   time.Duration
+	log           *slog.Logger
+	metrics       Metrics
+	clock         Clock
+	held          *holds
 
 	acks     chan *hold         // deliveries that succeeded, for ackLoop
 	flushNow chan chan struct{} // see flushAcksNow
@@ -113,8 +121,18 @@ func (c *claims) claim(ctx context.Context, now time.Time, limit int, skipRecent
 }
 
 // takenOver reports whether the claim of r was taken over from an owner
-// that stored no outcome (see ErrClaimExpired).
-func takenOver(r Record) bool { return r.LastError == ErrClaimExpired.Error() }
+// that stored no outcome (see ErrClaimExpired, ErrInFlight): its delivery
+// counts its attempt before it starts.
+func takenOver(r Record) bool { return r.LastError == ErrClaimExpired.Error() || inFlight(r) }
+
+// inFlight reports whether r is a suspect: taken over while its delivery
+// was running (it started after an earlier take-over, see ErrInFlight), so
+// perhaps what stopped its owner. A take-over of a row whose owner had not
+// started it is no suspect. Nothing is written when a fresh event starts
+// (the cost of every delivery), so the first take-over of a fresh event
+// cannot tell: it is counted, not isolated; if it stops its process again,
+// it is a suspect from then on.
+func inFlight(r Record) bool { return r.LastError == ErrInFlight.Error() }
 
 // admit vets a claimed record before it is queued: one that cannot be
 // decoded, or one whose attempts are spent (only take-overs get there: a
@@ -167,12 +185,28 @@ type outcome struct {
 // listener's failure.
 func released() outcome { return outcome{verdict: settleRelease} }
 
+// DefaultUnroutedRetry is how long an event that no route of a Client
+// handles is left pending before that Client offers it again, unless
+// Config.UnroutedRetry sets another delay. A minute: another program
+// that shares the table, or the next version of this one during a rolling
+// deploy, claims such an event meanwhile (a Client that takes it again
+// costs the event at most that long), while a Client that routes none of
+// a table's many foreign events costs the database about one update per
+// event and minute.
+const DefaultUnroutedRetry = time.Minute
+
+// maxUnroutedTypes bounds the types whose first unrouted event a Client
+// remembers having logged: event types come from the table, whose writers
+// this Client does not control.
+const maxUnroutedTypes = 1000
+
 // decide turns the result of attempt number attempt (err: nil for
 // success) into an outcome. count says the attempt is not counted yet;
 // subs are the subscribers the event owes from now on. It is the one
-// place where an event is sent to DEAD: it has no listener (unless
-// UnroutedRetry is set: then it is due again after that long, like a
-// RetryAfter) or cannot be decoded, or it failed with its attempts spent.
+// place where an event is sent to DEAD: it has no listener and
+// UnroutedRetry is negative (by default it is due again after
+// UnroutedRetry, like a RetryAfter), or it cannot be decoded, or it failed permanently (ErrPermanent)
+// or with its attempts spent.
 // A RetryAfter is due after its delay without using the attempt; any other
 // failure is retried after the RetryPolicy's delay.
 func (c *claims) decide(attempt int, count bool, err error, subs []string) outcome {
@@ -187,6 +221,8 @@ func (c *claims) decide(attempt int, count bool, err error, subs []string) outco
 	case c.unrouted > 0 && errors.Is(err, ErrUnroutable):
 		o.verdict, o.at, o.delay = settleRetry, now.Add(c.unrouted), c.unrouted
 	case errors.Is(err, ErrUnroutable), errors.As(err, &bad):
+	case errors.Is(err, ErrPermanent):
+		o.count = count
 	case errors.As(err, &ra):
 		o.verdict, o.at, o.delay = settleRetry, now.Add(ra.Delay), ra.Delay
 	case c.spent(attempt):
@@ -247,7 +283,7 @@ func (c *claims) settle(ctx context.Context, hd *hold, e Envelope, o outcome) {
 func (c *claims) mark(ctx context.Context, id string, o outcome) (bool, error) {
 	var text string
 	if o.err != nil {
-		text = TruncateError(o.err.Error())
+		text = storedError(o.err.Error())
 	}
 	switch o.verdict {
 	case settleRetry:
@@ -261,6 +297,35 @@ func (c *claims) mark(ctx context.Context, id string, o outcome) (bool, error) {
 	return false, fmt.Errorf("outbox: no store update for outcome %s", o.verdict)
 }
 
+// storedError makes the text of a delivery's error storable on every
+// database, which is the only place it is made: a listener's error is
+// whatever its downstream said, and PostgreSQL refuses NUL characters,
+// MySQL and MariaDB invalid UTF-8 — a refused update would lose the error
+// and cost the event a lease. Invalid UTF-8 becomes U+FFFD, control
+// characters other than newline and tab are written as Go escapes
+// (\x00, \u0085), and the text is cut to MaxErrorLen characters.
+func storedError(s string) string {
+	if !utf8.ValidString(s) || strings.IndexFunc(s, isEscaped) >= 0 {
+		var b strings.Builder
+		for _, r := range strings.ToValidUTF8(s, string(utf8.RuneError)) {
+			switch {
+			case !isEscaped(r):
+				b.WriteRune(r)
+			case r < utf8.RuneSelf:
+				fmt.Fprintf(&b, `\x%02x`, r)
+			default:
+				fmt.Fprintf(&b, `\u%04x`, r)
+			}
+		}
+		s = b.String()
+	}
+	return TruncateError(s)
+}
+
+// isEscaped reports whether storedError escapes r: a control character
+// other than newline and tab.
+func isEscaped(r rune) bool { return r != '\n' && r != '\t' && unicode.IsControl(r) }
+
 // report counts and logs the outcome o of event e (id: the event id, for
 // a row that cannot be decoded and has no Envelope).
 func (c *claims) report(e Envelope, id string, o outcome) {
@@ -271,8 +336,7 @@ func (c *claims) report(e Envelope, id string, o outcome) {
 	case o.verdict == settleRetry && errors.As(o.err, &ra):
 		c.log.Debug("outbox: listener asked for a retry", eventAttrs(e), "delay", ra.Delay)
 	case o.verdict == settleRetry && errors.Is(o.err, ErrUnroutable):
-		c.log.Debug("outbox: event has no listener, left pending for another program", eventAttrs(e),
-			"aggregate_type", e.AggregateType(), "retry_in", o.delay)
+		c.reportUnrouted(e, o.delay)
 	case o.verdict == settleRetry:
 		c.metrics.Failed(labelsOf(e))
 		c.log.Warn("outbox: delivery failed, will retry", eventAttrs(e), "attempts", o.attempt, "retry_in", o.delay, "error", o.err)
@@ -282,6 +346,9 @@ func (c *claims) report(e Envelope, id string, o outcome) {
 	case errors.Is(o.err, ErrUnroutable):
 		c.metrics.Dead(labelsOf(e))
 		c.log.Error("outbox: event has no listener, moved to DEAD", eventAttrs(e), "aggregate_type", e.AggregateType())
+	case errors.Is(o.err, ErrPermanent):
+		c.metrics.Dead(labelsOf(e))
+		c.log.Error("outbox: listener reported a permanent failure, moved to DEAD", eventAttrs(e), "attempts", o.attempt, "error", o.err)
 	case errors.Is(o.err, ErrClaimExpired):
 		c.metrics.Dead(labelsOf(e))
 		c.log.Error("outbox: deliveries ended without an outcome too often, moved to DEAD", eventAttrs(e), "attempts", o.attempt)
@@ -289,6 +356,31 @@ func (c *claims) report(e Envelope, id string, o outcome) {
 		c.metrics.Dead(labelsOf(e))
 		c.log.Error("outbox: event failed its last attempt, moved to DEAD", eventAttrs(e), "attempts", o.attempt, "error", o.err)
 	}
+}
+
+// reportUnrouted logs an event that no route of this Client handles,
+// left pending for delay: as a warning for the first event of its type
+// (aggregate type and event type), at debug level after that, so that a
+// table shared with another program does not fill the log.
+func (c *claims) reportUnrouted(e Envelope, delay time.Duration) {
+	key := [2]string{e.AggregateType(), e.Type()}
+	c.unroutedMu.Lock()
+	_, seen := c.unroutedTypes[key]
+	first := !seen && len(c.unroutedTypes) < maxUnroutedTypes
+	if first {
+		if c.unroutedTypes == nil {
+			c.unroutedTypes = make(map[[2]string]struct{})
+		}
+		c.unroutedTypes[key] = struct{}{}
+	}
+	c.unroutedMu.Unlock()
+	if first {
+		c.log.Warn("outbox: this client has no listener for an event type; its events are left pending for another program and offered again later (logged once per type)",
+			"event_type", e.Type(), "aggregate_type", e.AggregateType(), "retry_in", delay)
+		return
+	}
+	c.log.Debug("outbox: event has no listener, left pending for another program", eventAttrs(e),
+		"aggregate_type", e.AggregateType(), "retry_in", delay)
 }
 
 // String returns the verdict's name in logs.
@@ -350,10 +442,11 @@ func (c *claims) markDone(batch []*hold) {
 	}
 }
 
-// hold holds e, claimed at claimed, for delivery in this process. It
-// returns nil while e is held already (see holds.acquire).
-func (c *claims) hold(e Envelope, claimed time.Time) *hold {
-	hd, ok := c.held.acquire(e.ID(), claimed, utcNow(c.clock))
+// hold holds e, claimed at claimed, for delivery in this process, as one
+// of mates (nil: none, see claimMates). It returns nil while e is held
+// already (see holds.acquire).
+func (c *claims) hold(e Envelope, claimed time.Time, mates *claimMates) *hold {
+	hd, ok := c.held.acquireAmong(e.ID(), claimed, utcNow(c.clock), mates)
 	if !ok {
 		return nil
 	}

@@ -27,7 +27,7 @@ func TestDecide(t *testing.T) {
 		{"failure, counted already", 2, false, boom, outcome{verdict: settleRetry, at: at.Add(2 * time.Minute), delay: 2 * time.Minute, attempt: 2}},
 		{"last attempt", 3, true, boom, outcome{verdict: settleDead, at: at, attempt: 3, count: true}},
 		{"retry after, last attempt", 3, true, RetryAfter(time.Second, "busy"), outcome{verdict: settleRetry, at: at.Add(time.Second), delay: time.Second, attempt: 3}},
-		{"no listener", 1, true, unroutable(evt("E")), outcome{verdict: settleDead, at: at, attempt: 1}},
+		{"no listener", 1, true, unroutable(evt("E")), outcome{verdict: settleRetry, at: at.Add(DefaultUnroutedRetry), delay: DefaultUnroutedRetry, attempt: 1}},
 		{"undecodable", 0, false, &undecodableError{err: boom}, outcome{verdict: settleDead, at: at}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

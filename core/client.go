@@ -157,14 +157,14 @@ func (c *Client) Start(ctx context.Context) error {
 // deliver what is queued for up to DrainTimeout (or until ctx ends) and
 // gives back the claims of what it could not deliver, so that other
 // instances take those events at once. Writes after Close still succeed;
-// their events are left to pollers. Close is idempotent and waits for every
-// goroutine the Client started.
+// their events are left to pollers. Close is idempotent, and every call
+// waits for every goroutine the Client started, until ctx ends: it returns
+// nil once they have all stopped, or an error wrapping ctx.Err() if ctx
+// ended first — then listeners may still run (they were cancelled), and a
+// later Close waits for them again. The outcomes of listeners that return
+// late are still stored before their goroutines end.
 func (c *Client) Close(ctx context.Context) error {
 	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return nil
-	}
 	c.closed = true
 	c.mu.Unlock()
 	var errs []error

@@ -149,11 +149,13 @@ type Config struct {
 	// later events of its key (default DeadBlocksKey: they wait until it is
 	// replayed or skipped).
 	DeadPolicy DeadPolicy
-	// UnroutedRetry, if set, leaves an event that no route of this Client
-	// handles pending, offered again after this long without using an
+	// UnroutedRetry is how long an event that no route of this Client
+	// handles is left pending before it is offered again, without using an
 	// attempt, so that another program sharing the table — or a later
-	// version of this one — can deliver it (default 0: it goes DEAD at
-	// once). Such events are still counted and logged as unroutable.
+	// version of this one — can deliver it (default DefaultUnroutedRetry).
+	// The first event of each type a Client cannot route is logged as a
+	// warning. A negative value sends such events to DEAD at once instead,
+	// for a table that this Client alone delivers from.
 	UnroutedRetry time.Duration
 	// EnvelopeOptions, if set, gives options that WriteFrom adds to every
 	// envelope it builds from a domain event, drawn from the writer's

@@ -45,6 +45,13 @@ func (dl delivery) context(ctx context.Context) context.Context {
 func (d *dispatcher) deliver(to *timeouts, q queued, l Listener) {
 	dl := d.begin(q, utcNow(d.clock).Add(d.cfg.ListenerTimeout))
 	ctx := to.start(dl.attempt)
+	ended := false
+	defer func() {
+		if !ended { // runtime.Goexit: this goroutine ends, the outcome is stored first
+			to.end(ctx)
+			d.settle(to.ctx, dl, ErrGoexit)
+		}
+	}()
 	// A listener that returns an error after its timeout failed (its
 	// error wraps context.DeadlineExceeded); one that succeeds late did its
 	// work, and a stale ack is fenced off anyway.
@@ -55,6 +62,7 @@ func (d *dispatcher) deliver(to *timeouts, q queued, l Listener) {
 		err = d.dispatch(ctx, q.env, d.handler(q, l))
 	}
 	to.end(ctx)
+	ended = true
 	d.settle(to.ctx, dl, err)
 }
 
@@ -171,7 +179,10 @@ func (d *dispatcher) after(ctx context.Context, e Envelope, ran int, err error) 
 	}
 }
 
-// guard calls fn, returning a *PanicError if it panics.
+// guard calls fn, returning a *PanicError if it panics. A runtime.Goexit
+// in fn cannot be stopped: it ends the calling goroutine, whose deferred
+// calls store the outcome (ErrGoexit) and replace the worker (see
+// dispatcher.replaceOnGoexit).
 func guard(fn func() error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {

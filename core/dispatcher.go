@@ -40,7 +40,6 @@ const (
 	closeGrace               = time.Second
 	maxOwnerLen              = 128 // the width of the locked_by column
 	suspectQueueSize         = 64  // events waiting for the suspect lane
-	suspectLaneAttempts      = 2   // attempts after which a taken-over event runs alone
 )
 
 // dispatcher delivers events to listeners with a fixed pool of workers fed
@@ -66,10 +65,11 @@ type dispatcher struct {
 
 	hot, cold chan queued
 	turn      atomic.Uint32
-	// suspects holds events taken over again and again (a suspect that
-	// has used suspectLaneAttempts): one goroutine delivers them one at a
-	// time. Others run on the workers: a SIGKILL of a healthy process
-	// leaves many first-time suspects, and they must not queue up here.
+	// suspects holds the events that were in flight when their owner
+	// stopped (see ErrInFlight): one goroutine delivers them one at a
+	// time, each once the events claimed with it have ended. Other
+	// taken-over events run on the workers: a SIGKILL of a healthy process
+	// leaves many of them, which its own deliveries never started.
 	suspects chan queued
 
 	mu       sync.RWMutex // guards closed against concurrent enqueues
@@ -79,8 +79,8 @@ type dispatcher struct {
 	runCtx   context.Context
 	cancel   context.CancelFunc
 	workers  sync.WaitGroup
-	closeErr error
-	once     sync.Once
+	once     sync.Once     // beginClose
+	finished chan struct{} // closed once every goroutine has stopped (nil: never started)
 }
 
 type queued struct {
@@ -93,9 +93,12 @@ type queued struct {
 	// Registry.Subscribe).
 	subscribers []string
 	// suspect: the claim was taken over from an owner that stored no
-	// outcome (ErrClaimExpired); this delivery may end the same way, so its
-	// attempt is counted before it starts (charged).
+	// outcome (ErrClaimExpired, ErrInFlight); this delivery may end the
+	// same way, so its attempt is counted before it starts (charged).
 	suspect, charged bool
+	// after, for an event in flight when its owner stopped (the suspect
+	// lane's), are the events claimed with it, which end first.
+	after *claimMates
 }
 
 // NewOwnerID returns an owner id unique to this process start: host, pid and
@@ -177,20 +180,25 @@ func (d *dispatcher) enqueueHot(e Envelope, created time.Time) bool {
 // enqueueCold queues an event claimed by the poller. It returns false if the
 // cold queue is full or the dispatcher is closed. An event already held in
 // this process is not queued twice but reported as accepted.
-func (d *dispatcher) enqueueCold(r Record) bool {
+func (d *dispatcher) enqueueCold(r Record) bool { return d.enqueueClaimed(r, nil) }
+
+// enqueueClaimed is enqueueCold of an event of a claim whose mates (nil:
+// none) are the events its suspects wait for: an event in flight when its
+// owner stopped (inFlight) goes to the suspect lane, where it starts once
+// the mates have ended; any other event joins the mates.
+func (d *dispatcher) enqueueClaimed(r Record, mates *claimMates) bool {
 	claimed := r.LockedAt
 	if claimed.IsZero() {
 		claimed = utcNow(d.clock)
 	}
 	item := queued{env: r.Envelope, attempts: r.Attempts, suspect: takenOver(r), created: r.CreatedAt, subscribers: r.Subscribers}
 	q := d.cold
-	if item.suspect && item.attempts >= suspectLaneAttempts {
-		// Taken over again after attempts that ended no better: it may be
-		// what killed those processes. It runs alone, so that what would
-		// run beside it is not dragged along each time.
-		q = d.suspects
+	if inFlight(r) {
+		// It may be what stopped its owner: it runs alone, after the
+		// events claimed with it, so that they are not dragged along.
+		q, item.after, mates = d.suspects, mates, nil
 	}
-	ok, held := d.enqueue(q, item, claimed)
+	ok, held := d.enqueueAmong(q, item, claimed, mates)
 	if held {
 		return true // being delivered here already: its renewals failed for a lease, and this claim took it back
 	}
@@ -204,7 +212,12 @@ func (d *dispatcher) enqueueCold(r Record) bool {
 // blocking. held reports that the event was already held (see
 // holds.acquire), in which case nothing is queued.
 func (d *dispatcher) enqueue(q chan queued, item queued, claimed time.Time) (ok, held bool) {
-	item.hold = d.claims.hold(item.env, claimed)
+	return d.enqueueAmong(q, item, claimed, nil)
+}
+
+// enqueueAmong is enqueue of one of mates (nil: none, see claimMates).
+func (d *dispatcher) enqueueAmong(q chan queued, item queued, claimed time.Time, mates *claimMates) (ok, held bool) {
+	item.hold = d.claims.hold(item.env, claimed, mates)
 	if item.hold == nil {
 		return false, true
 	}
@@ -292,7 +305,8 @@ func (d *dispatcher) poll() (queued, bool) {
 // context would make every worker take that context's lock twice per
 // batch.
 func (d *dispatcher) work() {
-	defer d.workers.Done()
+	returned := false
+	defer d.replaceOnGoexit(&returned, d.work)
 	ctx, cancel := context.WithCancel(d.runCtx)
 	defer cancel()
 	to := newTimeouts(ctx, d.cfg.ListenerTimeout)
@@ -301,6 +315,7 @@ func (d *dispatcher) work() {
 	for {
 		q, ok := d.next()
 		if !ok {
+			returned = true
 			return
 		}
 		for ok {
@@ -315,22 +330,66 @@ func (d *dispatcher) expired(q queued) bool { return d.claims.expired(q.hold, q.
 
 // suspectLane delivers the events of the suspects queue one at a time.
 func (d *dispatcher) suspectLane() {
-	defer d.workers.Done()
+	returned := false
+	defer d.replaceOnGoexit(&returned, d.suspectLane)
 	to := newTimeouts(d.runCtx, d.cfg.ListenerTimeout)
 	defer to.close()
 	for {
 		select {
 		case q := <-d.suspects:
+			if !d.waitMates(q) {
+				returned = true
+				return
+			}
 			if d.expired(q) {
 				continue
 			}
 			d.deliverSuspect(to, q)
 		case <-d.stopping:
+			returned = true
 			return // releaseQueued gives the rest back
 		case <-d.runCtx.Done():
+			returned = true
 			return
 		}
 	}
+}
+
+// waitMates waits until the events claimed with the suspect q have ended,
+// or for ListenerTimeout at most (a mate that runs longer is hung: its
+// claim is no longer renewed). It returns false, q given back, when the
+// dispatcher stops meanwhile.
+func (d *dispatcher) waitMates(q queued) bool {
+	if q.after == nil || isClosed(q.after.done) {
+		return true
+	}
+	t := time.NewTimer(d.cfg.ListenerTimeout)
+	defer t.Stop()
+	select {
+	case <-q.after.done:
+	case <-t.C:
+	case <-d.stopping:
+		d.claims.settle(d.runCtx, q.hold, q.env, released())
+		return false
+	case <-d.runCtx.Done():
+		d.claims.settle(d.runCtx, q.hold, q.env, released())
+		return false
+	}
+	return true
+}
+
+// replaceOnGoexit ends a worker goroutine (a worker or the suspect lane),
+// deferred by it: unless it returned, something it ran called
+// runtime.Goexit, which no recover stops; the delivery's own deferred
+// calls have stored its outcome (ErrGoexit), and a new goroutine running
+// fn takes the worker's place, so that the pool keeps its size.
+func (d *dispatcher) replaceOnGoexit(returned *bool, fn func()) {
+	if !*returned {
+		d.log.Warn("outbox: a listener called runtime.Goexit; its delivery failed and its worker was replaced")
+		d.workers.Add(1) // before Done: Close's Wait must not see the pool empty
+		go fn()
+	}
+	d.workers.Done()
 }
 
 // deliverSuspect delivers an event taken over from an owner that stored no
@@ -349,50 +408,61 @@ func (d *dispatcher) deliverSuspect(to *timeouts, q queued) {
 // Close stops accepting events, lets the workers deliver what is queued for
 // up to DrainTimeout (or until ctx ends), then cancels the listeners' context
 // and waits for the workers. Events still queued are released so any poller
-// can claim them at once; pending acks are written. Close is idempotent.
+// can claim them at once; pending acks are written. Every call waits, until
+// its ctx ends, for every goroutine the dispatcher started: it returns nil
+// once they have all stopped, and an error wrapping ctx.Err() if ctx ended
+// first (the drain was cut short, or listeners still run: a later Close
+// waits for them again). The acknowledgements of listeners that return
+// late are still written before the last goroutine ends.
 func (d *dispatcher) Close(ctx context.Context) error {
-	d.once.Do(func() { d.closeErr = d.close(ctx) })
-	return d.closeErr
+	d.once.Do(d.beginClose)
+	if d.finished == nil || isClosed(d.finished) { // never started, or stopped
+		return nil
+	}
+	select {
+	case <-d.finished:
+		return nil
+	case <-ctx.Done():
+	}
+	// The caller stops waiting: cancel the listeners now, and give them a
+	// moment to return.
+	d.cancel()
+	grace := time.NewTimer(closeGrace)
+	defer grace.Stop()
+	select {
+	case <-d.finished:
+		return fmt.Errorf("outbox: dispatcher close: drain cut short: %w", ctx.Err())
+	case <-grace.C:
+		return fmt.Errorf("outbox: dispatcher close: listeners still running: %w", ctx.Err())
+	}
 }
 
-func (d *dispatcher) close(ctx context.Context) error {
+// beginClose stops accepting events and, if the dispatcher runs, starts
+// the shutdown: the workers drain the queues, the listeners' context is
+// cancelled after DrainTimeout, and once every worker has returned the
+// rest is released and the acks are written (finished is closed then).
+func (d *dispatcher) beginClose() {
 	d.mu.Lock()
 	d.closed = true
 	started := d.started
 	d.mu.Unlock()
 	close(d.stopping)
 	if !started {
-		return nil
+		return
 	}
-	drained := make(chan struct{})
-	go func() { d.workers.Wait(); close(drained) }()
-	timer := time.NewTimer(d.cfg.DrainTimeout)
-	defer timer.Stop()
-	var err error
-	select {
-	case <-drained:
-	case <-timer.C:
+	d.finished = make(chan struct{})
+	drain := time.AfterFunc(d.cfg.DrainTimeout, func() {
 		d.log.Warn("outbox: drain timeout reached, cancelling listeners", "timeout", d.cfg.DrainTimeout)
-	case <-ctx.Done():
-		err = ctx.Err()
-	}
-	d.cancel()
-	// Listeners see their context cancelled; give them a moment to return
-	// even when ctx has already ended.
-	grace := time.NewTimer(closeGrace)
-	defer grace.Stop()
-	select {
-	case <-drained:
-	case <-ctx.Done():
-		select {
-		case <-drained:
-		case <-grace.C:
-			return fmt.Errorf("outbox: dispatcher close: listeners still running: %w", ctx.Err())
-		}
-	}
-	d.releaseQueued(ctx)
-	d.claims.closeAcks()
-	return err
+		d.cancel()
+	})
+	go func() {
+		d.workers.Wait()
+		drain.Stop()
+		d.cancel()
+		d.releaseQueued(d.runCtx)
+		d.claims.closeAcks()
+		close(d.finished)
+	}()
 }
 
 // releaseQueued drops this owner's claim on events that were queued but not

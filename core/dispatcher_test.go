@@ -3,6 +3,7 @@ package outbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -122,7 +123,13 @@ func TestDispatcherOutcomes(t *testing.T) {
 		{"failure", func(context.Context, Envelope) error { return errors.New("boom") }, true, StatusRetry, 1, time.Minute, "boom", "DispatchFailure", nil},
 		{"panic", func(context.Context, Envelope) error { panic("kaboom") }, true, StatusRetry, 1, time.Minute, "panic: kaboom", "DispatchFailure", nil},
 		{"retry after", func(context.Context, Envelope) error { return RetryAfter(10*time.Second, "busy") }, true, StatusRetry, 0, 10 * time.Second, "busy", "", nil},
-		{"unroutable", nil, false, StatusDead, 0, 0, "no listener", "DispatchDead", nil},
+		{"permanent", func(context.Context, Envelope) error { return Permanent(errors.New("refused for good")) }, true, StatusDead, 1, 0, "refused for good", "DispatchDead", nil},
+		{"wraps ErrPermanent", func(context.Context, Envelope) error { return fmt.Errorf("sink: %w", ErrPermanent) }, true, StatusDead, 1, 0, "sink: outbox: permanent failure", "DispatchDead", nil},
+		{"permanent around a retry after", func(context.Context, Envelope) error { return Permanent(RetryAfter(time.Second, "never mind")) }, true, StatusDead, 1, 0, "never mind", "DispatchDead", nil},
+		{"permanent panic value is no permanent failure", func(context.Context, Envelope) error { panic(ErrPermanent) }, true, StatusRetry, 1, time.Minute, "panic", "DispatchFailure", nil},
+		{"unroutable", nil, false, StatusRetry, 0, DefaultUnroutedRetry, "no listener", "", nil},
+		{"unroutable with UnroutedRetry negative", nil, false, StatusDead, 0, 0, "no listener", "DispatchDead",
+			func(c *Config) { c.UnroutedRetry = -1 }},
 		{"unroutable with UnroutedRetry", nil, false, StatusRetry, 0, 2 * time.Minute, "no listener", "",
 			func(c *Config) { c.UnroutedRetry = 2 * time.Minute }},
 	}

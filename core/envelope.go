@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -18,7 +20,22 @@ const (
 	MaxEventTypeLen     = 128
 	MaxAggregateTypeLen = 64
 	MaxAggregateIDLen   = 128
-	MaxTenantIDLen      = 64
+	// MaxTenantIDLen is the longest tenant id, in bytes. A tenant id must
+	// also be valid UTF-8 without control characters, and must not start
+	// or end with white space (it is compared exactly, and "acme " is
+	// not "acme").
+	MaxTenantIDLen = 64
+	// MaxHeaders is the most headers an Envelope carries.
+	MaxHeaders = 64
+	// MaxHeaderNameLen is the longest header name, in bytes: the longest
+	// field name AMQP carries, so that every header can reach every
+	// broker under its own name.
+	MaxHeaderNameLen = 255
+	// MaxHeadersSize is the most bytes an Envelope's header names and
+	// values take together (64 KiB): headers are metadata — a trace
+	// context, a correlation id — stored in every row and sent with every
+	// message; data belongs in the payload (MaxPayloadSize).
+	MaxHeadersSize = 64 << 10
 	// MaxOrderingKeyLen is the longest ordering key (see WithOrderingKey).
 	MaxOrderingKeyLen = 255
 	// MaxSchemaVersion is the highest schema version (the column is a
@@ -256,7 +273,8 @@ func WithOrderingKey(key string) EnvelopeOption {
 	}
 }
 
-// WithTenant sets the tenant id.
+// WithTenant sets the tenant id: at most MaxTenantIDLen bytes of UTF-8
+// text without control characters or white space at either end.
 func WithTenant(tenantID string) EnvelopeOption {
 	return func(b *envelopeBuilder) { b.env.tenantID = tenantID }
 }
@@ -284,7 +302,9 @@ func WithAvailableAt(t time.Time) EnvelopeOption {
 	return func(b *envelopeBuilder) { b.env.availableAt = t.UTC() }
 }
 
-// WithHeader adds one header; the key must not be empty.
+// WithHeader adds one header; the key must not be empty. An envelope
+// carries at most MaxHeaders headers, with names of at most
+// MaxHeaderNameLen bytes, taking at most MaxHeadersSize bytes in all.
 func WithHeader(key, value string) EnvelopeOption {
 	return func(b *envelopeBuilder) {
 		if key == "" {
@@ -359,8 +379,6 @@ func NewEnvelope(t EventType, opts ...EnvelopeOption) (Envelope, error) {
 		return Envelope{}, fmt.Errorf("%w: aggregate type must be 1..%d characters, got %q", ErrInvalidEnvelope, MaxAggregateTypeLen, e.aggregateType)
 	case len(e.aggregateID) > MaxAggregateIDLen:
 		return Envelope{}, fmt.Errorf("%w: aggregate id longer than %d characters", ErrInvalidEnvelope, MaxAggregateIDLen)
-	case len(e.tenantID) > MaxTenantIDLen:
-		return Envelope{}, fmt.Errorf("%w: tenant id longer than %d characters", ErrInvalidEnvelope, MaxTenantIDLen)
 	case b.payloads == 0:
 		return Envelope{}, fmt.Errorf("%w: event %q has no payload: use WithJSON, WithJSONValue or WithBytes", ErrInvalidEnvelope, e.eventType)
 	case b.payloads > 1:
@@ -374,15 +392,13 @@ func NewEnvelope(t EventType, opts ...EnvelopeOption) (Envelope, error) {
 		e.payload = string(raw)
 	}
 	for _, f := range [...][2]string{{"event type", e.eventType}, {"aggregate type", e.aggregateType},
-		{"aggregate id", e.aggregateID}, {"tenant id", e.tenantID}, {"event id", e.id}, {"ordering key", e.orderKey}} {
+		{"aggregate id", e.aggregateID}, {"event id", e.id}, {"ordering key", e.orderKey}} {
 		if !validText(f[1]) {
 			return Envelope{}, fmt.Errorf("%w: %s of %q is not valid UTF-8 text (or contains NUL)", ErrInvalidEnvelope, f[0], e.eventType)
 		}
 	}
-	for k, v := range e.headers {
-		if !validText(k) || !validText(v) {
-			return Envelope{}, fmt.Errorf("%w: header %q of %q is not valid UTF-8 text (or contains NUL)", ErrInvalidEnvelope, k, e.eventType)
-		}
+	if err := e.checkWritable(); err != nil {
+		return Envelope{}, err
 	}
 	if len(e.payload) > MaxPayloadSize {
 		return Envelope{}, fmt.Errorf("%w: event %q payload is %d bytes, the limit is %d", ErrPayloadTooLarge, e.eventType, len(e.payload), MaxPayloadSize)
@@ -397,6 +413,75 @@ func NewEnvelope(t EventType, opts ...EnvelopeOption) (Envelope, error) {
 		e.occurredAt = time.Now().UTC()
 	}
 	return *e, nil
+}
+
+// checkWritable checks what a write must refuse in an Envelope however
+// it was made (NewEnvelope, WithAddedHeaders, or RestoreEnvelope in a
+// hook): its tenant id (see MaxTenantIDLen) and its headers — each name
+// not empty and at most MaxHeaderNameLen bytes, names and values valid
+// UTF-8 text without NUL, at most MaxHeaders of them taking at most
+// MaxHeadersSize bytes. Errors wrap ErrInvalidEnvelope and name the limit
+// and the value.
+func (e Envelope) checkWritable() error {
+	if err := checkTenant(e.tenantID); err != nil {
+		return fmt.Errorf("%w: event %q: %w", ErrInvalidEnvelope, e.eventType, err)
+	}
+	if len(e.headers) > MaxHeaders {
+		return fmt.Errorf("%w: event %q has %d headers; the limit is MaxHeaders (%d)", ErrInvalidEnvelope, e.eventType, len(e.headers), MaxHeaders)
+	}
+	size := 0
+	for k, v := range e.headers {
+		switch {
+		case k == "":
+			return fmt.Errorf("%w: event %q has a header with an empty name", ErrInvalidEnvelope, e.eventType)
+		case len(k) > MaxHeaderNameLen:
+			return fmt.Errorf("%w: event %q has a header name of %d bytes (%s); the limit is MaxHeaderNameLen (%d)",
+				ErrInvalidEnvelope, e.eventType, len(k), clip(k), MaxHeaderNameLen)
+		case !validText(k) || !validText(v):
+			return fmt.Errorf("%w: header %s of %q is not valid UTF-8 text (or contains NUL)", ErrInvalidEnvelope, clip(k), e.eventType)
+		}
+		size += len(k) + len(v)
+	}
+	if size > MaxHeadersSize {
+		return fmt.Errorf("%w: the headers of event %q take %d bytes (names and values); the limit is MaxHeadersSize (%d)",
+			ErrInvalidEnvelope, e.eventType, size, MaxHeadersSize)
+	}
+	return nil
+}
+
+// checkTenant reports why id cannot be a tenant id, or nil: longer than
+// MaxTenantIDLen, not valid UTF-8, a control character, or white space at
+// either end.
+func checkTenant(id string) error {
+	if id == "" {
+		return nil
+	}
+	switch first, _ := utf8.DecodeRuneInString(id); {
+	case len(id) > MaxTenantIDLen:
+		return fmt.Errorf("tenant id is %d bytes long; the limit is MaxTenantIDLen (%d)", len(id), MaxTenantIDLen)
+	case !utf8.ValidString(id):
+		return fmt.Errorf("tenant id %s is not valid UTF-8", clip(id))
+	case strings.IndexFunc(id, unicode.IsControl) >= 0:
+		return fmt.Errorf("tenant id %s contains a control character", clip(id))
+	case unicode.IsSpace(first) || unicode.IsSpace(lastRune(id)):
+		return fmt.Errorf("tenant id %s starts or ends with white space", clip(id))
+	}
+	return nil
+}
+
+func lastRune(s string) rune {
+	r, _ := utf8.DecodeLastRuneInString(s)
+	return r
+}
+
+// clip quotes s for an error message, cut to its first 64 bytes: the
+// value that broke a limit may be megabytes long.
+func clip(s string) string {
+	const keep = 64
+	if len(s) <= keep {
+		return strconv.Quote(s)
+	}
+	return strconv.Quote(s[:keep]) + "…"
 }
 
 // validText reports whether s can be stored in any text column: valid UTF-8

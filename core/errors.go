@@ -36,6 +36,13 @@ var (
 	// delivery of such an event counts its attempt when it starts, so an
 	// event whose listener kills its process ends in DEAD after MaxAttempts.
 	ErrClaimExpired = errors.New("outbox: no outcome stored: the claim expired and was taken over")
+	// ErrInFlight is recorded as the last error of a taken-over event
+	// whose delivery starts (Store.CountAttempt): if its claim is taken
+	// over again, the take-over keeps it, and the event — in flight when
+	// its owner stopped, so perhaps what stopped it — is a suspect: it is
+	// delivered alone, after the events claimed with it. A take-over of an
+	// event that did not start records ErrClaimExpired instead.
+	ErrInFlight = errors.New("outbox: delivery started after a take-over, no outcome stored yet")
 	// ErrNotFound is returned when an event id does not exist in the state an
 	// operation requires (for example, replaying an event that is not DEAD).
 	ErrNotFound = errors.New("outbox: event not found")
@@ -43,7 +50,39 @@ var (
 	// BatchListener.HandleBatch returned fewer results than events: the
 	// events without a result count as failed.
 	ErrNoResult = errors.New("outbox: batch listener returned no result for the event")
+	// ErrGoexit is the failure recorded when a listener, a subscriber or
+	// an interceptor calls runtime.Goexit (as t.FailNow does) instead of
+	// returning: the delivery is a failed attempt, as a panic is, and the
+	// worker that ran it is replaced.
+	ErrGoexit = errors.New("outbox: the listener called runtime.Goexit instead of returning")
 )
+
+// ErrPermanent marks a failure that no retry can mend: the event is one
+// its consumer can never accept (a payload the broker refuses, a message
+// the downstream rejects as invalid). A listener, subscriber or sink
+// returns an error that wraps it — Permanent(err), or its own error type
+// whose Is matches it — and the event goes DEAD at once with that error,
+// its attempt counted, without waiting for MaxAttempts. Check with
+// errors.Is(err, ErrPermanent).
+var ErrPermanent = errors.New("outbox: permanent failure")
+
+// Permanent returns err marked as permanent (see ErrPermanent): the
+// event it fails goes DEAD at once. The result matches both ErrPermanent
+// and err with errors.Is and errors.As; its text is err's. Permanent(nil)
+// is nil.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &permanentError{err: err}
+}
+
+// permanentError is an error marked with Permanent.
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string        { return e.err.Error() }
+func (e *permanentError) Unwrap() error        { return e.err }
+func (e *permanentError) Is(target error) bool { return target == ErrPermanent }
 
 // RetryAfterError asks the dispatcher to deliver the event again after Delay
 // without counting a failed attempt: for a listener that knows the

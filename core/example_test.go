@@ -433,6 +433,51 @@ func ExampleRetryAfter() {
 	// outbox: retry after 30s: rate limited by the payment provider
 }
 
+// ExamplePermanent sends an event its consumer can never accept to DEAD
+// at once: the listener marks its error as permanent, and the event is
+// not retried (MaxAttempts is 10 here).
+func ExamplePermanent() {
+	ctx := context.Background()
+	store := outboxmem.New()
+	client, err := outbox.New(outbox.Config{
+		Store: store, TxContext: store, MaxAttempts: 10,
+		Logger: slog.New(slog.DiscardHandler), // the failure is expected here
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	_ = client.Handle(OrderPlaced, func(ctx context.Context, e outbox.Envelope) error {
+		var order struct{ Total int }
+		if err := e.DecodeJSON(&order); err != nil || order.Total < 0 {
+			return outbox.Permanent(fmt.Errorf("order %s: invalid total %d", e.AggregateID(), order.Total))
+		}
+		return nil
+	})
+	if err := client.Start(ctx); err != nil {
+		fmt.Println(err)
+		return
+	}
+	e := outbox.MustEnvelope(OrderPlaced, outbox.WithAggregate(OrderAggregate, "o-9"), outbox.WithJSON([]byte(`{"Total":-5}`)))
+	if err := store.InTx(ctx, func(ctx context.Context) error { _, err := client.Write(ctx, e); return err }); err != nil {
+		fmt.Println(err)
+		return
+	}
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if r, err := client.Get(ctx, e.ID()); err == nil && r.Status == outbox.StatusDead {
+			fmt.Printf("%s after %d attempt: %s\n", r.Status, r.Attempts, r.LastError)
+			break
+		}
+	}
+	fmt.Println(errors.Is(outbox.Permanent(errors.New("x")), outbox.ErrPermanent))
+	fmt.Println("closed:", client.Close(ctx))
+
+	// Output:
+	// DEAD after 1 attempt: order o-9: invalid total -5
+	// true
+	// closed: <nil>
+}
+
 // ExampleConfig_ordered delivers the events of one order in the order they
 // were written, while different orders go on in parallel. The first
 // delivery of OrderPlaced fails: OrderCancelled of the same order waits for

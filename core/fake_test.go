@@ -139,7 +139,9 @@ func (s *memStore) Claim(_ context.Context, req ClaimRequest) ([]Record, error) 
 	}
 	for _, r := range s.sorted() {
 		if !req.NoRecovery && len(out) < req.Limit && pending(r) && r.LockedBy != "" && req.Now.Sub(r.LockedAt) >= req.Lease {
-			r.LastError = ErrClaimExpired.Error()
+			if r.LastError != ErrInFlight.Error() {
+				r.LastError = ErrClaimExpired.Error()
+			}
 			take(r)
 		}
 	}
@@ -540,5 +542,6 @@ func (s *memStore) CountAttempt(_ context.Context, owner, id string) (bool, erro
 		return false, nil
 	}
 	r.Attempts++
+	r.LastError = ErrInFlight.Error()
 	return true, nil
 }

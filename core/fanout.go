@@ -63,6 +63,7 @@ func (f *fanOut) run(ctx context.Context, e Envelope, owed []string, report func
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			errs[i] = ErrGoexit // kept if the subscriber calls runtime.Goexit
 			errs[i] = guard(func() error { return l.Handle(ctx, e) })
 		}()
 	}
@@ -89,7 +90,8 @@ func (f *fanOut) run(ctx context.Context, e Envelope, owed []string, report func
 //
 // When every failure is a RetryAfter, the error unwraps to the one with the
 // longest delay (no attempt is used up); when every failure is
-// ErrUnroutable (subscribers that are no longer registered), to that.
+// ErrUnroutable (subscribers that are no longer registered), or every one
+// is ErrPermanent, to that.
 type SubscribersError struct {
 	Failed map[string]error
 }
@@ -118,10 +120,11 @@ func (e *SubscribersError) Error() string {
 
 // Unwrap returns what every failure has in common: the longest RetryAfter
 // when all asked for one, ErrUnroutable when no failed subscriber is
-// registered, else nothing.
+// registered, ErrPermanent when every one failed permanently, else
+// nothing.
 func (e *SubscribersError) Unwrap() error {
 	var longest *RetryAfterError
-	allRetryAfter, allUnroutable := true, true
+	allRetryAfter, allUnroutable, allPermanent := true, true, true
 	for _, err := range e.Failed {
 		var ra *RetryAfterError
 		if errors.As(err, &ra) {
@@ -134,12 +137,17 @@ func (e *SubscribersError) Unwrap() error {
 		if !errors.Is(err, ErrUnroutable) {
 			allUnroutable = false
 		}
+		if !errors.Is(err, ErrPermanent) {
+			allPermanent = false
+		}
 	}
 	switch {
 	case allRetryAfter && longest != nil:
 		return longest
 	case allUnroutable:
 		return ErrUnroutable
+	case allPermanent && len(e.Failed) > 0:
+		return ErrPermanent
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -27,7 +28,39 @@ type hold struct {
 	// ordered: the event is ordered; its DONE wakes the poller (set
 	// before the hold is queued, read after).
 	ordered bool
+	// mates, if not nil, counts this hold among the events of its claim
+	// that a suspect waits for (see claimMates): it ends with the hold.
+	mates *claimMates
 }
+
+// claimMates are the events of one claim that its suspects (events in
+// flight when their owner stopped, see ErrInFlight) wait for: a suspect
+// starts once they have ended — their outcomes stored, their holds let go
+// — so that, if it kills the process again, it takes none of them along.
+type claimMates struct {
+	n    atomic.Int64
+	done chan struct{} // closed once n is 0
+}
+
+// newClaimMates returns mates holding one reference of their own, which
+// seal drops once every mate has joined.
+func newClaimMates() *claimMates {
+	m := &claimMates{done: make(chan struct{})}
+	m.n.Store(1)
+	return m
+}
+
+func (m *claimMates) join() { m.n.Add(1) }
+
+// end ends one mate (or the claim's own reference: seal).
+func (m *claimMates) end() {
+	if m.n.Add(-1) == 0 {
+		close(m.done)
+	}
+}
+
+// seal says that every mate has joined.
+func (m *claimMates) seal() { m.end() }
 
 func newHolds() *holds { return &holds{m: make(map[string]*hold)} }
 
@@ -35,12 +68,24 @@ func newHolds() *holds { return &holds{m: make(map[string]*hold)} }
 // the holding delivery is past its deadline: its claim is no longer
 // renewed, and a claim that returns the event again is a take-over.
 func (h *holds) acquire(id string, claimed, now time.Time) (*hold, bool) {
+	return h.acquireAmong(id, claimed, now, nil)
+}
+
+// acquireAmong is acquire of one of mates (nil: none).
+func (h *holds) acquireAmong(id string, claimed, now time.Time, mates *claimMates) (*hold, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if old, held := h.m[id]; held && (old.deadline.IsZero() || now.Before(old.deadline)) {
+	old, held := h.m[id]
+	if held && (old.deadline.IsZero() || now.Before(old.deadline)) {
 		return nil, false
 	}
-	nh := &hold{id: id, renewed: claimed}
+	if held {
+		old.endMate() // replaced: it ends here
+	}
+	nh := &hold{id: id, renewed: claimed, mates: mates}
+	if mates != nil {
+		mates.join()
+	}
 	h.m[id] = nh
 	return nh, true
 }
@@ -50,8 +95,17 @@ func (h *holds) release(hd *hold) {
 	h.mu.Lock()
 	if h.m[hd.id] == hd {
 		delete(h.m, hd.id)
+		hd.endMate()
 	}
 	h.mu.Unlock()
+}
+
+// endMate ends hd among its claim's mates, if it is one; holds.mu is held.
+func (hd *hold) endMate() {
+	if hd.mates != nil {
+		hd.mates.end()
+		hd.mates = nil
+	}
 }
 
 // start records that hd's listener starts; its claim is renewed until

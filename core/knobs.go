@@ -176,11 +176,12 @@ var knobs = []Knob{
 		func(c *Config) *bool { return &c.Ordered }),
 	enumKnob("DeadPolicy", "dead-policy", "what an ordered DEAD event does to the later events of its key",
 		[]DeadPolicy{DeadBlocksKey, DeadSkipsKey}, func(c *Config) *DeadPolicy { return &c.DeadPolicy }),
-	numKnob("UnroutedRetry", "offers an event no route handles again after this long, using no attempt (0: DEAD at once)",
-		func(c *Config) *time.Duration { return &c.UnroutedRetry }, 0, time.Second, day),
-	withNegativeOff(numKnob("MetricsInterval", "spaces the samples of the backlog reported to Metrics (negative: never)",
+	withNegative(numKnob("UnroutedRetry", "leaves an event no route of this Client handles pending, offered again after this long, using no attempt (negative: DEAD at once)",
+		func(c *Config) *time.Duration { return &c.UnroutedRetry }, DefaultUnroutedRetry, time.Second, day),
+		"DEAD at once", func(c Config) bool { return c.UnroutedRetry < 0 }),
+	withNegative(numKnob("MetricsInterval", "spaces the samples of the backlog reported to Metrics (negative: never)",
 		func(c *Config) *time.Duration { return &c.MetricsInterval }, DefaultMetricsInterval, time.Millisecond, day),
-		func(c Config) bool { return c.MetricsInterval < 0 }),
+		"off", func(c Config) bool { return c.MetricsInterval < 0 }),
 }
 
 // modes lists every Mode, in order.
@@ -219,13 +220,14 @@ func numKnob[T int | time.Duration](name, doc string, field func(*Config) *T, de
 	return k
 }
 
-// withNegativeOff lets the values that off reports through k's check: a
-// negative value switches the knob's work off.
-func withNegativeOff(k Knob, off func(Config) bool) Knob {
+// withNegative lets the values that neg reports through k's check: a
+// negative value has the meaning what ("off": the knob's work is switched
+// off).
+func withNegative(k Knob, what string, neg func(Config) bool) Knob {
 	inner := k.check
-	k.Min = "negative (off), or " + k.Min
+	k.Min = "negative (" + what + "), or " + k.Min
 	k.check = func(c Config) error {
-		if off(c) {
+		if neg(c) {
 			return nil
 		}
 		return inner(c)

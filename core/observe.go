@@ -2,7 +2,6 @@ package outbox
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"maps"
 	"time"
@@ -97,7 +96,9 @@ func countWritten(m Metrics, events []Envelope) {
 // WriterHook that stamps the events it writes (a trace context, see the
 // otel module): a key e already has keeps its value unless replace is
 // true. e itself is not changed. Keys must not be empty and values must be
-// valid UTF-8 text without NUL; errors wrap ErrInvalidEnvelope.
+// valid UTF-8 text without NUL, and the result must keep the limits on
+// headers (MaxHeaders, MaxHeaderNameLen, MaxHeadersSize); errors wrap
+// ErrInvalidEnvelope.
 func (e Envelope) WithAddedHeaders(h map[string]string, replace bool) (Envelope, error) {
 	if len(h) == 0 {
 		return e, nil
@@ -105,14 +106,14 @@ func (e Envelope) WithAddedHeaders(h map[string]string, replace bool) (Envelope,
 	headers := make(map[string]string, len(e.headers)+len(h))
 	maps.Copy(headers, e.headers)
 	for k, v := range h {
-		if k == "" || !validText(k) || !validText(v) {
-			return Envelope{}, fmt.Errorf("%w: header %q of %q is empty or not valid UTF-8 text (or contains NUL)", ErrInvalidEnvelope, k, e.eventType)
-		}
 		if _, ok := headers[k]; ok && !replace {
 			continue
 		}
 		headers[k] = v
 	}
 	e.headers = headers
+	if err := e.checkWritable(); err != nil {
+		return Envelope{}, err
+	}
 	return e, nil
 }

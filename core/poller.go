@@ -72,9 +72,10 @@ type coldQueue interface {
 	room() (free, size int)
 	// depths returns the current lengths of the hot and cold queues.
 	depths() (hot, cold int)
-	// enqueueCold queues a claimed event; false if the queue is full or
-	// closing.
-	enqueueCold(r Record) bool
+	// enqueueClaimed queues a claimed event, one of a claim whose
+	// suspects wait for mates (see dispatcher.enqueueClaimed); false if
+	// the queue is full or closing.
+	enqueueClaimed(r Record, mates *claimMates) bool
 }
 
 // Start runs the polling loop, and the extra claimers that help it while
@@ -190,20 +191,29 @@ func (p *poller) poll(ctx context.Context) (queued int, more, busy bool, err err
 	if len(recs) == 0 {
 		return 0, false, false, nil
 	}
-	// Events taken over from an owner whose delivery ended without an
-	// outcome go last: their batch-mates are delivered (and acknowledged)
-	// before a delivery that may kill the process starts.
-	slices.SortStableFunc(recs, func(a, b Record) int {
-		switch ta, tb := takenOver(a), takenOver(b); {
-		case ta == tb:
-			return 0
-		case ta:
-			return 1
+	// Events taken over from an owner that stored no outcome go after the
+	// fresh ones, and those that were in flight when it stopped (suspects:
+	// one may be what stopped it) last, in the suspect lane, where each
+	// starts once the others of this claim (its mates) have ended: a
+	// suspect that kills the process again takes none of them along.
+	slices.SortStableFunc(recs, func(a, b Record) int { return suspicion(a) - suspicion(b) })
+	var mates *claimMates
+	sealed := true
+	if inFlight(recs[len(recs)-1]) {
+		mates, sealed = newClaimMates(), false
+	}
+	seal := func() {
+		if !sealed {
+			sealed = true
+			mates.seal()
 		}
-		return -1
-	})
+	}
+	defer seal()
 	for i, r := range recs {
-		if !p.queue.enqueueCold(r) {
+		if inFlight(r) {
+			seal() // every other event of the claim has joined
+		}
+		if !p.queue.enqueueClaimed(r, mates) {
 			// Full or closing: give the rest back to every poller.
 			p.release(ctx, recs[i:])
 			return queued, false, true, nil // poll again soon for what was released
@@ -213,6 +223,18 @@ func (p *poller) poll(ctx context.Context) (queued int, more, busy bool, err err
 	// A claim that came back full suggests more. So does one that ran
 	// beside another claim: rows that one locked were skipped here.
 	return queued, (got.rows == limit || concurrent) && queued > 0, false, nil
+}
+
+// suspicion orders the records of a claim: fresh ones (0), then those
+// taken over (1), then those in flight when their owner stopped (2).
+func suspicion(r Record) int {
+	switch {
+	case inFlight(r):
+		return 2
+	case takenOver(r):
+		return 1
+	}
+	return 0
 }
 
 // reserve takes cold-queue room for one claim: as much as the queue has

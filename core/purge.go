@@ -108,7 +108,8 @@ func (s *PurgeScheduler) loop(ctx context.Context) {
 	}
 }
 
-// Close stops the scheduler and waits for a running purge to end (or ctx).
+// Close stops the scheduler and waits for a running purge to end, or for
+// ctx to end (an error wrapping ctx.Err()); every call waits.
 func (s *PurgeScheduler) Close(ctx context.Context) error { return s.bg.close(ctx, "purge scheduler") }
 
 // setDefault sets *v to def if it is zero: a PurgeScheduler is also built

@@ -204,9 +204,10 @@ type Store interface {
 	// pending events whose claim expired (claimed or renewed more than
 	// req.Lease ago, by any owner, req.Owner included), then due unclaimed
 	// pending events, oldest due first. A taken-over row records the
-	// take-over: its last error is set to ErrClaimExpired's text (its
-	// attempts are not changed: its previous owner may never have started
-	// it). A claimed row must not slow the next claims down: stores index
+	// take-over: its last error is set to ErrClaimExpired's text, unless it
+	// is ErrInFlight's (set by CountAttempt: the delivery had started),
+	// which it keeps; its attempts are not changed (its previous owner may
+	// never have started it). A claimed row must not slow the next claims down: stores index
 	// unclaimed and claimed rows apart. With req.Ordered, an ordered event
 	// is claimed only as the head of its key (see ClaimRequest.Ordered).
 	Claim(ctx context.Context, req ClaimRequest) ([]Record, error)
@@ -225,8 +226,10 @@ type Store interface {
 	MarkDead(ctx context.Context, o Outcome) (bool, error)
 	// CountAttempt increments the attempts of owner's claimed event before
 	// a delivery that may never end (one taken over, see ErrClaimExpired),
-	// so that an event whose listener kills its process reaches DEAD. It
-	// reports whether the row changed.
+	// so that an event whose listener kills its process reaches DEAD, and
+	// sets its last error to ErrInFlight's text: a take-over keeps it, so
+	// the next owner knows the delivery was in flight. It reports whether
+	// the row changed.
 	CountAttempt(ctx context.Context, owner, id string) (bool, error)
 	// Release drops owner's claim on pending events so any poller can take
 	// them at once (used on shutdown for events that were never delivered).

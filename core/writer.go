@@ -77,6 +77,22 @@ func newWriter(cfg Config, c *claims, hot *dispatcher) (*writer, error) {
 	return w, nil
 }
 
+// checkEvents refuses a write of events before it reaches the database: a
+// zero Envelope, or one outside the limits NewEnvelope keeps (see
+// checkWritable) — one made otherwise (RestoreEnvelope) has not been
+// checked yet.
+func checkEvents(events []Envelope) error {
+	for i, e := range events {
+		if e.IsZero() {
+			return fmt.Errorf("%w: event %d is the zero Envelope; build it with NewEnvelope", ErrInvalidEnvelope, i)
+		}
+		if err := e.checkWritable(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Write inserts events into the outbox in the transaction carried by ctx and
 // returns their ids (none if a hook suppressed the write). With no
 // transaction in ctx it fails with an error wrapping ErrNoTransaction and
@@ -87,14 +103,17 @@ func (w *writer) Write(ctx context.Context, events ...Envelope) ([]string, error
 	if err != nil {
 		return nil, err
 	}
-	for i, e := range events {
-		if e.IsZero() {
-			return nil, fmt.Errorf("%w: event %d is the zero Envelope; build it with NewEnvelope", ErrInvalidEnvelope, i)
-		}
+	if err := checkEvents(events); err != nil {
+		return nil, err
 	}
 	for _, h := range w.hooks {
 		if events, err = h.BeforeWrite(ctx, events); err != nil {
 			return nil, fmt.Errorf("outbox: before-write hook: %w", err)
+		}
+	}
+	if len(w.hooks) > 0 {
+		if err := checkEvents(events); err != nil {
+			return nil, fmt.Errorf("outbox: after the before-write hooks: %w", err)
 		}
 	}
 	if len(events) == 0 {

@@ -26,8 +26,9 @@
 // aggregate type with Client.Handle (the event type on any aggregate), one
 // with an aggregate type with Client.Register, one with a Subscriber with
 // Client.Subscribe. A data source without routes still
-// starts: it logs a warning, and every event it delivers goes to DEAD as
-// unroutable (replayable with Client.Dead once a listener exists). Two
+// starts: it logs a warning, and every event it claims is left pending as
+// unroutable, offered again after UnroutedRetry (DEAD at once if that is
+// negative). Two
 // routes for the same event type (on any aggregate, or on the same
 // aggregate type) make the app fail to start.
 //

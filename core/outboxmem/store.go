@@ -219,7 +219,7 @@ func (s *Store) Insert(ctx context.Context, tx outbox.Tx, now time.Time, owner s
 
 // Claim atomically claims up to req.Limit events for req.Owner: first
 // pending events whose claim is older than the lease (by any owner, taken
-// over: ErrClaimExpired), oldest claim first, then due unclaimed pending
+// over: ErrClaimExpired, unless ErrInFlight is recorded), oldest claim first, then due unclaimed pending
 // events old enough for SkipRecent, oldest due first. Ordered events are
 // claimed only by a req.Ordered claim, and only as the head of their key
 // (its first event that is not DONE, nor DEAD unless req.DeadSkips), keys
@@ -253,7 +253,9 @@ func (s *Store) Claim(ctx context.Context, req outbox.ClaimRequest) ([]outbox.Re
 	}
 	for _, r := range expired {
 		s.change(r, func(r *row) {
-			r.lastError = outbox.ErrClaimExpired.Error()
+			if r.lastError != outbox.ErrInFlight.Error() { // in flight: kept
+				r.lastError = outbox.ErrClaimExpired.Error()
+			}
 			r.lockedBy, r.lockedAt = req.Owner, now
 		})
 	}
@@ -453,15 +455,15 @@ func (s *Store) Renew(ctx context.Context, owner string, ids []string, now time.
 	return s.fenced(owner, ids, func(r *row) { r.lockedAt = now }), nil
 }
 
-// CountAttempt increments the attempts of owner's claimed event and
-// reports whether the row changed.
+// CountAttempt increments the attempts of owner's claimed event, records
+// ErrInFlight as its last error, and reports whether the row changed.
 func (s *Store) CountAttempt(ctx context.Context, owner, id string) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, fmt.Errorf("outboxmem: count an attempt: %w", err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.fenced(owner, []string{id}, func(r *row) { r.attempts++ }) > 0, nil
+	return s.fenced(owner, []string{id}, func(r *row) { r.attempts, r.lastError = r.attempts+1, outbox.ErrInFlight.Error() }) > 0, nil
 }
 
 // fenced calls fn for each distinct id of a pending row claimed by owner

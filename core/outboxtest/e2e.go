@@ -34,7 +34,7 @@ func RunEndToEndSuite(t *testing.T, newFixture func(t *testing.T) Fixture) {
 		{"HotQueueOverflowLeftToPoller", e2eOverflow},
 		{"RetryThenSuccess", e2eRetryThenSuccess},
 		{"DeadAfterMaxAttemptsThenReplay", e2eDeadAndReplay},
-		{"UnroutableIsDeadAtOnce", e2eUnroutable},
+		{"UnroutableIsLeftPending", e2eUnroutable},
 		{"FanOutRetriesOnlyTheFailingSubscriber", e2eFanOut},
 		{"ListenerPanicIsFailure", e2ePanic},
 		{"RetryAfterKeepsAttempts", e2eRetryAfter},
@@ -458,13 +458,25 @@ func (m *subscriberRuns) counts() map[string]int {
 	return maps.Clone(m.n)
 }
 
+// e2eUnroutable: an event no route of the Client handles is left pending
+// for another program by default, no attempt used; with UnroutedRetry
+// negative it goes DEAD at once.
 func e2eUnroutable(t *testing.T, f Fixture) {
-	c := startNode(t, f, nil, outbox.Config{})
-	e := ping(t)
-	write(t, f, c, e)
-	Eventually(t, 10*time.Second, "unroutable event DEAD", func() bool { return record(t, f, e.ID()).Status == outbox.StatusDead })
-	if r := record(t, f, e.ID()); r.Attempts != 0 {
-		t.Fatalf("unroutable event used %d attempts, want 0 (no retries)", r.Attempts)
+	for _, tc := range []struct {
+		retry time.Duration
+		want  outbox.Status
+	}{{0, outbox.StatusRetry}, {-1, outbox.StatusDead}} {
+		c := startNode(t, f, nil, outbox.Config{UnroutedRetry: tc.retry})
+		e := ping(t)
+		write(t, f, c, e)
+		Eventually(t, 10*time.Second, "unroutable event "+tc.want.String(), func() bool {
+			r := record(t, f, e.ID())
+			return r.Status == tc.want && r.LockedBy == ""
+		})
+		if r := record(t, f, e.ID()); r.Attempts != 0 || !strings.Contains(r.LastError, "no listener") {
+			t.Fatalf("UnroutedRetry %v: unroutable event used %d attempts, error %q; want 0 and a no-listener error", tc.retry, r.Attempts, r.LastError)
+		}
+		closeClient(t, c)
 	}
 }
 
@@ -671,7 +683,7 @@ func e2ePurge(t *testing.T, f Fixture) {
 	}
 	clock := NewClock(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
 	l := NewLedger()
-	c := startNode(t, f, l.Listener(), outbox.Config{Mode: outbox.ModeHotPathOnly, Clock: clock, PurgeBatchSize: 2})
+	c := startNode(t, f, l.Listener(), outbox.Config{Mode: outbox.ModeHotPathOnly, Clock: clock, PurgeBatchSize: 2, UnroutedRetry: -1})
 	for range 5 {
 		write(t, f, c, ping(t))
 	}

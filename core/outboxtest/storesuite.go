@@ -45,6 +45,7 @@ func RunStoreSuite(t *testing.T, newFixture func(t *testing.T) Fixture) {
 		{"ClaimSkipRecent", storeClaimSkipRecent},
 		{"ClaimExclusiveUnderConcurrency", storeClaimConcurrent},
 		{"LeaseExpiryAndFencing", storeLeaseExpiry},
+		{"TakeOverKeepsInFlight", storeTakeOverKeepsInFlight},
 		{"RenewKeepsTheClaim", storeRenew},
 		{"RecoveryComesFirstAndTakesOwnExpiredClaims", storeRecovery},
 		{"MarkDoneBatch", storeMarkDone},

@@ -160,9 +160,9 @@ func storeLeaseExpiry(t *testing.T, f Fixture) {
 		t.Errorf("stale Release = %d, %v; want 0", n, err)
 	}
 	r := get(t, f, e.ID())
-	wantState(t, r, outbox.StatusNew, 1, ownerB) // the attempt B counted
-	if r.LastError != outbox.ErrClaimExpired.Error() {
-		t.Errorf("stale update recorded error %q", r.LastError)
+	wantState(t, r, outbox.StatusNew, 1, ownerB)   // the attempt B counted
+	if r.LastError != outbox.ErrInFlight.Error() { // B's CountAttempt's, not a stale update's
+		t.Errorf("last error %q after B counted its attempt and A's stale updates; want %q", r.LastError, outbox.ErrInFlight)
 	}
 	if n, err := f.Store.MarkDone(ctx, ownerB, []string{e.ID()}, now); err != nil || n != 1 {
 		t.Fatalf("MarkDone by the current owner = %d, %v; want 1", n, err)

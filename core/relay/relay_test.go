@@ -187,7 +187,7 @@ func TestPerTenant(t *testing.T) {
 // tenant's topics.
 func TestPerTenantRefusesWhatIsNotOnePart(t *testing.T) {
 	for _, tenant := range relaytest.HostileTenants() {
-		e := outbox.MustEnvelope(outbox.EventName("OrderPlaced"), outbox.WithTenant(tenant), outbox.WithJSON([]byte(`{}`)))
+		e := relaytest.Stored(t, outbox.MustEnvelope(outbox.EventName("OrderPlaced"), outbox.WithJSON([]byte(`{}`))), tenant, nil)
 		for _, b := range []relay.Broker{relay.NATS, relay.AMQP, relay.Kafka, {}} {
 			m, err := b.Message(e, relay.PerTenant(nil), nil)
 			if !errors.Is(err, relay.ErrInvalidMessage) {

@@ -322,7 +322,7 @@ func mysqlClaimOnce(ctx context.Context, s *Store, req outbox.ClaimRequest) ([]o
 	lockedAt := req.Now.UTC().Truncate(time.Microsecond) // as bound: microseconds
 	for i := range recs {
 		r := &recs[i]
-		if r.LockedBy != "" {
+		if r.LockedBy != "" && r.LastError != outbox.ErrInFlight.Error() {
 			r.LastError = outbox.ErrClaimExpired.Error()
 		}
 		r.LockedBy, r.LockedAt = req.Owner, lockedAt

@@ -123,8 +123,9 @@ func (q *insertSQL) sql(cols insertCols, n int, conflict bool) string {
 // it: only an ordered claim takes them, as the heads of their keys (see
 // ordering.go).
 const (
-	// recoverSet: the take-over error, owner, now.
-	recoverSet = "last_error = ?, locked_by = ?, locked_at = ?"
+	// recoverSet: the in-flight text (kept, see outbox.ErrInFlight), the
+	// take-over error, owner, now.
+	recoverSet = "last_error = CASE WHEN last_error = ? THEN last_error ELSE ? END, locked_by = ?, locked_at = ?"
 	// recoverWhere: lease cutoff.
 	recoverWhere = "status IN (0, 2) AND locked_by IS NOT NULL AND locked_at <= ?"
 	// freshSet: owner, now.
@@ -179,7 +180,7 @@ func buildQueries(d *dialect, t string) *queries {
 		undoInsert: newIDsSQL(d, "DELETE FROM "+t+" WHERE "),
 		markDone: newIDsSQL(d, "UPDATE "+t+" SET status = 1, done_at = ?, last_error = NULL, locked_by = NULL, locked_at = NULL"+
 			" WHERE locked_by = ? AND status IN (0, 2) AND "),
-		countAttempt: d.rebind("UPDATE "+t+" SET attempts = attempts + 1 WHERE event_id = ? AND locked_by = ? AND status IN (0, 2)", 1),
+		countAttempt: d.rebind("UPDATE "+t+" SET attempts = attempts + 1, last_error = ? WHERE event_id = ? AND locked_by = ? AND status IN (0, 2)", 1),
 		markRetry: d.rebind("UPDATE "+t+" SET status = 2, available_at = ?, last_error = ?, attempts = attempts + ?, subscribers = ?,"+
 			" locked_by = NULL, locked_at = NULL WHERE event_id = ? AND locked_by = ? AND status IN (0, 2)", 1),
 		markDead: d.rebind("UPDATE "+t+" SET status = 3, done_at = ?, last_error = ?, attempts = attempts + ?, subscribers = ?,"+

@@ -468,7 +468,7 @@ type claimParams struct {
 func (s *Store) claimArgs(req outbox.ClaimRequest) claimParams {
 	now := req.Now.UTC()
 	return claimParams{
-		recoverSet:   []any{outbox.ErrClaimExpired.Error(), req.Owner, s.t(now)},
+		recoverSet:   []any{outbox.ErrInFlight.Error(), outbox.ErrClaimExpired.Error(), req.Owner, s.t(now)},
 		recoverWhere: []any{s.t(now.Add(-req.Lease))},
 		freshSet:     []any{req.Owner, s.t(now)},
 		freshWhere:   []any{s.t(now), s.t(now.Add(-req.SkipRecent))},
@@ -559,10 +559,11 @@ func (s *Store) MarkDead(ctx context.Context, o outbox.Outcome) (bool, error) {
 	return s.outcome(ctx, "mark dead", s.q.markDead, o)
 }
 
-// CountAttempt increments the attempts of owner's claimed event and
-// reports whether the row changed.
+// CountAttempt increments the attempts of owner's claimed event, records
+// outbox.ErrInFlight as its last error, and reports whether the row
+// changed.
 func (s *Store) CountAttempt(ctx context.Context, owner, id string) (bool, error) {
-	n, err := s.w.Exec(ctx, s.q.countAttempt, id, owner)
+	n, err := s.w.Exec(ctx, s.q.countAttempt, outbox.ErrInFlight.Error(), id, owner)
 	if err != nil {
 		return false, fmt.Errorf("sqlstore: count an attempt of %s in %s: %w", id, s.table, s.explain(err))
 	}

@@ -209,6 +209,10 @@ func run(ctx context.Context, o options) error {
 				c.Table = "multi_ds_" + ds + "_outbox" // distinct tables: both may point at one database
 				c.PollInterval = 200 * time.Millisecond
 				c.RetryBase, c.RetryMax = 100*time.Millisecond, time.Second
+				// Each table is this program's alone: an event without a
+				// listener is a bug, shown in DEAD at once (by default it
+				// is left pending for another program).
+				c.UnroutedRetry = -1
 			}),
 			outboxfx.WithMetrics(metrics[ds]),
 			outboxfx.FromEnv(), // OUTBOX_ORDERS_… / OUTBOX_BILLING_… have the last word
