@@ -139,7 +139,7 @@ func TestParseDBURL(t *testing.T) {
 	}{
 		{"postgres://u:pw@127.0.0.1:5432/app?sslmode=disable", "postgres", "postgres://u:xxxxx@127.0.0.1:5432/app?sslmode=disable"},
 		{"postgresql://127.0.0.1/app", "postgres", "postgresql://127.0.0.1/app"},
-		{"POSTGRES://127.0.0.1/app", "postgres", "postgres://127.0.0.1/app"},
+		{"POSTGRES://127.0.0.1/app", "postgres", "POSTGRES://127.0.0.1/app"},
 		{"mysql://app:p%40ss@db.internal/app?tls=skip-verify", "mysql", "mysql://app:xxxxx@db.internal/app?tls=skip-verify"},
 		{"sqlite:///var/lib/app.db", "sqlite", "sqlite:///var/lib/app.db"},
 		{"sqlite:app.db", "sqlite", "sqlite:app.db"},
