@@ -48,6 +48,10 @@ type dialect struct {
 	// without a URL scheme is the path of one (see ParseURL).
 	embedded bool
 
+	// reserved lists, space-separated in lower case, the words the
+	// database refuses as an unquoted table (or schema) name: no name the
+	// store writes into SQL may be one of them (see ValidateTableName).
+	reserved string
 	// schemaFile is the DDL template under schema/, see renderSchema.
 	schemaFile string
 	// placeholder returns the bind marker of the i-th parameter (1-based).

@@ -23,6 +23,13 @@ var sqliteDialect = &dialect{
 	fromURL:     sqliteURL,
 	fromDSN:     sqlitePath,
 	embedded:    true,
+	// The keywords of SQLite (sqlite3_keyword_name) it refuses as an
+	// unquoted table name (see ValidateTableName).
+	reserved: "add all alter and as autoincrement between case check collate commit constraint create " +
+		"default deferrable delete distinct drop else escape except exists foreign from group " +
+		"having if in index insert intersect into is isnull join limit not nothing notnull null " +
+		"on or order primary references returning select set table then to transaction union " +
+		"unique update using values when where",
 	schemaFile:  "schema/sqlite.sql",
 	placeholder: questionMark,
 	timeArg:     func(t time.Time) any { return t.UnixMicro() },

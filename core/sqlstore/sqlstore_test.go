@@ -12,9 +12,10 @@ import (
 )
 
 func TestValidateTableName(t *testing.T) {
-	valid := []string{"outbox_event", "_x", "T1", "app.outbox_event", "main._t", strings.Repeat("a", 64), strings.Repeat("s", 64) + "." + strings.Repeat("t", 64)}
+	valid := []string{"outbox_event", "_x", "T1", "app.outbox_event", "orders", "order_events", "users", "events", "status", "public.outbox", "main._t", strings.Repeat("a", 64), strings.Repeat("s", 64) + "." + strings.Repeat("t", 64)}
 	invalid := []string{"", "1abc", "outbox_event; DROP TABLE users", "outbox_event;--", "a.b.c", "x-y", "tbl name", strings.Repeat("a", 65),
-		`"quoted"`, "`t`", "[t]", "a.", ".a", "tablé", "t\n", "t'", "t/*x*/", "a..b"}
+		`"quoted"`, "`t`", "[t]", "a.", ".a", "tablé", "t\n", "t'", "t/*x*/", "a..b",
+		"order", "select", "group", "user", "Order", "SELECT", "app.order", "table.outbox_event", "key", "rank", "transaction"}
 	for _, name := range valid {
 		if err := ValidateTableName(name); err != nil {
 			t.Errorf("ValidateTableName(%q) = %v, want nil", name, err)
@@ -36,6 +37,10 @@ func TestValidateTableName(t *testing.T) {
 	err := ValidateTableName("outbox_event; DROP TABLE users")
 	if err == nil || !strings.Contains(err.Error(), "not allowed") || !strings.Contains(err.Error(), "letters, digits and underscores") {
 		t.Errorf("error does not explain the rule: %v", err)
+	}
+	err = ValidateTableName("app.Order")
+	if err == nil || !strings.Contains(err.Error(), `"order" is a reserved word`) || !strings.Contains(err.Error(), "PostgreSQL, MySQL, SQLite") {
+		t.Errorf("error does not name the reserved word and its databases: %v", err)
 	}
 }
 
