@@ -60,6 +60,7 @@ func RunStoreSuite(t *testing.T, newFixture func(t *testing.T) Fixture) {
 		{"Stats", storeStats},
 		{"Purge", storePurge},
 		{"TenantScope", storeTenantScope},
+		{"TenantComparedExactly", storeTenantExact},
 		{"PurgeByTenant", storePurgeByTenant},
 		{"ErrorTruncation", storeErrorTruncation},
 		{"TimeZoneIndependence", storeTimeZones},

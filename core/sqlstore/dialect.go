@@ -103,6 +103,11 @@ type dialect struct {
 	// idsArray, when set, is the condition "event_id is one of the ids of
 	// one array parameter", bound as an array literal (see idsSQL).
 	idsArray string
+	// padSpace: the table's collation compares strings as if padded with
+	// spaces (MySQL's and MariaDB's PAD SPACE collations, utf8mb4_bin
+	// among them: "acme " = "acme"), so a comparison that must be exact
+	// also compares lengths (see tenantWhere).
+	padSpace bool
 	// maxIdent is the longest identifier the database keeps as written;
 	// longer ones are cut (PostgreSQL) or refused. Zero: no limit below
 	// the 64 characters every table name is held to.

@@ -72,6 +72,8 @@ var mysqlDialect = &dialect{
 	timeArg:     func(t time.Time) any { return t.UTC().Format(mysqlTimeFormat) },
 	scanTime:    scanMySQLTime,
 	claim:       mysqlClaim,
+	// utf8mb4_bin pads with spaces: a tenant is compared with its length.
+	padSpace: true,
 	// A tenant's purge walks the tenant index (tenant, status, id) from
 	// the oldest id instead: the purge index holds every tenant's rows.
 	purgeSQL: func(table, tenant string) string {

@@ -137,14 +137,35 @@ const (
 // second term is what the tenant index of PostgreSQL and SQLite is partial
 // on (only events with a tenant are in it): written out, it lets the
 // planner use the index whatever the bound tenant, in generic plans too.
-// A tenant's purge deletes in tenantOrder: the order of the tenant index,
-// oldest id first, which every database reads from the index (MariaDB's
-// DELETE sorts "ORDER BY event_id" even after equalities on the index's
-// first columns).
+// On a database whose collation pads (padSpace), it is padTenantWhere
+// instead: the equality finds the tenant's entries in the index, and the
+// length (in bytes, as Go counts) leaves out those that differ only by
+// trailing spaces. A tenant's purge deletes in tenantOrder: the order of
+// the tenant index, oldest id first, which every database reads from the
+// index (MariaDB's DELETE sorts "ORDER BY event_id" even after equalities
+// on the index's first columns).
 const (
-	tenantWhere = " AND tenant_id = ? AND tenant_id <> ''"
-	tenantOrder = " ORDER BY tenant_id, status, event_id"
+	tenantWhere    = " AND tenant_id = ? AND tenant_id <> ''"
+	padTenantWhere = " AND tenant_id = ? AND LENGTH(tenant_id) = ?"
+	tenantOrder    = " ORDER BY tenant_id, status, event_id"
 )
+
+// tenantWhere returns the condition that selects the events of one
+// tenant, exactly; tenantArgs binds it.
+func (d *dialect) tenantWhere() string {
+	if d.padSpace {
+		return padTenantWhere
+	}
+	return tenantWhere
+}
+
+// tenantArgs returns the arguments of tenantWhere for tenant.
+func (d *dialect) tenantArgs(tenant string) []any {
+	if d.padSpace {
+		return []any{tenant, len(tenant)}
+	}
+	return []any{tenant}
+}
 
 // queries is every statement of one Store, built once by buildQueries.
 type queries struct {
@@ -216,7 +237,7 @@ func buildQueries(d *dialect, t string) *queries {
 		return d.rebind("DELETE FROM "+t+" WHERE "+d.inSubquery("SELECT event_id FROM "+t+
 			" WHERE status IN (1, 3) AND status = ? AND COALESCE(done_at, created_at) < ?"+tenant+order+" LIMIT ?"), 1)
 	}
-	q.purge, q.purgeTenant = purge(""), purge(tenantWhere)
+	q.purge, q.purgeTenant = purge(""), purge(d.tenantWhere())
 	return q
 }
 

@@ -664,8 +664,8 @@ func (s *Store) where(q outbox.Query) (string, []any) {
 		}
 	}
 	if q.TenantID != "" {
-		where += tenantWhere
-		args = append(args, q.TenantID)
+		where += s.d.tenantWhere()
+		args = append(args, s.d.tenantArgs(q.TenantID)...)
 	}
 	if q.Blocking {
 		where += " AND " + s.blockingWhere("o")
@@ -813,7 +813,7 @@ func (s *Store) Purge(ctx context.Context, req outbox.PurgeRequest) (int64, erro
 		args[0], args[1] = args[1], args[0]
 	}
 	if req.TenantID != "" {
-		query, args = s.q.purgeTenant, append(args, req.TenantID)
+		query, args = s.q.purgeTenant, append(args, s.d.tenantArgs(req.TenantID)...)
 	}
 	n, err := s.w.Exec(ctx, query, append(args, req.Limit)...)
 	if err != nil {
