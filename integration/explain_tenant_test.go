@@ -30,13 +30,8 @@ func TestExplainTenant(t *testing.T) {
 	rows := explainRows(t, "the plans of a tenant's admin queries")
 	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
 		ctx := context.Background()
-		db := b.Open(t)
-		store := b.NewStore(t, db)
+		db, store, base := tenantTable(t, b, rows)
 		table := store.Table()
-		base := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
-		start := time.Now()
-		bulkLoadTenants(t, b, db, table, base, rows)
-		t.Logf("%s: loaded %d events of 45 tenants and none in %v", b.Name, rows, time.Since(start).Round(time.Millisecond))
 
 		dead := []outbox.Status{outbox.StatusDead}
 		first, err := store.List(ctx, outbox.Query{TenantID: explainTenant, Statuses: dead, Limit: 100})
@@ -135,6 +130,19 @@ func checkTenantPlan(t *testing.T, what, plan, index string, ordered bool) {
 	if ordered && (pgSortNode.MatchString(plan) || strings.Contains(plan, "TEMP B-TREE")) {
 		t.Errorf("%s plan sorts", what)
 	}
+}
+
+// tenantTable returns a store on a new table of b loaded by
+// bulkLoadTenants with rows events from base, and its database.
+func tenantTable(t *testing.T, b outboxsqltest.Backend, rows int) (*sql.DB, *outboxsql.Store, time.Time) {
+	t.Helper()
+	db := b.Open(t)
+	store := b.NewStore(t, db)
+	base := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	start := time.Now()
+	bulkLoadTenants(t, b, db, store.Table(), base, rows)
+	t.Logf("%s: loaded %d events of 45 tenants and none in %v", b.Name, rows, time.Since(start).Round(time.Millisecond))
+	return db, store, base
 }
 
 // bulkLoadTenants inserts n events in one statement, created one

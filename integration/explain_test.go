@@ -487,7 +487,11 @@ func pgPlans(t *testing.T, db *sql.DB, st recordedStmt) (custom, generic string)
 	for i, a := range st.args {
 		params[i] = pgLiteral(t, a)
 	}
-	generic = planText(t, tx, "EXPLAIN (ANALYZE, BUFFERS) EXECUTE outbox_claim_probe("+strings.Join(params, ", ")+")")
+	execute := "EXECUTE outbox_claim_probe"
+	if len(params) > 0 {
+		execute += "(" + strings.Join(params, ", ") + ")"
+	}
+	generic = planText(t, tx, "EXPLAIN (ANALYZE, BUFFERS) "+execute)
 	return custom, generic
 }
 

@@ -377,8 +377,10 @@ func storeStats(t *testing.T, f Fixture) {
 			t.Fatal(err)
 		}
 		for s := outbox.StatusNew; s <= outbox.StatusDead; s++ {
-			if st.ByStatus[s] != 6 {
-				t.Errorf("ByStatus[%v] = %d, want 6", s, st.ByStatus[s])
+			// An estimate of DONE rows (DoneEstimated) is at least
+			// within the rows the table ever held.
+			if n := st.ByStatus[s]; n != 6 && (s != outbox.StatusDone || !st.DoneEstimated || n < 0 || n > 24) {
+				t.Errorf("ByStatus[%v] = %d (estimated: %v), want 6", s, n, st.DoneEstimated)
 			}
 		}
 		if st.Due != tc.due {

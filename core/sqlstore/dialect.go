@@ -103,6 +103,17 @@ type dialect struct {
 	// idsArray, when set, is the condition "event_id is one of the ids of
 	// one array parameter", bound as an array literal (see idsSQL).
 	idsArray string
+	// pendingRows returns the query that lists the pending rows of table
+	// (status, available_at, created_at) from the indexes that hold them,
+	// never reading the DONE rows (Stats).
+	pendingRows func(table string) string
+	// owedWhere returns the condition, served by an index, of the DEAD
+	// rows of table that owe subscribers.
+	owedWhere func(table string) string
+	// rowsEstimate returns the query (and its arguments) of a cheap
+	// estimate of the number of rows of table, 0 when there is none:
+	// Stats derives the number of DONE rows from it on a large table.
+	rowsEstimate func(table string) (string, []any)
 	// padSpace: the table's collation compares strings as if padded with
 	// spaces (MySQL's and MariaDB's PAD SPACE collations, utf8mb4_bin
 	// among them: "acme " = "acme"), so a comparison that must be exact

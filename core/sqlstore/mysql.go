@@ -101,6 +101,22 @@ var mysqlDialect = &dialect{
 	// A locking read sees the newest committed row, also under
 	// REPEATABLE READ, whose snapshot may predate it.
 	sharedLock: " LOCK IN SHARE MODE",
+	// The pending rows are the ranges of their statuses in the purge index,
+	// which holds the columns Stats reads of them.
+	pendingRows: func(table string) string {
+		return "SELECT status, available_at, created_at FROM " + table + " WHERE status IN (0, 2)"
+	},
+	// The ids from the purge index alone (MariaDB checks dead_owes only
+	// after reading the row otherwise), then those rows.
+	owedWhere: func(table string) string {
+		return "event_id IN (SELECT event_id FROM " + table + " WHERE status = 3 AND dead_owes = 1)"
+	},
+	// The span of the insertion sequence (two reads of its unique index):
+	// the rows inserted since the oldest that is left, less none of those
+	// deleted since, nor the numbers of rolled back inserts.
+	rowsEstimate: func(table string) (string, []any) {
+		return "SELECT COALESCE((SELECT MAX(seq) FROM " + table + ") - (SELECT MIN(seq) FROM " + table + ") + 1, 0)", nil
+	},
 	seq:        "seq",
 	openKey:    func(alias, key string) string { return alias + ".open_key = " + key },
 	openKeyCol: "open_key",
@@ -123,13 +139,16 @@ const (
 
 // mysqlUpgrade brings a table made by an earlier schema up to date: the
 // ordering columns (mysqlOrderingUpgrade), the claim columns
-// (mysqlClaimUpgrade), then every KEY of the CREATE TABLE statement the
+// (mysqlClaimUpgrade), the purge index (mysqlPurgeUpgrade), then every KEY of the CREATE TABLE statement the
 // table lacks (such as the tenant index).
 func mysqlUpgrade(ctx context.Context, s *Store) error {
 	if err := mysqlOrderingUpgrade(ctx, s); err != nil {
 		return err
 	}
 	if err := mysqlClaimUpgrade(ctx, s); err != nil {
+		return err
+	}
+	if err := mysqlPurgeUpgrade(ctx, s); err != nil {
 		return err
 	}
 	missing, err := s.missingIndexes(ctx)
@@ -145,6 +164,34 @@ func mysqlUpgrade(ctx context.Context, s *Store) error {
 	if len(alter) == 0 {
 		return nil
 	}
+	_, err = s.db.Exec(ctx, "ALTER TABLE "+s.table+" "+strings.Join(alter, ", "))
+	return err
+}
+
+// mysqlPurgeUpgrade rebuilds a purge index made with other columns (the
+// earlier one had purge_at alone) as the CREATE TABLE statement declares
+// it, adding the columns it needs first (subscribers, which the generic
+// upgrade would add later, and dead_owes).
+func mysqlPurgeUpgrade(ctx context.Context, s *Store) error {
+	schema, name := s.tableParts()
+	def := schemaLine(s.schema[0], "KEY outbox_purge_idx ")
+	want := strings.ReplaceAll(strings.TrimSuffix(def[strings.IndexByte(def, '(')+1:], ")"), " ", "")
+	have, err := s.queryText(ctx, "SELECT GROUP_CONCAT(column_name ORDER BY seq_in_index) FROM information_schema.statistics"+
+		" WHERE table_schema = COALESCE(NULLIF(?, ''), DATABASE()) AND table_name = ? AND index_name = 'outbox_purge_idx'", schema, name)
+	if err != nil || have == "" || strings.EqualFold(have, want) {
+		return err
+	}
+	var alter []string
+	for _, col := range []string{"subscribers", "dead_owes"} {
+		has, err := s.hasColumn(ctx, col)
+		if err != nil {
+			return err
+		}
+		if !has {
+			alter = append(alter, "ADD COLUMN "+schemaLine(s.schema[0], col+" "))
+		}
+	}
+	alter = append(alter, "DROP KEY outbox_purge_idx", "ADD "+def)
 	_, err = s.db.Exec(ctx, "ALTER TABLE "+s.table+" "+strings.Join(alter, ", "))
 	return err
 }

@@ -82,7 +82,16 @@ var postgresDialect = &dialect{
 		return "UPDATE " + t + " SET " + set + " WHERE event_id = ANY(ARRAY(SELECT event_id FROM " + t + " WHERE " + claimable,
 			" FOR UPDATE SKIP LOCKED)) RETURNING " + selectList
 	},
-	upgrade: pgUpgrade,
+	upgrade:     pgUpgrade,
+	pendingRows: partialPendingRows,
+	owedWhere:   partialOwedWhere,
+	// The planner's own estimate: the rows per page of the last VACUUM or
+	// ANALYZE times the pages the table has now (0 before the first).
+	rowsEstimate: func(table string) (string, []any) {
+		return "SELECT CASE WHEN c.relpages > 0 AND c.reltuples > 0 THEN CAST(c.reltuples / c.relpages *" +
+			" (pg_relation_size(c.oid) / current_setting('block_size')::int) AS BIGINT) ELSE 0 END" +
+			" FROM pg_class c WHERE c.oid = to_regclass($1)", []any{table}
+	},
 }
 
 // postgresURL takes a postgres:// URL as it is: pgx's stdlib driver reads

@@ -186,8 +186,10 @@ type queries struct {
 	release      *idsSQL
 	replay       *idsSQL
 	deleteDead   *idsSQL
-	stats        string
-	oldest       string
+	statsPending string        // Stats: per pending status, the rows, the due ones, the oldest
+	statsDead    string        // Stats: DEAD rows
+	statsOwed    string        // Stats: DEAD rows that owe subscribers, per list
+	statsDone    string        // Stats: the exact count of DONE rows, on a small table
 	purge        string        // Purge of every tenant
 	purgeTenant  string        // Purge of one tenant
 	ord          *orderQueries // ordered delivery, see ordering.go
@@ -213,11 +215,15 @@ func buildQueries(d *dialect, t string) *queries {
 		deleteDead: newIDsSQL(d, "DELETE FROM "+t+" WHERE status = 3 AND "),
 		columns:    d.selectList(),
 		get:        d.rebind("SELECT "+d.selectList()+" FROM "+t+" WHERE event_id = ?", 1),
-		// One pass counts each status and, of each, the rows due at now,
-		// apart for each list of subscribers owed (NULL for nearly all).
-		stats: d.rebind("SELECT status, subscribers, COUNT(*), SUM(CASE WHEN available_at <= ? THEN 1 ELSE 0 END) FROM "+t+
-			" GROUP BY status, subscribers", 1),
-		oldest: "SELECT MIN(created_at) FROM " + t + " WHERE status IN (0, 2)",
+		// Stats reads the pending rows from the indexes that hold them
+		// (dialect.pendingRows), counts the DEAD ones in the purge index (a
+		// range of status 3) and reads those that owe subscribers
+		// (dialect.owedWhere); never the DONE rows of a large table.
+		statsPending: d.rebind("SELECT status, COUNT(*), SUM(CASE WHEN available_at <= ? THEN 1 ELSE 0 END), MIN(created_at) FROM ("+
+			d.pendingRows(t)+") p GROUP BY status", 1),
+		statsDead: "SELECT COUNT(*) FROM " + t + " WHERE status IN (1, 3) AND status = 3",
+		statsOwed: "SELECT subscribers, COUNT(*) FROM " + t + " WHERE " + d.owedWhere(t) + " GROUP BY subscribers",
+		statsDone: "SELECT COUNT(*) FROM " + t + " WHERE status IN (1, 3) AND status = 1",
 	}
 	claim := func(set, where, order string) string {
 		return d.rebind("UPDATE "+t+" SET "+set+" WHERE "+d.inSubquery("SELECT event_id FROM "+t+

@@ -67,7 +67,14 @@ var sqliteDialect = &dialect{
 	lockHeads: func(t, set, claimable, selectList string) (string, string) {
 		return "UPDATE " + t + " SET " + set + " WHERE " + claimable, " RETURNING " + selectList
 	},
-	upgrade: sqliteUpgrade,
+	upgrade:     sqliteUpgrade,
+	pendingRows: partialPendingRows,
+	owedWhere:   partialOwedWhere,
+	// The span of the rowids: the rows inserted since the oldest that is
+	// left, less none of those deleted since.
+	rowsEstimate: func(table string) (string, []any) {
+		return "SELECT COALESCE((SELECT MAX(rowid) FROM " + table + ") - (SELECT MIN(rowid) FROM " + table + ") + 1, 0)", nil
+	},
 }
 
 func scanUnixMicro(src any) (time.Time, error) {
