@@ -72,6 +72,7 @@ func RunStoreSuite(t *testing.T, newFixture func(t *testing.T) Fixture) {
 		{"OrderedPendingKeys", storeOrderedPendingKeys},
 		{"OrderedKeysTakeTurns", storeOrderedTurns},
 		{"OrderedClaimExclusiveUnderConcurrency", storeOrderedConcurrent},
+		{"OrderedClaimPastManyBlockedKeys", storeOrderedPastBlockedKeys},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
