@@ -138,8 +138,16 @@ type Query struct {
 
 // Stats summarises the outbox table.
 type Stats struct {
-	// ByStatus counts rows per status.
+	// ByStatus counts rows per status. The NEW, RETRY and DEAD figures
+	// are exact; the DONE figure is an estimate when DoneEstimated is set.
 	ByStatus map[Status]int64
+	// DoneEstimated reports that ByStatus[StatusDone] is an estimate, not
+	// a count: DONE rows are nearly the whole of a large table, and a
+	// Store may derive their number from the table's size as the database
+	// keeps it (its statistics, or the range of its insertion sequence)
+	// less the other statuses, so that Stats reads the pending and DEAD
+	// rows only, never the whole table. The in-memory Store counts exactly.
+	DoneEstimated bool
 	// Due counts the NEW and RETRY rows due at the time given to Stats
 	// (available at or before it), claimed or not: the work a poller
 	// would take now. The other pending rows wait for a delay or a retry's
@@ -241,7 +249,8 @@ type Store interface {
 	// Count returns how many events match q.
 	Count(ctx context.Context, q Query) (int64, error)
 	// Stats counts events by status and the pending ones due at now, and
-	// finds the oldest pending one.
+	// finds the oldest pending one. It must stay cheap on a large table:
+	// the DONE figure may be an estimate (Stats.DoneEstimated).
 	Stats(ctx context.Context, now time.Time) (Stats, error)
 	// Replay moves DEAD events back to NEW with zero attempts, due at now and
 	// unclaimed, and returns how many rows changed.

@@ -30,13 +30,8 @@ func TestExplainTenant(t *testing.T) {
 	rows := explainRows(t, "the plans of a tenant's admin queries")
 	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
 		ctx := context.Background()
-		db := b.Open(t)
-		store := b.NewStore(t, db)
+		db, store, base := tenantTable(t, b, rows)
 		table := store.Table()
-		base := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
-		start := time.Now()
-		bulkLoadTenants(t, b, db, table, base, rows)
-		t.Logf("%s: loaded %d events of 45 tenants and none in %v", b.Name, rows, time.Since(start).Round(time.Millisecond))
 
 		dead := []outbox.Status{outbox.StatusDead}
 		first, err := store.List(ctx, outbox.Query{TenantID: explainTenant, Statuses: dead, Limit: 100})
@@ -137,6 +132,19 @@ func checkTenantPlan(t *testing.T, what, plan, index string, ordered bool) {
 	}
 }
 
+// tenantTable returns a store on a new table of b loaded by
+// bulkLoadTenants with rows events from base, and its database.
+func tenantTable(t *testing.T, b outboxsqltest.Backend, rows int) (*sql.DB, *outboxsql.Store, time.Time) {
+	t.Helper()
+	db := b.Open(t)
+	store := b.NewStore(t, db)
+	base := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	start := time.Now()
+	bulkLoadTenants(t, b, db, store.Table(), base, rows)
+	t.Logf("%s: loaded %d events of 45 tenants and none in %v", b.Name, rows, time.Since(start).Round(time.Millisecond))
+	return db, store, base
+}
+
 // bulkLoadTenants inserts n events in one statement, created one
 // millisecond apart from base: event i is of tenant "t<(i/20)%50>", or of
 // none when (i/20)%10 is 0 (so 45 tenants), and DEAD when i%20 is 1, NEW
@@ -144,7 +152,6 @@ func checkTenantPlan(t *testing.T, what, plan, index string, ordered bool) {
 // statistics (PostgreSQL: VACUUM ANALYZE, for index-only counts).
 func bulkLoadTenants(t *testing.T, b outboxsqltest.Backend, db *sql.DB, table string, base time.Time, n int) {
 	t.Helper()
-	ctx := context.Background()
 	const cols = "event_id, event_type, aggregate_type, payload, tenant_id, status, attempts, occurred_at, available_at, created_at, done_at"
 	var load, analyze string
 	var args []any
@@ -157,15 +164,10 @@ func bulkLoadTenants(t *testing.T, b outboxsqltest.Backend, db *sql.DB, table st
 		args = []any{base, n}
 		analyze = "VACUUM ANALYZE " + table
 	case outboxsql.MySQL:
-		digits := "(SELECT 0 AS d UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4" +
-			" UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9)"
 		load = "INSERT INTO " + table + " (" + cols + ") SELECT LPAD(n, 26, '0'), 'Bulk', '__GLOBAL__', '{\"n\":1}'," +
 			" CASE WHEN (n DIV 20) % 10 = 0 THEN '' ELSE CONCAT('t', (n DIV 20) % 50) END," +
 			" CASE n % 20 WHEN 1 THEN 3 WHEN 2 THEN 0 ELSE 1 END, 0, at, at, at, CASE n % 20 WHEN 2 THEN NULL ELSE at END" +
-			" FROM (SELECT n, CAST(? AS DATETIME(6)) + INTERVAL n * 1000 MICROSECOND AS at FROM (SELECT " +
-			"d0.d + 10 * d1.d + 100 * d2.d + 1000 * d3.d + 10000 * d4.d + 100000 * d5.d + 1 AS n FROM " +
-			digits + " d0, " + digits + " d1, " + digits + " d2, " + digits + " d3, " + digits + " d4, " + digits + " d5" +
-			") AS s WHERE n <= ?) AS r"
+			" FROM " + mysqlNumbered
 		args = []any{base.Format("2006-01-02 15:04:05"), n}
 		analyze = "ANALYZE TABLE " + table
 		if n > 1_000_000 {
@@ -183,12 +185,5 @@ func bulkLoadTenants(t *testing.T, b outboxsqltest.Backend, db *sql.DB, table st
 	default:
 		t.Fatalf("no bulk load for dialect %s", b.Dialect.Name())
 	}
-	if _, err := db.ExecContext(ctx, load, args...); err != nil {
-		t.Fatalf("bulk load: %v", err)
-	}
-	r, err := db.QueryContext(ctx, analyze)
-	if err != nil {
-		t.Fatalf("%s: %v", analyze, err)
-	}
-	_ = r.Close()
+	bulkExec(t, db, load, args, analyze)
 }

@@ -246,13 +246,8 @@ func bulkLoadOrdered(t *testing.T, b outboxsqltest.Backend, db *sql.DB, table st
 		args = []any{base, n, keys}
 		analyze = "ANALYZE " + table
 	case outboxsql.MySQL:
-		digits := "(SELECT 0 AS d UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4" +
-			" UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9)"
 		load = "INSERT INTO " + table + " (" + cols + ") SELECT LPAD(n, 26, '0'), 'Bulk', '__GLOBAL__', '{\"n\":1}', 0, 0, at, at, at, CONCAT('k', n % ?)" +
-			" FROM (SELECT n, CAST(? AS DATETIME(6)) + INTERVAL n * 1000 MICROSECOND AS at FROM (SELECT " +
-			"d0.d + 10 * d1.d + 100 * d2.d + 1000 * d3.d + 10000 * d4.d + 100000 * d5.d + 1 AS n FROM " +
-			digits + " d0, " + digits + " d1, " + digits + " d2, " + digits + " d3, " + digits + " d4, " + digits + " d5" +
-			") AS s WHERE n <= ? ORDER BY n) AS r"
+			" FROM " + mysqlNumbered
 		args = []any{keys, base.Format("2006-01-02 15:04:05"), n}
 		analyze = "ANALYZE TABLE " + table
 	case outboxsql.SQLite:
@@ -284,6 +279,35 @@ func bulkLoadOrdered(t *testing.T, b outboxsqltest.Backend, db *sql.DB, table st
 	_ = r.Close()
 }
 
+// bulkExec runs the bulk load statement load with args, then analyze,
+// the statement that refreshes the table's statistics.
+func bulkExec(t *testing.T, db *sql.DB, load string, args []any, analyze string) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := db.ExecContext(ctx, load, args...); err != nil {
+		t.Fatalf("bulk load: %v", err)
+	}
+	r, err := db.QueryContext(ctx, analyze)
+	if err != nil {
+		t.Fatalf("%s: %v", analyze, err)
+	}
+	_ = r.Close()
+}
+
+// mysqlNumbered is a derived table of the numbers n from 1 to its second
+// argument (at most 1,000,000), each with at, its first argument (a
+// DATETIME) plus n milliseconds, in n order: a cross join of six digit
+// tables, which counts to a million on MySQL and MariaDB alike (MariaDB's
+// seq_1_to_N engine is not in MySQL).
+const mysqlNumbered = "(SELECT n, CAST(? AS DATETIME(6)) + INTERVAL n * 1000 MICROSECOND AS at FROM (SELECT " +
+	"d0.d + 10 * d1.d + 100 * d2.d + 1000 * d3.d + 10000 * d4.d + 100000 * d5.d + 1 AS n FROM " +
+	mysqlDigits + " d0, " + mysqlDigits + " d1, " + mysqlDigits + " d2, " + mysqlDigits + " d3, " + mysqlDigits + " d4, " + mysqlDigits + " d5" +
+	") AS s WHERE n <= ? ORDER BY n) AS r"
+
+// mysqlDigits is a table of the digits 0 to 9.
+const mysqlDigits = "(SELECT 0 AS d UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4" +
+	" UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9)"
+
 // pgIndex names a PostgreSQL index of the schema: {name}_{kind}_idx.
 func pgIndex(table, kind string) string {
 	if i := strings.LastIndexByte(table, '.'); i >= 0 {
@@ -309,15 +333,8 @@ func bulkLoad(t *testing.T, b outboxsqltest.Backend, db *sql.DB, store *outboxsq
 		args = []any{base, n}
 		analyze = "ANALYZE " + table
 	case outboxsql.MySQL:
-		// A cross join of six digit tables counts to a million on MySQL and
-		// MariaDB alike (MariaDB's seq_1_to_N engine is not in MySQL).
-		digits := "(SELECT 0 AS d UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4" +
-			" UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9)"
 		load = "INSERT INTO " + table + " (" + cols + ") SELECT LPAD(n, 26, '0'), 'Bulk', '__GLOBAL__', '{\"n\":1}', 0, 0, at, at, at" +
-			" FROM (SELECT n, CAST(? AS DATETIME(6)) + INTERVAL n * 1000 MICROSECOND AS at FROM (SELECT " +
-			"d0.d + 10 * d1.d + 100 * d2.d + 1000 * d3.d + 10000 * d4.d + 100000 * d5.d + 1 AS n FROM " +
-			digits + " d0, " + digits + " d1, " + digits + " d2, " + digits + " d3, " + digits + " d4, " + digits + " d5" +
-			") AS s WHERE n <= ?) AS r"
+			" FROM " + mysqlNumbered
 		args = []any{base.Format("2006-01-02 15:04:05"), n}
 		analyze = "ANALYZE TABLE " + table
 		if n > 1_000_000 {
@@ -487,7 +504,11 @@ func pgPlans(t *testing.T, db *sql.DB, st recordedStmt) (custom, generic string)
 	for i, a := range st.args {
 		params[i] = pgLiteral(t, a)
 	}
-	generic = planText(t, tx, "EXPLAIN (ANALYZE, BUFFERS) EXECUTE outbox_claim_probe("+strings.Join(params, ", ")+")")
+	execute := "EXECUTE outbox_claim_probe"
+	if len(params) > 0 {
+		execute += "(" + strings.Join(params, ", ") + ")"
+	}
+	generic = planText(t, tx, "EXPLAIN (ANALYZE, BUFFERS) "+execute)
 	return custom, generic
 }
 

@@ -69,6 +69,21 @@ func TestMigrateUpgradesAnEarlierTable(t *testing.T) {
 				t.Fatalf("Migrate #%d of a v1 table: %v", i+1, err)
 			}
 		}
+		// The purge index of v1 had no status (Stats counts the DEAD rows
+		// in it): Migrate rebuilt it with status first.
+		purgeDef := map[outboxsql.Dialect]string{
+			outboxsql.PostgreSQL: "SELECT indexdef FROM pg_indexes WHERE indexname = '" + table + "_purge_idx'",
+			outboxsql.SQLite:     "SELECT sql FROM sqlite_master WHERE name = '" + table + "_purge_idx'",
+			outboxsql.MySQL: "SELECT GROUP_CONCAT(column_name ORDER BY seq_in_index) FROM information_schema.statistics" +
+				" WHERE table_schema = DATABASE() AND table_name = '" + table + "' AND index_name = 'outbox_purge_idx'",
+		}[b.Dialect]
+		var def string
+		if err := db.QueryRowContext(ctx, purgeDef).Scan(&def); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(strings.ReplaceAll(def, " ", ""), "(status,") && !strings.HasPrefix(def, "status,") {
+			t.Errorf("the purge index after Migrate: %s; want status first", def)
+		}
 		txm := outboxsql.NewTxManager(db, outboxsql.WithTxLogger(quietLogger))
 		c, err := outbox.New(outbox.Config{Store: store, TxContext: txm, Ordered: true, PollInterval: 20 * time.Millisecond, Logger: quietLogger})
 		if err != nil {

@@ -61,6 +61,7 @@ func RunStoreSuite(t *testing.T, newFixture func(t *testing.T) Fixture) {
 		{"Stats", storeStats},
 		{"Purge", storePurge},
 		{"TenantScope", storeTenantScope},
+		{"TenantComparedExactly", storeTenantExact},
 		{"PurgeByTenant", storePurgeByTenant},
 		{"ErrorTruncation", storeErrorTruncation},
 		{"TimeZoneIndependence", storeTimeZones},
@@ -72,6 +73,7 @@ func RunStoreSuite(t *testing.T, newFixture func(t *testing.T) Fixture) {
 		{"OrderedPendingKeys", storeOrderedPendingKeys},
 		{"OrderedKeysTakeTurns", storeOrderedTurns},
 		{"OrderedClaimExclusiveUnderConcurrency", storeOrderedConcurrent},
+		{"OrderedClaimPastManyBlockedKeys", storeOrderedPastBlockedKeys},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -266,6 +266,50 @@ func storeTenantScope(t *testing.T, f Fixture) {
 	}
 }
 
+// storeTenantExact: a tenant id is compared exactly, trailing spaces
+// included (MySQL's PAD SPACE collations compare "acme " equal to
+// "acme"): Query.TenantID and PurgeRequest.TenantID select the events of
+// that id alone, never those of an id that differs by trailing or leading
+// spaces, nor the events without a tenant for a tenant of spaces.
+func storeTenantExact(t *testing.T, f Fixture) {
+	ctx := context.Background()
+	names := []string{"acme", "acme ", "acme  ", " acme", " ", "  ", ""}
+	byTenant := map[string][]string{}
+	for i, tenant := range names {
+		for j := range 2 {
+			e := event(t, outbox.WithTenant(tenant))
+			insert(t, f, t0.Add(time.Duration(2*i+j)*time.Second), ownerA, e)
+			moveTo(t, f, e.ID(), outbox.StatusDone)
+			byTenant[tenant] = append(byTenant[tenant], e.ID())
+		}
+		slices.Sort(byTenant[tenant])
+	}
+	done := []outbox.Status{outbox.StatusDone}
+	for _, tenant := range names[:len(names)-1] {
+		for _, q := range []outbox.Query{{TenantID: tenant}, {TenantID: tenant, Statuses: done}} {
+			if got := recIDs(listAll(t, f, q)); !slices.Equal(got, byTenant[tenant]) {
+				t.Errorf("List(tenant %q) = %v, want %v (its own events only)", tenant, got, byTenant[tenant])
+			}
+			if n := countRows(t, f, q); n != int64(len(byTenant[tenant])) {
+				t.Errorf("Count(tenant %q) = %d, want %d", tenant, n, len(byTenant[tenant]))
+			}
+		}
+	}
+	if f.Purger == nil {
+		return
+	}
+	// Purge the tenants with spaces first: each deletes its own two events.
+	for _, tenant := range []string{"acme ", " ", "acme  ", " acme", "  ", "acme"} {
+		n, err := f.Purger.Purge(ctx, outbox.PurgeRequest{Status: outbox.StatusDone, Before: t0.Add(time.Hour), Limit: 100, TenantID: tenant})
+		if err != nil || n != 2 {
+			t.Errorf("Purge(DONE of tenant %q) = %d, %v; want its 2 events", tenant, n, err)
+		}
+	}
+	if got := recIDs(listAll(t, f, outbox.Query{})); !slices.Equal(got, byTenant[""]) {
+		t.Errorf("after purging every tenant, the table holds %v, want the events without a tenant %v", got, byTenant[""])
+	}
+}
+
 // storePurgeByTenant: PurgeRequest.TenantID deletes only that tenant's
 // old terminal events; without it a purge deletes every tenant's.
 func storePurgeByTenant(t *testing.T, f Fixture) {
@@ -333,8 +377,10 @@ func storeStats(t *testing.T, f Fixture) {
 			t.Fatal(err)
 		}
 		for s := outbox.StatusNew; s <= outbox.StatusDead; s++ {
-			if st.ByStatus[s] != 6 {
-				t.Errorf("ByStatus[%v] = %d, want 6", s, st.ByStatus[s])
+			// An estimate of DONE rows (DoneEstimated) is at least
+			// within the rows the table ever held.
+			if n := st.ByStatus[s]; n != 6 && (s != outbox.StatusDone || !st.DoneEstimated || n < 0 || n > 24) {
+				t.Errorf("ByStatus[%v] = %d (estimated: %v), want 6", s, n, st.DoneEstimated)
 			}
 		}
 		if st.Due != tc.due {

@@ -396,3 +396,63 @@ func storeOrderedConcurrent(t *testing.T, f Fixture) {
 		t.Errorf("%d keys claimed, want %d", len(byKey), keys)
 	}
 }
+
+// storeOrderedPastBlockedKeys: many keys blocked by a DEAD head (each
+// with an event waiting behind it) and one healthy key: ordered claims
+// take the healthy key's events, one at a time and in order, and never an
+// event of a blocked key; after a Replay the blocked key's head is
+// claimable again.
+func storeOrderedPastBlockedKeys(t *testing.T, f Fixture) {
+	ctx := context.Background()
+	const blocked = 300
+	heads, behind := make([]outbox.Envelope, blocked), make([]outbox.Envelope, blocked)
+	for i := range heads {
+		key := fmt.Sprintf("blocked-%03d", i)
+		heads[i], behind[i] = keyed(t, key), keyed(t, key)
+	}
+	insert(t, f, t0, ownerA, heads...)
+	for _, e := range heads {
+		mustDead(t, f, ownerA, e, t0)
+	}
+	insert(t, f, t0, "", behind...)
+	// The healthy key sorts in the middle of the blocked ones.
+	healthy := make([]outbox.Envelope, 5)
+	for i := range healthy {
+		healthy[i] = keyed(t, "blocked-150-ok")
+	}
+	insert(t, f, t0, "", healthy...)
+	isBlocked := map[string]bool{}
+	for _, e := range slices.Concat(heads, behind) {
+		isBlocked[e.ID()] = true
+	}
+	var got []string
+	for claims := 0; len(got) < len(healthy); claims++ {
+		if claims == 2*len(healthy)*blocked { // far more than any walk needs
+			t.Fatalf("after %d claims, %d of the healthy key's %d events were claimed", claims, len(got), len(healthy))
+		}
+		recs := claim(t, f, orderedLong(ownerB, t0, 10))
+		if len(recs) > 1 {
+			t.Fatalf("one claim took %d events: %v; want the healthy key's head alone", len(recs), recIDs(recs))
+		}
+		for _, r := range recs {
+			if isBlocked[r.ID] {
+				t.Fatalf("claimed %s of a blocked key", r.ID)
+			}
+			got = append(got, r.ID)
+		}
+		mustDone(t, f, ownerB, envs(recs)...)
+	}
+	if !slices.Equal(got, ids(healthy)) {
+		t.Errorf("the healthy key's events were claimed in the order %v, want %v", got, ids(healthy))
+	}
+	if n, err := f.Store.Replay(ctx, []string{heads[7].ID()}, t0); err != nil || n != 1 {
+		t.Fatalf("Replay = %d, %v", n, err)
+	}
+	var again []string
+	for claims := 0; len(again) == 0 && claims < 10*blocked; claims++ {
+		again = recIDs(claim(t, f, orderedLong(ownerB, t0, 10)))
+	}
+	if !slices.Equal(again, []string{heads[7].ID()}) {
+		t.Errorf("after the Replay of a blocked head, the claims took %v, want it alone", again)
+	}
+}

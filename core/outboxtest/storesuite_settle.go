@@ -2,6 +2,7 @@ package outboxtest
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -155,6 +156,15 @@ func storeSubscribers(t *testing.T, f Fixture) {
 		t.Fatalf("MarkDead = %v, %v", ok, err)
 	}
 	wantSubs(e.ID(), []string{"mail-2"})
+	// Stats counts the DEAD events by the subscribers they owe; the one
+	// that owes none counts as DEAD only.
+	if _, err := f.Store.MarkDead(ctx, outbox.Outcome{Owner: ownerA, ID: other.ID(), At: t0, Error: "failed"}); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := f.Store.Stats(ctx, t0); err != nil || st.ByStatus[outbox.StatusDead] != 2 ||
+		!maps.Equal(st.DeadBySubscriber, map[string]int64{"mail-2": 1}) {
+		t.Fatalf("Stats = %+v, %v; want 2 DEAD, one owing mail-2", st, err)
+	}
 	if n, err := f.Store.Replay(ctx, []string{e.ID()}, t0.Add(time.Minute)); err != nil || n != 1 {
 		t.Fatalf("Replay = %d, %v", n, err)
 	}

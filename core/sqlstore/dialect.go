@@ -48,6 +48,10 @@ type dialect struct {
 	// without a URL scheme is the path of one (see ParseURL).
 	embedded bool
 
+	// reserved lists, space-separated in lower case, the words the
+	// database refuses as an unquoted table (or schema) name: no name the
+	// store writes into SQL may be one of them (see ValidateTableName).
+	reserved string
 	// schemaFile is the DDL template under schema/, see renderSchema.
 	schemaFile string
 	// placeholder returns the bind marker of the i-th parameter (1-based).
@@ -99,6 +103,22 @@ type dialect struct {
 	// idsArray, when set, is the condition "event_id is one of the ids of
 	// one array parameter", bound as an array literal (see idsSQL).
 	idsArray string
+	// pendingRows returns the query that lists the pending rows of table
+	// (status, available_at, created_at) from the indexes that hold them,
+	// never reading the DONE rows (Stats).
+	pendingRows func(table string) string
+	// owedWhere returns the condition, served by an index, of the DEAD
+	// rows of table that owe subscribers.
+	owedWhere func(table string) string
+	// rowsEstimate returns the query (and its arguments) of a cheap
+	// estimate of the number of rows of table, 0 when there is none:
+	// Stats derives the number of DONE rows from it on a large table.
+	rowsEstimate func(table string) (string, []any)
+	// padSpace: the table's collation compares strings as if padded with
+	// spaces (MySQL's and MariaDB's PAD SPACE collations, utf8mb4_bin
+	// among them: "acme " = "acme"), so a comparison that must be exact
+	// also compares lengths (see tenantWhere).
+	padSpace bool
 	// maxIdent is the longest identifier the database keeps as written;
 	// longer ones are cut (PostgreSQL) or refused. Zero: no limit below
 	// the 64 characters every table name is held to.

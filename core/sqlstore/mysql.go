@@ -35,11 +35,45 @@ var mysqlDialect = &dialect{
 	schemeSep:   "://",
 	fromURL:     mysqlURL,
 	fromDSN:     mysqlDSN,
+	// The keywords of MariaDB (information_schema.KEYWORDS) it refuses as
+	// an unquoted table name, and the reserved words MySQL 8 adds (see
+	// ValidateTableName).
+	reserved: "accessible add all alter analyze and array as asc asensitive before between bigint " +
+		"binary blob both by call cascade case change char character check collate column " +
+		"condition constraint continue convert create cross cube cume_dist current_date " +
+		"current_role current_time current_timestamp current_user cursor database databases " +
+		"day_hour day_microsecond day_minute day_second dec decimal declare default delayed " +
+		"delete delete_domain_id dense_rank desc describe deterministic distinct distinctrow div " +
+		"do_domain_ids double drop dual each else elseif empty enclosed escaped except exists " +
+		"exit explain false fetch first_value float float4 float8 for force foreign from fulltext " +
+		"function generated get grant group grouping groups having high_priority hour_microsecond " +
+		"hour_minute hour_second if ignore ignore_domain_ids in index infile inner inout " +
+		"insensitive insert int int1 int2 int3 int4 int8 integer intersect interval into " +
+		"io_after_gtids io_before_gtids is iterate join json_table key keys kill lag last_value " +
+		"lateral lead leading leave left like limit linear lines load localtime localtimestamp " +
+		"lock long longblob longtext loop low_priority manual master_bind " +
+		"master_demote_to_replica master_demote_to_slave master_ssl_verify_server_cert match " +
+		"maxvalue mediumblob mediumint mediumtext member middleint minute_microsecond " +
+		"minute_second mod modifies natural no_write_to_binlog not nth_value ntile null numeric " +
+		"of offset on optimize optimizer_costs optionally or order out outer outfile over " +
+		"page_checksum parallel parse_vcol_expr partition percent_rank portion precision primary " +
+		"procedure purge qualify range rank read read_write reads real recursive ref_system_id " +
+		"references regexp release rename repeat replace require resignal restrict return " +
+		"returning revoke right rlike row row_number rows schema schemas second_microsecond " +
+		"select sensitive separator set show signal smallint spatial specific sql sql_big_result " +
+		"sql_calc_found_rows sql_small_result sqlexception sqlstate sqlwarning ssl starting " +
+		"stats_auto_recalc stats_persistent stats_sample_pages stored straight_join system table " +
+		"tablesample terminated then tinyblob tinyint tinytext to trailing trigger true undo " +
+		"union unique unlock unsigned update usage use using utc_date utc_time utc_timestamp " +
+		"value values varbinary varchar varcharacter varying virtual when where while window with " +
+		"write xor year_month zerofill",
 	schemaFile:  "schema/mysql.sql",
 	placeholder: questionMark,
 	timeArg:     func(t time.Time) any { return t.UTC().Format(mysqlTimeFormat) },
 	scanTime:    scanMySQLTime,
 	claim:       mysqlClaim,
+	// utf8mb4_bin pads with spaces: a tenant is compared with its length.
+	padSpace: true,
 	// A tenant's purge walks the tenant index (tenant, status, id) from
 	// the oldest id instead: the purge index holds every tenant's rows.
 	purgeSQL: func(table, tenant string) string {
@@ -67,6 +101,22 @@ var mysqlDialect = &dialect{
 	// A locking read sees the newest committed row, also under
 	// REPEATABLE READ, whose snapshot may predate it.
 	sharedLock: " LOCK IN SHARE MODE",
+	// The pending rows are the ranges of their statuses in the purge index,
+	// which holds the columns Stats reads of them.
+	pendingRows: func(table string) string {
+		return "SELECT status, available_at, created_at FROM " + table + " WHERE status IN (0, 2)"
+	},
+	// The ids from the purge index alone (MariaDB checks dead_owes only
+	// after reading the row otherwise), then those rows.
+	owedWhere: func(table string) string {
+		return "event_id IN (SELECT event_id FROM " + table + " WHERE status = 3 AND dead_owes = 1)"
+	},
+	// The span of the insertion sequence (two reads of its unique index):
+	// the rows inserted since the oldest that is left, less none of those
+	// deleted since, nor the numbers of rolled back inserts.
+	rowsEstimate: func(table string) (string, []any) {
+		return "SELECT COALESCE((SELECT MAX(seq) FROM " + table + ") - (SELECT MIN(seq) FROM " + table + ") + 1, 0)", nil
+	},
 	seq:        "seq",
 	openKey:    func(alias, key string) string { return alias + ".open_key = " + key },
 	openKeyCol: "open_key",
@@ -89,13 +139,16 @@ const (
 
 // mysqlUpgrade brings a table made by an earlier schema up to date: the
 // ordering columns (mysqlOrderingUpgrade), the claim columns
-// (mysqlClaimUpgrade), then every KEY of the CREATE TABLE statement the
+// (mysqlClaimUpgrade), the purge index (mysqlPurgeUpgrade), then every KEY of the CREATE TABLE statement the
 // table lacks (such as the tenant index).
 func mysqlUpgrade(ctx context.Context, s *Store) error {
 	if err := mysqlOrderingUpgrade(ctx, s); err != nil {
 		return err
 	}
 	if err := mysqlClaimUpgrade(ctx, s); err != nil {
+		return err
+	}
+	if err := mysqlPurgeUpgrade(ctx, s); err != nil {
 		return err
 	}
 	missing, err := s.missingIndexes(ctx)
@@ -111,6 +164,34 @@ func mysqlUpgrade(ctx context.Context, s *Store) error {
 	if len(alter) == 0 {
 		return nil
 	}
+	_, err = s.db.Exec(ctx, "ALTER TABLE "+s.table+" "+strings.Join(alter, ", "))
+	return err
+}
+
+// mysqlPurgeUpgrade rebuilds a purge index made with other columns (the
+// earlier one had purge_at alone) as the CREATE TABLE statement declares
+// it, adding the columns it needs first (subscribers, which the generic
+// upgrade would add later, and dead_owes).
+func mysqlPurgeUpgrade(ctx context.Context, s *Store) error {
+	schema, name := s.tableParts()
+	def := schemaLine(s.schema[0], "KEY outbox_purge_idx ")
+	want := strings.ReplaceAll(strings.TrimSuffix(def[strings.IndexByte(def, '(')+1:], ")"), " ", "")
+	have, err := s.queryText(ctx, "SELECT GROUP_CONCAT(column_name ORDER BY seq_in_index) FROM information_schema.statistics"+
+		" WHERE table_schema = COALESCE(NULLIF(?, ''), DATABASE()) AND table_name = ? AND index_name = 'outbox_purge_idx'", schema, name)
+	if err != nil || have == "" || strings.EqualFold(have, want) {
+		return err
+	}
+	var alter []string
+	for _, col := range []string{"subscribers", "dead_owes"} {
+		has, err := s.hasColumn(ctx, col)
+		if err != nil {
+			return err
+		}
+		if !has {
+			alter = append(alter, "ADD COLUMN "+schemaLine(s.schema[0], col+" "))
+		}
+	}
+	alter = append(alter, "DROP KEY outbox_purge_idx", "ADD "+def)
 	_, err = s.db.Exec(ctx, "ALTER TABLE "+s.table+" "+strings.Join(alter, ", "))
 	return err
 }

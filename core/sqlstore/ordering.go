@@ -56,7 +56,11 @@ func buildOrderQueries(d *dialect, t, selectList string) *orderQueries {
 		headsSkipDead: d.heads(d, t, true),
 		skip: newIDsSQL(d, "UPDATE "+t+" SET status = 1, done_at = ?, last_error = ?, locked_by = NULL, locked_at = NULL"+
 			" WHERE status = 3 AND "),
-		blocked: "SELECT COUNT(*), MIN(o.done_at) FROM " + t + " o WHERE " + blockingWhere(d, t, "o"),
+		// The blocking rows are read from the order index (its own
+		// condition written out for SQLite): the ordered rows that are not
+		// DONE, not every DEAD one.
+		blocked: "SELECT COUNT(*), MIN(o.done_at) FROM " + t + " o WHERE o." + d.openKeyCol + " IS NOT NULL AND " + d.openKeyCond +
+			blockingWhere(d, t, "o"),
 	}
 	o.pending = newKeysSQL(d, "SELECT DISTINCT "+d.openKeyCol+" FROM "+t+" WHERE "+d.openKeyCond, d.openKeyCol)
 	// The heads' own state is checked again as they are locked: another
@@ -75,6 +79,21 @@ const (
 	partialOpenKeyCol  = "ordering_key"
 	partialOpenKeyCond = "ordering_key IS NOT NULL AND status IN (0, 2, 3) AND "
 )
+
+// partialPendingRows is dialect.pendingRows where the due, lease and order
+// indexes are partial (PostgreSQL, SQLite): the unclaimed unordered rows
+// (the due index), the claimed rows (the lease index) and the unclaimed
+// ordered rows (the order index), each condition written as its index's.
+func partialPendingRows(t string) string {
+	const sel = "SELECT status, available_at, created_at FROM "
+	return sel + t + " WHERE status IN (0, 2) AND locked_by IS NULL AND ordering_key IS NULL" +
+		" UNION ALL " + sel + t + " WHERE status IN (0, 2) AND locked_at IS NOT NULL" +
+		" UNION ALL " + sel + t + " WHERE ordering_key IS NOT NULL AND status IN (0, 2, 3) AND status <> 3 AND locked_at IS NULL"
+}
+
+// partialOwedWhere is dialect.owedWhere where the owed index is partial
+// (PostgreSQL, SQLite): its condition.
+func partialOwedWhere(string) string { return "status = 3 AND subscribers IS NOT NULL" }
 
 // partialOpenKey is dialect.openKey where the order index is partial
 // (PostgreSQL, SQLite).
@@ -400,7 +419,8 @@ func (q *keysSQL) bind(keys []string) (string, []any) {
 // rows (the schema's CREATE INDEX IF NOT EXISTS then builds it anew).
 
 // pgUpgrade adds ordering_key and seq (numbering the existing rows; the
-// table is rewritten) and drops a due index made before them.
+// table is rewritten) and drops a due index made before them and a purge
+// index made without status.
 func pgUpgrade(ctx context.Context, s *Store) error {
 	schema, name := s.tableParts()
 	schema, name = strings.ToLower(schema), strings.ToLower(name) // unquoted identifiers fold to lower case
@@ -413,20 +433,31 @@ func pgUpgrade(ctx context.Context, s *Store) error {
 			return err
 		}
 	}
-	def, err := s.queryText(ctx, "SELECT indexdef FROM pg_indexes WHERE schemaname = COALESCE(NULLIF($1, ''), current_schema())"+
-		" AND tablename = $2 AND indexname = $3", schema, name, name+"_due_idx")
-	if err != nil || def == "" || strings.Contains(def, "ordering_key") {
+	if err := pgDropStaleIndex(ctx, s, schema, name, "due", "ordering_key"); err != nil {
 		return err
 	}
-	prefix := ""
-	if schema != "" {
-		prefix = schema + "."
+	return pgDropStaleIndex(ctx, s, schema, name, "purge", "(status, ")
+}
+
+// pgDropStaleIndex drops the index <name>_<kind> of the table when its
+// definition lacks want: the schema's CREATE INDEX IF NOT EXISTS then
+// builds it anew. schema and name are in lower case.
+func pgDropStaleIndex(ctx context.Context, s *Store, schema, name, kind, want string) error {
+	idx := name + "_" + kind + "_idx"
+	def, err := s.queryText(ctx, "SELECT indexdef FROM pg_indexes WHERE schemaname = COALESCE(NULLIF($1, ''), current_schema())"+
+		" AND tablename = $2 AND indexname = $3", schema, name, idx)
+	if err != nil || def == "" || strings.Contains(def, want) {
+		return err
 	}
-	_, err = s.db.Exec(ctx, "DROP INDEX "+prefix+name+"_due_idx")
+	if schema != "" {
+		idx = schema + "." + idx
+	}
+	_, err = s.db.Exec(ctx, "DROP INDEX "+idx)
 	return err
 }
 
-// sqliteUpgrade adds ordering_key and drops a due index made before it.
+// sqliteUpgrade adds ordering_key and drops a due index made before it and
+// a purge index made without status.
 func sqliteUpgrade(ctx context.Context, s *Store) error {
 	schema, name := s.tableParts()
 	main := schema
@@ -442,12 +473,20 @@ func sqliteUpgrade(ctx context.Context, s *Store) error {
 			return err
 		}
 	}
-	def, err := s.queryText(ctx, "SELECT sql FROM "+main+".sqlite_master WHERE type = 'index' AND tbl_name = ? AND name = ?", name, name+"_due_idx")
-	if err != nil || def == "" || strings.Contains(def, "ordering_key") {
-		return err
+	for _, stale := range [][2]string{{"due", "ordering_key"}, {"purge", "(status, "}} {
+		idx := name + "_" + stale[0] + "_idx"
+		def, err := s.queryText(ctx, "SELECT sql FROM "+main+".sqlite_master WHERE type = 'index' AND tbl_name = ? AND name = ?", name, idx)
+		if err != nil {
+			return err
+		}
+		if def == "" || strings.Contains(def, stale[1]) {
+			continue
+		}
+		if _, err := s.db.Exec(ctx, "DROP INDEX "+main+"."+idx); err != nil {
+			return err
+		}
 	}
-	_, err = s.db.Exec(ctx, "DROP INDEX "+main+"."+name+"_due_idx")
-	return err
+	return nil
 }
 
 // mysqlOrderingUpgrade adds ordering_key, seq (numbering the existing

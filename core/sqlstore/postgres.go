@@ -23,6 +23,18 @@ var postgresDialect = &dialect{
 	schemeSep:   "://",
 	fromURL:     postgresURL,
 	fromDSN:     postgresDSN,
+	// The keywords of PostgreSQL (pg_get_keywords()) it refuses as an
+	// unquoted table name: the reserved ones and those of types and
+	// functions (see ValidateTableName).
+	reserved: "all analyse analyze and any array as asc asymmetric authorization binary both case cast " +
+		"check collate collation column concurrently constraint create cross current_catalog " +
+		"current_date current_role current_schema current_time current_timestamp current_user " +
+		"default deferrable desc distinct do else end except false fetch for foreign freeze from " +
+		"full grant group having ilike in initially inner intersect into is isnull join lateral " +
+		"leading left like limit localtime localtimestamp natural not notnull null offset on only " +
+		"or order outer overlaps placing primary references returning right select session_user " +
+		"similar some symmetric table tablesample then to trailing true union unique user using " +
+		"variadic verbose when where window with",
 	schemaFile:  "schema/postgres.sql",
 	placeholder: dollar,
 	// An instant: TIMESTAMPTZ compares instants, whatever the session's
@@ -70,7 +82,16 @@ var postgresDialect = &dialect{
 		return "UPDATE " + t + " SET " + set + " WHERE event_id = ANY(ARRAY(SELECT event_id FROM " + t + " WHERE " + claimable,
 			" FOR UPDATE SKIP LOCKED)) RETURNING " + selectList
 	},
-	upgrade: pgUpgrade,
+	upgrade:     pgUpgrade,
+	pendingRows: partialPendingRows,
+	owedWhere:   partialOwedWhere,
+	// The planner's own estimate: the rows per page of the last VACUUM or
+	// ANALYZE times the pages the table has now (0 before the first).
+	rowsEstimate: func(table string) (string, []any) {
+		return "SELECT CASE WHEN c.relpages > 0 AND c.reltuples > 0 THEN CAST(c.reltuples / c.relpages *" +
+			" (pg_relation_size(c.oid) / current_setting('block_size')::int) AS BIGINT) ELSE 0 END" +
+			" FROM pg_class c WHERE c.oid = to_regclass($1)", []any{table}
+	},
 }
 
 // postgresURL takes a postgres:// URL as it is: pgx's stdlib driver reads

@@ -138,14 +138,35 @@ const (
 // second term is what the tenant index of PostgreSQL and SQLite is partial
 // on (only events with a tenant are in it): written out, it lets the
 // planner use the index whatever the bound tenant, in generic plans too.
-// A tenant's purge deletes in tenantOrder: the order of the tenant index,
-// oldest id first, which every database reads from the index (MariaDB's
-// DELETE sorts "ORDER BY event_id" even after equalities on the index's
-// first columns).
+// On a database whose collation pads (padSpace), it is padTenantWhere
+// instead: the equality finds the tenant's entries in the index, and the
+// length (in bytes, as Go counts) leaves out those that differ only by
+// trailing spaces. A tenant's purge deletes in tenantOrder: the order of
+// the tenant index, oldest id first, which every database reads from the
+// index (MariaDB's DELETE sorts "ORDER BY event_id" even after equalities
+// on the index's first columns).
 const (
-	tenantWhere = " AND tenant_id = ? AND tenant_id <> ''"
-	tenantOrder = " ORDER BY tenant_id, status, event_id"
+	tenantWhere    = " AND tenant_id = ? AND tenant_id <> ''"
+	padTenantWhere = " AND tenant_id = ? AND LENGTH(tenant_id) = ?"
+	tenantOrder    = " ORDER BY tenant_id, status, event_id"
 )
+
+// tenantWhere returns the condition that selects the events of one
+// tenant, exactly; tenantArgs binds it.
+func (d *dialect) tenantWhere() string {
+	if d.padSpace {
+		return padTenantWhere
+	}
+	return tenantWhere
+}
+
+// tenantArgs returns the arguments of tenantWhere for tenant.
+func (d *dialect) tenantArgs(tenant string) []any {
+	if d.padSpace {
+		return []any{tenant, len(tenant)}
+	}
+	return []any{tenant}
+}
 
 // queries is every statement of one Store, built once by buildQueries.
 type queries struct {
@@ -166,8 +187,10 @@ type queries struct {
 	release      *idsSQL
 	replay       *idsSQL
 	deleteDead   *idsSQL
-	stats        string
-	oldest       string
+	statsPending string        // Stats: per pending status, the rows, the due ones, the oldest
+	statsDead    string        // Stats: DEAD rows
+	statsOwed    string        // Stats: DEAD rows that owe subscribers, per list
+	statsDone    string        // Stats: the exact count of DONE rows, on a small table
 	purge        string        // Purge of every tenant
 	purgeTenant  string        // Purge of one tenant
 	ord          *orderQueries // ordered delivery, see ordering.go
@@ -193,11 +216,15 @@ func buildQueries(d *dialect, t string) *queries {
 		deleteDead: newIDsSQL(d, "DELETE FROM "+t+" WHERE status = 3 AND "),
 		columns:    d.selectList(),
 		get:        d.rebind("SELECT "+d.selectList()+" FROM "+t+" WHERE event_id = ?", 1),
-		// One pass counts each status and, of each, the rows due at now,
-		// apart for each list of subscribers owed (NULL for nearly all).
-		stats: d.rebind("SELECT status, subscribers, COUNT(*), SUM(CASE WHEN available_at <= ? THEN 1 ELSE 0 END) FROM "+t+
-			" GROUP BY status, subscribers", 1),
-		oldest: "SELECT MIN(created_at) FROM " + t + " WHERE status IN (0, 2)",
+		// Stats reads the pending rows from the indexes that hold them
+		// (dialect.pendingRows), counts the DEAD ones in the purge index (a
+		// range of status 3) and reads those that owe subscribers
+		// (dialect.owedWhere); never the DONE rows of a large table.
+		statsPending: d.rebind("SELECT status, COUNT(*), SUM(CASE WHEN available_at <= ? THEN 1 ELSE 0 END), MIN(created_at) FROM ("+
+			d.pendingRows(t)+") p GROUP BY status", 1),
+		statsDead: "SELECT COUNT(*) FROM " + t + " WHERE status IN (1, 3) AND status = 3",
+		statsOwed: "SELECT subscribers, COUNT(*) FROM " + t + " WHERE " + d.owedWhere(t) + " GROUP BY subscribers",
+		statsDone: "SELECT COUNT(*) FROM " + t + " WHERE status IN (1, 3) AND status = 1",
 	}
 	claim := func(set, where, order string) string {
 		return d.rebind("UPDATE "+t+" SET "+set+" WHERE "+d.inSubquery("SELECT event_id FROM "+t+
@@ -217,7 +244,7 @@ func buildQueries(d *dialect, t string) *queries {
 		return d.rebind("DELETE FROM "+t+" WHERE "+d.inSubquery("SELECT event_id FROM "+t+
 			" WHERE status IN (1, 3) AND status = ? AND COALESCE(done_at, created_at) < ?"+tenant+order+" LIMIT ?"), 1)
 	}
-	q.purge, q.purgeTenant = purge(""), purge(tenantWhere)
+	q.purge, q.purgeTenant = purge(""), purge(d.tenantWhere())
 	return q
 }
 

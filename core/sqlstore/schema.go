@@ -21,14 +21,43 @@ var tableNameRE = regexp.MustCompile(`^(?:[A-Za-z_][A-Za-z0-9_]{0,63}\.)?[A-Za-z
 
 // ValidateTableName checks that name is a plain SQL identifier of at most 64
 // characters (letters, digits, underscores, not starting with a digit),
-// optionally prefixed by a schema of the same form and a dot. Only such
-// names are ever written into SQL text. The error wraps outbox.ErrInvalidConfig.
+// optionally prefixed by a schema of the same form and a dot, and that
+// neither part is a word one of the supported databases reserves (order,
+// select, group, user, …). Only such names are ever written into SQL text,
+// unquoted; a name is held to what every supported database accepts. The
+// error wraps outbox.ErrInvalidConfig and names the reserved word.
 func ValidateTableName(name string) error {
 	if !tableNameRE.MatchString(name) {
 		return fmt.Errorf("%w: sqlstore: table name %q is not allowed: use letters, digits and underscores "+
 			"(1-64, not starting with a digit), optionally prefixed by \"schema.\"", outbox.ErrInvalidConfig, name)
 	}
+	for _, part := range strings.Split(name, ".") {
+		if by := reservedBy(part); len(by) > 0 {
+			return fmt.Errorf("%w: sqlstore: table name %q is not allowed: %q is a reserved word of SQL in %s, "+
+				"which refuse it as a table or schema name (choose another name, such as %q)",
+				outbox.ErrInvalidConfig, name, strings.ToLower(part), strings.Join(by, ", "), strings.ToLower(part)+"_outbox")
+		}
+	}
 	return nil
+}
+
+// reservedWords maps each word a supported database reserves to the
+// titles of those databases, in the registry's order.
+var reservedWords = func() map[string][]string {
+	m := map[string][]string{}
+	for _, d := range registry {
+		for _, w := range strings.Fields(d.reserved) {
+			m[w] = append(m[w], d.title)
+		}
+	}
+	return m
+}()
+
+// reservedBy returns the databases (by title, such as "PostgreSQL") that
+// reserve word, in any case, so that it cannot name a table unquoted; nil
+// for a word every supported database accepts.
+func reservedBy(word string) []string {
+	return reservedWords[strings.ToLower(word)]
 }
 
 // renderSchema returns the DDL statements of d for the (validated) table.

@@ -23,6 +23,13 @@ var sqliteDialect = &dialect{
 	fromURL:     sqliteURL,
 	fromDSN:     sqlitePath,
 	embedded:    true,
+	// The keywords of SQLite (sqlite3_keyword_name) it refuses as an
+	// unquoted table name (see ValidateTableName).
+	reserved: "add all alter and as autoincrement between case check collate commit constraint create " +
+		"default deferrable delete distinct drop else escape except exists foreign from group " +
+		"having if in index insert intersect into is isnull join limit not nothing notnull null " +
+		"on or order primary references returning select set table then to transaction union " +
+		"unique update using values when where",
 	schemaFile:  "schema/sqlite.sql",
 	placeholder: questionMark,
 	timeArg:     func(t time.Time) any { return t.UnixMicro() },
@@ -60,7 +67,14 @@ var sqliteDialect = &dialect{
 	lockHeads: func(t, set, claimable, selectList string) (string, string) {
 		return "UPDATE " + t + " SET " + set + " WHERE " + claimable, " RETURNING " + selectList
 	},
-	upgrade: sqliteUpgrade,
+	upgrade:     sqliteUpgrade,
+	pendingRows: partialPendingRows,
+	owedWhere:   partialOwedWhere,
+	// The span of the rowids: the rows inserted since the oldest that is
+	// left, less none of those deleted since.
+	rowsEstimate: func(table string) (string, []any) {
+		return "SELECT COALESCE((SELECT MAX(rowid) FROM " + table + ") - (SELECT MIN(rowid) FROM " + table + ") + 1, 0)", nil
+	},
 }
 
 func scanUnixMicro(src any) (time.Time, error) {

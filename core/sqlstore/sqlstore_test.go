@@ -12,9 +12,10 @@ import (
 )
 
 func TestValidateTableName(t *testing.T) {
-	valid := []string{"outbox_event", "_x", "T1", "app.outbox_event", "main._t", strings.Repeat("a", 64), strings.Repeat("s", 64) + "." + strings.Repeat("t", 64)}
+	valid := []string{"outbox_event", "_x", "T1", "app.outbox_event", "orders", "order_events", "users", "events", "status", "public.outbox", "main._t", strings.Repeat("a", 64), strings.Repeat("s", 64) + "." + strings.Repeat("t", 64)}
 	invalid := []string{"", "1abc", "outbox_event; DROP TABLE users", "outbox_event;--", "a.b.c", "x-y", "tbl name", strings.Repeat("a", 65),
-		`"quoted"`, "`t`", "[t]", "a.", ".a", "tablé", "t\n", "t'", "t/*x*/", "a..b"}
+		`"quoted"`, "`t`", "[t]", "a.", ".a", "tablé", "t\n", "t'", "t/*x*/", "a..b",
+		"order", "select", "group", "user", "Order", "SELECT", "app.order", "table.outbox_event", "key", "rank", "transaction"}
 	for _, name := range valid {
 		if err := ValidateTableName(name); err != nil {
 			t.Errorf("ValidateTableName(%q) = %v, want nil", name, err)
@@ -37,6 +38,10 @@ func TestValidateTableName(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "not allowed") || !strings.Contains(err.Error(), "letters, digits and underscores") {
 		t.Errorf("error does not explain the rule: %v", err)
 	}
+	err = ValidateTableName("app.Order")
+	if err == nil || !strings.Contains(err.Error(), `"order" is a reserved word`) || !strings.Contains(err.Error(), "PostgreSQL, MySQL, SQLite") {
+		t.Errorf("error does not name the reserved word and its databases: %v", err)
+	}
 }
 
 func TestNewRejectsNilDialect(t *testing.T) {
@@ -54,8 +59,8 @@ func TestSchemaUsesTheTableName(t *testing.T) {
 		t.Fatal(err)
 	}
 	stmts := s.Schema()
-	if len(stmts) != 7 {
-		t.Fatalf("%d statements, want table, drop of the old claim index, 5 indexes:\n%s", len(stmts), strings.Join(stmts, "\n---\n"))
+	if len(stmts) != 8 {
+		t.Fatalf("%d statements, want table, drop of the old claim index, 6 indexes:\n%s", len(stmts), strings.Join(stmts, "\n---\n"))
 	}
 	if !strings.HasPrefix(stmts[0], "CREATE TABLE IF NOT EXISTS app.my_outbox (") {
 		t.Errorf("table statement: %s", stmts[0])
@@ -89,7 +94,7 @@ func TestNoStatementReadsTheDatabaseClock(t *testing.T) {
 			t.Fatal(err)
 		}
 		q := s.q
-		all := []string{q.recoverClaim, q.freshClaim, q.markRetry, q.markDead, q.get, q.stats, q.oldest, q.purge, q.purgeTenant, q.insert.sql(colAll, 3, true), q.insert.sql(0, 3, false)}
+		all := []string{q.recoverClaim, q.freshClaim, q.markRetry, q.markDead, q.get, q.statsPending, q.statsDead, q.statsDone, q.purge, q.purgeTenant, q.insert.sql(colAll, 3, true), q.insert.sql(0, 3, false)}
 		for _, b := range []*idsSQL{q.markDone, q.renew, q.release, q.replay, q.deleteDead, q.existing, q.undoInsert} {
 			query, _ := b.bind(nil, []string{"a", "b"})
 			all = append(all, query)
@@ -248,13 +253,13 @@ func TestIdentifierLimits(t *testing.T) {
 		indexes []string
 	}{
 		{PostgreSQL, strings.Repeat("p", 53), true, []string{strings.Repeat("p", 53) + "_due_idx", strings.Repeat("p", 53) + "_lease_idx", strings.Repeat("p", 53) + "_purge_idx",
-			strings.Repeat("p", 53) + "_order_idx", strings.Repeat("p", 53) + "_tnt_idx"}},
+			strings.Repeat("p", 53) + "_owed_idx", strings.Repeat("p", 53) + "_order_idx", strings.Repeat("p", 53) + "_tnt_idx"}},
 		{PostgreSQL, strings.Repeat("p", 54), false, nil},
 		{PostgreSQL, "app." + strings.Repeat("p", 53), true, nil},
 		{PostgreSQL, strings.Repeat("s", 64) + ".t", false, nil},
 		{MySQL, strings.Repeat("m", 64), true, []string{"outbox_seq_idx", "outbox_due_idx", "outbox_lease_idx", "outbox_purge_idx", "outbox_order_idx", "outbox_tnt_idx"}},
 		{SQLite, strings.Repeat("q", 64), true, []string{strings.Repeat("q", 64) + "_due_idx", strings.Repeat("q", 64) + "_lease_idx", strings.Repeat("q", 64) + "_purge_idx",
-			strings.Repeat("q", 64) + "_order_idx", strings.Repeat("q", 64) + "_tnt_idx"}},
+			strings.Repeat("q", 64) + "_owed_idx", strings.Repeat("q", 64) + "_order_idx", strings.Repeat("q", 64) + "_tnt_idx"}},
 	} {
 		s, err := New(noDB{}, WithDialect(tc.d), WithTable(tc.table))
 		if !tc.ok {

@@ -665,8 +665,8 @@ func (s *Store) where(q outbox.Query) (string, []any) {
 		}
 	}
 	if q.TenantID != "" {
-		where += tenantWhere
-		args = append(args, q.TenantID)
+		where += s.d.tenantWhere()
+		args = append(args, s.d.tenantArgs(q.TenantID)...)
 	}
 	if q.Blocking {
 		where += " AND " + s.blockingWhere("o")
@@ -749,48 +749,80 @@ func (s *Store) queryInt(ctx context.Context, query string, args ...any) (int64,
 	return n, rows.Close()
 }
 
-// Stats counts events by status and the pending ones due at now, and finds
-// the creation time of the oldest pending one.
+// exactDoneBelow is the size of a table (as the dialect's rowsEstimate
+// has it) under which Stats counts the DONE rows exactly: reading that
+// many index entries takes milliseconds.
+const exactDoneBelow = 100_000
+
+// Stats counts the pending events by status and the due ones at now,
+// finds the creation time of the oldest pending one, counts the DEAD
+// events and the blocked keys, each from the indexes that hold those rows.
+// On a table of exactDoneBelow rows or more, the DONE figure is the
+// dialect's estimate of the table's size less the other statuses
+// (Stats.DoneEstimated); it never reads the DONE rows.
 func (s *Store) Stats(ctx context.Context, now time.Time) (outbox.Stats, error) {
 	st := outbox.Stats{ByStatus: make(map[outbox.Status]int64, 4)}
-	rows, err := s.db.Query(ctx, s.q.stats, s.t(now))
-	if err != nil {
+	fail := func(err error) (outbox.Stats, error) {
 		return st, fmt.Errorf("sqlstore: stats of %s: %w", s.table, s.explain(err))
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var (
-			status, n, due int64
-			subs           nullBytes
-		)
-		if err := rows.Scan(&status, &subs, &n, &due); err != nil {
-			return st, fmt.Errorf("sqlstore: stats of %s: %w", s.table, err)
+	var others int64
+	err := s.eachRow(ctx, s.q.statsPending, []any{s.t(now)}, func(rows Rows) error {
+		var status, n, due int64
+		oldest := timeCol{d: s.d}
+		if err := rows.Scan(&status, &n, &due, &oldest); err != nil {
+			return err
+		}
+		if oldest.err != nil {
+			return oldest.err
 		}
 		st.ByStatus[outbox.Status(status)] += n
-		switch outbox.Status(status) {
-		case outbox.StatusNew, outbox.StatusRetry:
-			st.Due += due
-		case outbox.StatusDead:
-			st.AddDeadSubscribers(decodeSubscribers(subs), n)
+		st.Due += due
+		others += n
+		if !oldest.t.IsZero() && (st.OldestPending.IsZero() || oldest.t.Before(st.OldestPending)) {
+			st.OldestPending = oldest.t
 		}
+		return nil
+	})
+	if err != nil {
+		return fail(err)
 	}
-	if err := rows.Err(); err != nil {
-		return st, fmt.Errorf("sqlstore: stats of %s: %w", s.table, err)
+	dead, err := s.queryInt(ctx, s.q.statsDead)
+	if err != nil {
+		return fail(err)
 	}
-	if err := rows.Close(); err != nil {
-		return st, fmt.Errorf("sqlstore: stats of %s: %w", s.table, err)
+	if dead > 0 {
+		st.ByStatus[outbox.StatusDead] = dead
 	}
-	oldest := timeCol{d: s.d}
-	if err := s.scanOne(ctx, s.q.oldest, &oldest); err != nil {
-		return st, fmt.Errorf("sqlstore: stats of %s: %w", s.table, err)
+	others += dead
+	err = s.eachRow(ctx, s.q.statsOwed, nil, func(rows Rows) error {
+		var n int64
+		var subs nullBytes
+		if err := rows.Scan(&subs, &n); err != nil {
+			return err
+		}
+		st.AddDeadSubscribers(decodeSubscribers(subs), n)
+		return nil
+	})
+	if err != nil {
+		return fail(err)
 	}
-	if oldest.err != nil {
-		return st, fmt.Errorf("sqlstore: stats of %s: %w", s.table, oldest.err)
+	query, args := s.d.rowsEstimate(s.table)
+	size, err := s.queryInt(ctx, query, args...)
+	if err != nil {
+		return fail(err)
 	}
-	st.OldestPending = oldest.t
+	done := size - others
+	if size >= exactDoneBelow {
+		st.DoneEstimated = true
+	} else if done, err = s.queryInt(ctx, s.q.statsDone); err != nil {
+		return fail(err)
+	}
+	if done > 0 {
+		st.ByStatus[outbox.StatusDone] = done
+	}
 	blocked := timeCol{d: s.d}
 	if err := s.scanOne(ctx, s.q.ord.blocked, &st.BlockedKeys, &blocked); err != nil {
-		return st, fmt.Errorf("sqlstore: stats of %s: blocked keys: %w", s.table, s.explain(err))
+		return fail(fmt.Errorf("blocked keys: %w", err))
 	}
 	if blocked.err != nil {
 		return st, fmt.Errorf("sqlstore: stats of %s: %w", s.table, blocked.err)
@@ -814,13 +846,28 @@ func (s *Store) Purge(ctx context.Context, req outbox.PurgeRequest) (int64, erro
 		args[0], args[1] = args[1], args[0]
 	}
 	if req.TenantID != "" {
-		query, args = s.q.purgeTenant, append(args, req.TenantID)
+		query, args = s.q.purgeTenant, append(args, s.d.tenantArgs(req.TenantID)...)
 	}
 	n, err := s.w.Exec(ctx, query, append(args, req.Limit)...)
 	if err != nil {
 		return 0, fmt.Errorf("sqlstore: purge %s: %w", s.table, s.explain(err))
 	}
 	return n, nil
+}
+
+// eachRow runs query and calls fn for each row it returns.
+func (s *Store) eachRow(ctx context.Context, query string, args []any, fn func(rows Rows) error) error {
+	rows, err := s.db.Query(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		if err := fn(rows); err != nil {
+			_ = rows.Close()
+			return err
+		}
+	}
+	return errors.Join(rows.Err(), rows.Close())
 }
 
 // scanOne runs a query that returns one row and scans it into dest.

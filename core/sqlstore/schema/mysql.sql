@@ -29,6 +29,13 @@
 -- leaves ordered rows out. Migrate adds the columns to tables made before
 -- them.
 --
+-- The purge index leads with status: the purge reads one status by
+-- completion time, and Stats counts the pending and DEAD rows in it (the
+-- ranges of their statuses, never the DONE ones), the pending ones due
+-- and the oldest from the index alone; dead_owes (1 for a DEAD event
+-- that owes subscribers) leaves Stats only those DEAD rows to read.
+-- Migrate rebuilds a purge index made before it with other columns.
+--
 -- The tenant index serves the admin queries of one tenant (a list by
 -- tenant and status in id order, a count, a purge by tenant, status and
 -- age, oldest id first). Without partial indexes it holds every row,
@@ -65,11 +72,12 @@ CREATE TABLE IF NOT EXISTS {{table}} (
     lease_at       DATETIME(6) GENERATED ALWAYS AS (CASE WHEN status IN (0, 2) AND locked_by IS NOT NULL THEN locked_at END) VIRTUAL,
     purge_at       DATETIME(6) GENERATED ALWAYS AS (CASE WHEN status IN (1, 3) THEN COALESCE(done_at, created_at) END) VIRTUAL,
     open_key       VARCHAR(255) GENERATED ALWAYS AS (CASE WHEN status IN (0, 2, 3) THEN ordering_key END) VIRTUAL,
+    dead_owes      TINYINT GENERATED ALWAYS AS (CASE WHEN status = 3 AND subscribers IS NOT NULL THEN 1 END) VIRTUAL,
     PRIMARY KEY (event_id),
     UNIQUE KEY outbox_seq_idx (seq),
     KEY outbox_due_idx (due_at, event_id),
     KEY outbox_lease_idx (lease_at),
-    KEY outbox_purge_idx (purge_at),
+    KEY outbox_purge_idx (status, purge_at, available_at, created_at, dead_owes),
     KEY outbox_order_idx (open_key, seq),
     KEY outbox_tnt_idx (tenant_id, status, event_id),
     CHECK ((payload IS NULL) <> (payload_bytes IS NULL))

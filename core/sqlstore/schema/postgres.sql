@@ -1,7 +1,7 @@
 -- Outbox table for PostgreSQL 9.5+ (FOR UPDATE SKIP LOCKED).
 -- {{table}} is the (validated) table name, {{name}} the same without its
 -- schema. Index names are {{name}}_due_idx, {{name}}_lease_idx,
--- {{name}}_purge_idx, {{name}}_order_idx and {{name}}_tnt_idx: keep the
+-- {{name}}_purge_idx, {{name}}_owed_idx, {{name}}_order_idx and {{name}}_tnt_idx: keep the
 -- table name to 53 characters so that they fit PostgreSQL's 63.
 --
 -- Timestamps are TIMESTAMPTZ: instants, written by the application in UTC
@@ -60,9 +60,17 @@ CREATE INDEX IF NOT EXISTS {{name}}_due_idx
 CREATE INDEX IF NOT EXISTS {{name}}_lease_idx
     ON {{table}} (locked_at) WHERE status IN (0, 2) AND locked_at IS NOT NULL;
 
--- The purge finds terminal rows by completion time.
+-- The purge finds terminal rows by status and completion time; Stats
+-- counts the DEAD ones in it (a range of status 3, never the DONE ones).
+-- (Purge indexes made before it had no status: Migrate rebuilds them.)
 CREATE INDEX IF NOT EXISTS {{name}}_purge_idx
-    ON {{table}} ((COALESCE(done_at, created_at))) WHERE status IN (1, 3);
+    ON {{table}} (status, (COALESCE(done_at, created_at))) WHERE status IN (1, 3);
+
+-- The owed index holds the DEAD events that still owe subscribers (of
+-- an event type with several): Stats reads their lists, and counts the
+-- other DEAD events in the purge index alone.
+CREATE INDEX IF NOT EXISTS {{name}}_owed_idx
+    ON {{table}} (event_id) WHERE status = 3 AND subscribers IS NOT NULL;
 
 -- The order index holds the ordered events that are not DONE by key, in
 -- seq order: the first entry of a key is its head, the one event of the

@@ -45,9 +45,17 @@ CREATE INDEX IF NOT EXISTS {{schema}}{{name}}_due_idx
 CREATE INDEX IF NOT EXISTS {{schema}}{{name}}_lease_idx
     ON {{name}} (locked_at) WHERE status IN (0, 2) AND locked_at IS NOT NULL;
 
--- The purge finds terminal rows by completion time.
+-- The purge finds terminal rows by status and completion time; Stats
+-- counts the DEAD ones in it (a range of status 3, never the DONE ones).
+-- (Purge indexes made before it had no status: Migrate rebuilds them.)
 CREATE INDEX IF NOT EXISTS {{schema}}{{name}}_purge_idx
-    ON {{name}} (COALESCE(done_at, created_at)) WHERE status IN (1, 3);
+    ON {{name}} (status, COALESCE(done_at, created_at)) WHERE status IN (1, 3);
+
+-- The owed index holds the DEAD events that still owe subscribers (of
+-- an event type with several): Stats reads their lists, and counts the
+-- other DEAD events in the purge index alone.
+CREATE INDEX IF NOT EXISTS {{schema}}{{name}}_owed_idx
+    ON {{name}} (event_id) WHERE status = 3 AND subscribers IS NOT NULL;
 
 -- The order index holds the ordered events that are not DONE by key, in
 -- rowid order (every index ends with the rowid): the first entry of a key

@@ -1,0 +1,130 @@
+package integration
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	outbox "github.com/go-outbox/outbox/core"
+	"github.com/go-outbox/outbox/core/outboxsql"
+	"github.com/go-outbox/outbox/core/outboxsql/outboxsqltest"
+)
+
+// envBlockedKeys sets the number of blocked keys of TestExplainBlockedKeys.
+const envBlockedKeys = "OUTBOX_TEST_BLOCKED_KEYS"
+
+// TestExplainBlockedKeys measures what keys blocked by a DEAD head (each
+// with an event waiting behind it; 100,000 by default) cost the ordered
+// claim: with one healthy key of ten events among them, it claims (100 at
+// a time, DeadBlocksKey) and acknowledges until the healthy key's events
+// are all DONE, and logs how many claims that took and how long. The
+// healthy key's events must come one claim at a time, in order, and no
+// event of a blocked key may be claimed.
+func TestExplainBlockedKeys(t *testing.T) {
+	explainRows(t, "the cost of blocked keys to the ordered claim")
+	keys := 100_000
+	if v := os.Getenv(envBlockedKeys); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1_000_000 {
+			t.Fatalf("%s=%q: want a number of keys, 1 to 1,000,000", envBlockedKeys, v)
+		}
+		keys = n
+	}
+	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
+		ctx := context.Background()
+		db := b.Open(t)
+		store := b.NewStore(t, db)
+		base := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+		start := time.Now()
+		bulkLoadBlocked(t, b, db, store.Table(), base, keys)
+		healthy := make([]outbox.Envelope, 10)
+		for i := range healthy {
+			healthy[i] = outbox.MustEnvelope(outbox.EventName("Bulk"), outbox.WithOrderingKey(fmt.Sprintf("b%07d-ok", keys/2)),
+				outbox.WithJSON([]byte(`{"n":1}`)))
+		}
+		outboxsqltest.Insert(t, db, store, healthy...)
+		t.Logf("%s: loaded %d keys blocked by a DEAD head, each with an event behind it, and a healthy key of %d events in %v",
+			b.Name, keys, len(healthy), time.Since(start).Round(time.Millisecond))
+
+		now := time.Now().Add(time.Minute) // the healthy key's events were written now
+		req := outbox.ClaimRequest{Owner: "explain", Now: now, Lease: time.Minute, Limit: 100, Ordered: true, NoRecovery: true}
+		claims, empty := 0, 0
+		var got []string
+		start = time.Now()
+		for len(got) < len(healthy) {
+			if claims == 10*keys {
+				t.Fatalf("after %d claims, %d of the healthy key's events were claimed", claims, len(got))
+			}
+			recs, err := store.Claim(ctx, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			claims++
+			if len(recs) == 0 {
+				empty++
+			}
+			if len(recs) > 1 {
+				t.Fatalf("a claim took %d events, want the healthy key's head alone", len(recs))
+			}
+			for _, r := range recs {
+				got = append(got, r.ID)
+				if _, err := store.MarkDone(ctx, req.Owner, []string{r.ID}, now); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		took := time.Since(start)
+		for i, e := range healthy {
+			if got[i] != e.ID() {
+				t.Fatalf("the healthy key's events were claimed in the order %v", got)
+			}
+		}
+		t.Logf("%s: the healthy key's %d events past %d blocked keys took %d claims (%d of them empty) and %v",
+			b.Name, len(healthy), keys, claims, empty, took.Round(time.Millisecond))
+	})
+}
+
+// bulkLoadBlocked inserts, in two statements, n DEAD events on keys
+// "b0000001" … (their heads), then an event pending behind each.
+func bulkLoadBlocked(t *testing.T, b outboxsqltest.Backend, db *sql.DB, table string, base time.Time, n int) {
+	t.Helper()
+	const cols = "event_id, event_type, aggregate_type, payload, status, attempts, occurred_at, available_at, created_at, done_at, ordering_key"
+	for _, part := range []struct {
+		prefix string
+		status int
+	}{{"d", 3}, {"p", 0}} {
+		var load, analyze string
+		var args []any
+		done := "NULL"
+		if part.status == 3 {
+			done = "at"
+		}
+		switch b.Dialect {
+		case outboxsql.PostgreSQL:
+			load = "INSERT INTO " + table + " (" + cols + ") SELECT '" + part.prefix + "' || lpad(i::text, 25, '0'), 'Bulk', '__GLOBAL__', '{\"n\":1}', " +
+				strconv.Itoa(part.status) + ", 1, at, at, at, " + done + ", 'b' || lpad(i::text, 7, '0')" +
+				" FROM (SELECT i, $1::timestamptz + i * interval '1 millisecond' AS at FROM generate_series(1, $2::int) AS g(i)) AS s ORDER BY i"
+			args = []any{base, n}
+			analyze = "ANALYZE " + table
+		case outboxsql.MySQL:
+			load = "INSERT INTO " + table + " (" + cols + ") SELECT CONCAT('" + part.prefix + "', LPAD(n, 25, '0')), 'Bulk', '__GLOBAL__', '{\"n\":1}', " +
+				strconv.Itoa(part.status) + ", 1, at, at, at, " + done + ", CONCAT('b', LPAD(n, 7, '0'))" +
+				" FROM " + mysqlNumbered
+			args = []any{base.Format("2006-01-02 15:04:05"), n}
+			analyze = "ANALYZE TABLE " + table
+		case outboxsql.SQLite:
+			load = "WITH RECURSIVE g(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM g WHERE i < ?) INSERT INTO " + table + " (" + cols + ")" +
+				" SELECT '" + part.prefix + "' || printf('%025d', i), 'Bulk', '__GLOBAL__', '{\"n\":1}', " + strconv.Itoa(part.status) +
+				", 1, at, at, at, " + done + ", 'b' || printf('%07d', i) FROM (SELECT i, ? + i * 1000 AS at FROM g)"
+			args = []any{n, base.UnixMicro()}
+			analyze = "ANALYZE"
+		default:
+			t.Fatalf("no bulk load for dialect %s", b.Dialect.Name())
+		}
+		bulkExec(t, db, load, args, analyze)
+	}
+}
