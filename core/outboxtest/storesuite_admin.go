@@ -277,7 +277,7 @@ func storeTenantExact(t *testing.T, f Fixture) {
 	byTenant := map[string][]string{}
 	for i, tenant := range names {
 		for j := range 2 {
-			e := event(t, outbox.WithTenant(tenant))
+			e := Stored(t, event(t), tenant, nil)
 			insert(t, f, t0.Add(time.Duration(2*i+j)*time.Second), ownerA, e)
 			moveTo(t, f, e.ID(), outbox.StatusDone)
 			byTenant[tenant] = append(byTenant[tenant], e.ID())

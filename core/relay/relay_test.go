@@ -11,6 +11,7 @@ import (
 
 	outbox "github.com/go-outbox/outbox/core"
 	"github.com/go-outbox/outbox/core/outboxmem"
+	"github.com/go-outbox/outbox/core/outboxtest"
 	"github.com/go-outbox/outbox/core/relay"
 	"github.com/go-outbox/outbox/core/relay/relaytest"
 )
@@ -187,7 +188,7 @@ func TestPerTenant(t *testing.T) {
 // tenant's topics.
 func TestPerTenantRefusesWhatIsNotOnePart(t *testing.T) {
 	for _, tenant := range relaytest.HostileTenants() {
-		e := relaytest.Stored(t, outbox.MustEnvelope(outbox.EventName("OrderPlaced"), outbox.WithJSON([]byte(`{}`))), tenant, nil)
+		e := outboxtest.Stored(t, outbox.MustEnvelope(outbox.EventName("OrderPlaced"), outbox.WithJSON([]byte(`{}`))), tenant, nil)
 		for _, b := range []relay.Broker{relay.NATS, relay.AMQP, relay.Kafka, {}} {
 			m, err := b.Message(e, relay.PerTenant(nil), nil)
 			if !errors.Is(err, relay.ErrInvalidMessage) {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	outbox "github.com/go-outbox/outbox/core"
+	"github.com/go-outbox/outbox/core/outboxtest"
 	"github.com/go-outbox/outbox/core/relay"
 	"github.com/go-outbox/outbox/core/relay/relaytest"
 	outboxamqp "github.com/go-outbox/outbox/sinks/amqp"
@@ -429,7 +430,7 @@ func TestRefusedMessageFailsAlone(t *testing.T) {
 	// Headers NewEnvelope refuses (over the envelope's limits) come from
 	// rows stored before those checks, or by another program.
 	stored := func(h map[string]string) outbox.Envelope {
-		return relaytest.Stored(t, event(t, relaytest.OrderPlaced), "", h)
+		return outboxtest.Stored(t, event(t, relaytest.OrderPlaced), "", h)
 	}
 	refused := []outbox.Envelope{
 		stored(map[string]string{strings.Repeat("n", 256): "v"}),
@@ -444,7 +445,7 @@ func TestRefusedMessageFailsAlone(t *testing.T) {
 			events = append(events, refused[i/3])
 			continue
 		}
-		e := relaytest.Stored(t, event(t, relaytest.OrderShipped, outbox.WithHeader("CC", "elsewhere"), outbox.WithHeader("BCC", "elsewhere"),
+		e := outboxtest.Stored(t, event(t, relaytest.OrderShipped, outbox.WithHeader("CC", "elsewhere"), outbox.WithHeader("BCC", "elsewhere"),
 			outbox.WithHeader("x-delay", "600000"), outbox.WithHeader("X-Request-Id", "r-1")), "", map[string]string{"big": strings.Repeat("v", 100<<10)})
 		events, good = append(events, e), append(good, e)
 	}

@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"strings"
 	"testing"
 
 	outbox "github.com/go-outbox/outbox/core"
+	"github.com/go-outbox/outbox/core/outboxtest"
 	"github.com/go-outbox/outbox/core/relay"
 )
 
@@ -87,7 +87,7 @@ func testHostile(t *testing.T, f Fixture) {
 	}
 	var events, good, bad []outbox.Envelope
 	for i, tenant := range HostileTenants() {
-		e := Stored(t, newEvent(t, OrderPlaced, order(fmt.Sprintf("o-t%d", i)), outbox.WithJSON([]byte(`{}`))), tenant, nil)
+		e := outboxtest.Stored(t, newEvent(t, OrderPlaced, order(fmt.Sprintf("o-t%d", i)), outbox.WithJSON([]byte(`{}`))), tenant, nil)
 		events, bad = append(events, e), append(bad, e)
 	}
 	for name, value := range HostileHeaders() {
@@ -148,23 +148,4 @@ func headerNames(e outbox.Envelope) []string {
 	var out []string
 	e.RangeHeaders(func(k, _ string) { out = append(out, k) })
 	return out
-}
-
-// Stored returns e as a row read back from the table may carry it: with
-// the tenant id tenant and the headers extra added. NewEnvelope refuses
-// some hostile values (a tenant id with white space at either end or
-// control characters; headers over outbox.MaxHeaders, MaxHeaderNameLen or
-// MaxHeadersSize), which a row written before those checks, or by another
-// program, may still have: a sink must fail such an event alone.
-func Stored(t testing.TB, e outbox.Envelope, tenant string, extra map[string]string) outbox.Envelope {
-	t.Helper()
-	headers := e.Headers()
-	maps.Copy(headers, extra)
-	r, err := outbox.RestoreEnvelope(outbox.EnvelopeFields{ID: e.ID(), Type: e.Type(), AggregateType: e.AggregateType(),
-		AggregateID: e.AggregateID(), TenantID: tenant, SchemaVersion: e.SchemaVersion(), OccurredAt: e.OccurredAt(),
-		Headers: headers, Payload: e.PayloadString(), Kind: e.PayloadKind()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
 }
