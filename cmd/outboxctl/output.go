@@ -134,6 +134,10 @@ func (c *cli) printStats(table, tenant string, st outbox.Stats) error {
 	c.printf(tw, "STATUS\tEVENTS\n")
 	statuses := outboxadmin.Statuses()
 	for _, s := range statuses {
+		if s == outbox.StatusDone && out.DoneEstimated {
+			c.printf(tw, "%s\t~%d (estimated)\n", s, out.Counts[s.String()])
+			continue
+		}
 		c.printf(tw, "%s\t%d\n", s, out.Counts[s.String()])
 	}
 	for _, s := range slices.Sorted(maps.Keys(out.Counts)) {
@@ -141,7 +145,11 @@ func (c *cli) printStats(table, tenant string, st outbox.Stats) error {
 			c.printf(tw, "%s\t%d\n", s, out.Counts[s])
 		}
 	}
-	c.printf(tw, "total\t%d\n", out.Total)
+	if out.DoneEstimated {
+		c.printf(tw, "total\t~%d\n", out.Total)
+	} else {
+		c.printf(tw, "total\t%d\n", out.Total)
+	}
 	if err := flush(tw); err != nil {
 		return err
 	}

@@ -23,6 +23,10 @@ type Stats struct {
 	Counts map[string]int64 `json:"counts"`
 	// Total counts every event.
 	Total int64 `json:"total"`
+	// DoneEstimated reports that the DONE count, and so Total, is an
+	// estimate (outbox.Stats.DoneEstimated: a store counts a large table's
+	// DONE rows from its statistics, not row by row).
+	DoneEstimated bool `json:"done_estimated"`
 	// Pending counts the NEW and RETRY events.
 	Pending int64 `json:"pending"`
 	// Due counts the pending events that are due (outbox.Stats.Due).
@@ -40,7 +44,7 @@ type Stats struct {
 // NewStats returns the view of st at time now, which the age of the oldest
 // pending event is measured from (never below zero).
 func NewStats(st outbox.Stats, now time.Time) Stats {
-	out := Stats{Counts: make(map[string]int64, len(statuses)), Due: st.Due, DeadBySubscriber: st.DeadBySubscriber, OldestPendingAt: timePtr(st.OldestPending)}
+	out := Stats{Counts: make(map[string]int64, len(statuses)), DoneEstimated: st.DoneEstimated, Due: st.Due, DeadBySubscriber: st.DeadBySubscriber, OldestPendingAt: timePtr(st.OldestPending)}
 	for _, s := range statuses {
 		out.Counts[s.String()] = 0
 	}

@@ -24,6 +24,7 @@ func TestStatsJSON(t *testing.T) {
     "RETRY": 0
   },
   "total": 0,
+  "done_estimated": false,
   "pending": 0,
   "due": 0,
   "oldest_pending_at": null,
@@ -43,6 +44,7 @@ func TestStatsJSON(t *testing.T) {
     "Status(9)": 4
   },
   "total": 10,
+  "done_estimated": false,
   "pending": 5,
   "due": 4,
   "dead_by_subscriber": {
@@ -60,10 +62,26 @@ func TestStatsJSON(t *testing.T) {
     "RETRY": 0
   },
   "total": 1,
+  "done_estimated": false,
   "pending": 1,
   "due": 0,
   "oldest_pending_at": "2026-03-01T12:00:01Z",
   "oldest_pending_age_seconds": 0
+}`},
+		// A large table's DONE rows counted from statistics.
+		{"estimated", outbox.Stats{ByStatus: map[outbox.Status]int64{outbox.StatusDone: 1200000, outbox.StatusDead: 2}, DoneEstimated: true}, `{
+  "counts": {
+    "DEAD": 2,
+    "DONE": 1200000,
+    "NEW": 0,
+    "RETRY": 0
+  },
+  "total": 1200002,
+  "done_estimated": true,
+  "pending": 0,
+  "due": 0,
+  "oldest_pending_at": null,
+  "oldest_pending_age_seconds": null
 }`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

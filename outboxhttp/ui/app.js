@@ -179,6 +179,7 @@
   async function loadStats() {
     const st = await api(src() + "/stats");
     for (const s of ["NEW", "RETRY", "DONE", "DEAD"]) $("stat-" + s).textContent = st.counts[s];
+    if (st.done_estimated) $("stat-DONE").textContent = "≈ " + st.counts.DONE;
     $("stat-due").textContent = st.due;
     $("stat-oldest").textContent = st.oldest_pending_at
       ? fmtTime(st.oldest_pending_at) + " (" + fmtAge(st.oldest_pending_age_seconds) + " ago)" : "none";
