@@ -266,8 +266,8 @@ func storeTenantScope(t *testing.T, f Fixture) {
 	}
 }
 
-// storeTenantExact: a tenant id is compared exactly, trailing spaces
-// included (MySQL's PAD SPACE collations compare "acme " equal to
+// storeTenantExact: a tenant id, an event type and an aggregate type are
+// compared exactly, trailing spaces included (MySQL's PAD SPACE collations compare "acme " equal to
 // "acme"): Query.TenantID and PurgeRequest.TenantID select the events of
 // that id alone, never those of an id that differs by trailing or leading
 // spaces, nor the events without a tenant for a tenant of spaces.
@@ -277,7 +277,7 @@ func storeTenantExact(t *testing.T, f Fixture) {
 	byTenant := map[string][]string{}
 	for i, tenant := range names {
 		for j := range 2 {
-			e := Stored(t, event(t), tenant, nil)
+			e := Stored(t, event(t, outbox.WithAggregate(outbox.AggregateName("Order"), "o-1")), tenant, nil)
 			insert(t, f, t0.Add(time.Duration(2*i+j)*time.Second), ownerA, e)
 			moveTo(t, f, e.ID(), outbox.StatusDone)
 			byTenant[tenant] = append(byTenant[tenant], e.ID())
@@ -293,6 +293,16 @@ func storeTenantExact(t *testing.T, f Fixture) {
 			if n := countRows(t, f, q); n != int64(len(byTenant[tenant])) {
 				t.Errorf("Count(tenant %q) = %d, want %d", tenant, n, len(byTenant[tenant]))
 			}
+		}
+	}
+	// The type filters are exact too: a type that differs by trailing
+	// spaces selects nothing.
+	for _, q := range []outbox.Query{{EventType: string(evtTest) + " "}, {EventType: string(evtTest) + "  "}, {AggregateType: "Order "}} {
+		if got := recIDs(listAll(t, f, q)); len(got) != 0 {
+			t.Errorf("List(%+v) = %v, want none", q, got)
+		}
+		if n := countRows(t, f, q); n != 0 {
+			t.Errorf("Count(%+v) = %d, want 0", q, n)
 		}
 	}
 	if f.Purger == nil {

@@ -161,11 +161,25 @@ func (d *dialect) tenantWhere() string {
 }
 
 // tenantArgs returns the arguments of tenantWhere for tenant.
-func (d *dialect) tenantArgs(tenant string) []any {
+func (d *dialect) tenantArgs(tenant string) []any { return d.equalArgs(tenant) }
+
+// equalWhere returns the condition that a text column equals a bound
+// value exactly, trailing spaces included: on a database whose collation
+// pads (padSpace) it compares the lengths too, as padTenantWhere does;
+// equalArgs binds it.
+func (d *dialect) equalWhere(col string) string {
 	if d.padSpace {
-		return []any{tenant, len(tenant)}
+		return " AND " + col + " = ? AND LENGTH(" + col + ") = ?"
 	}
-	return []any{tenant}
+	return " AND " + col + " = ?"
+}
+
+// equalArgs returns the arguments of equalWhere (and tenantWhere) for v.
+func (d *dialect) equalArgs(v string) []any {
+	if d.padSpace {
+		return []any{v, len(v)}
+	}
+	return []any{v}
 }
 
 // queries is every statement of one Store, built once by buildQueries.

@@ -654,15 +654,18 @@ func (s *Store) where(q outbox.Query) (string, []any) {
 			args = append(args, statuses[i%len(statuses)])
 		}
 	}
-	for _, f := range []struct{ cond, arg string }{
-		{" AND aggregate_type = ?", q.AggregateType},
-		{" AND event_type = ?", q.EventType},
-		{" AND event_id > ?", q.AfterID},
+	for _, f := range []struct{ col, arg string }{
+		{"aggregate_type", q.AggregateType},
+		{"event_type", q.EventType},
 	} {
 		if f.arg != "" {
-			where += f.cond
-			args = append(args, f.arg)
+			where += s.d.equalWhere(f.col)
+			args = append(args, s.d.equalArgs(f.arg)...)
 		}
+	}
+	if q.AfterID != "" {
+		where += " AND event_id > ?"
+		args = append(args, q.AfterID)
 	}
 	if q.TenantID != "" {
 		where += s.d.tenantWhere()
