@@ -2,7 +2,8 @@
 // no server: business writes and their events commit together, events are
 // delivered right after commit (hot path) or by the poller (delayed and
 // retried ones), a rolled-back transaction leaves nothing behind, and an
-// event nobody listens to ends in DEAD.
+// event its listener can never accept (outbox.Permanent) ends in DEAD at
+// once, without retries.
 //
 //	go run . -db /tmp/demo.db
 package main
@@ -34,7 +35,7 @@ const (
 	orderPlaced      orderEvent = "OrderPlaced"
 	paymentCaptured  orderEvent = "PaymentCaptured"
 	reminderDue      orderEvent = "ReminderDue"
-	nobodyListens    orderEvent = "NobodyListens"
+	invoiceIssued    orderEvent = "InvoiceIssued"
 	ordersAggregate             = outbox.AggregateName("Order")
 	settleTimeoutDef            = 15 * time.Second
 )
@@ -123,6 +124,10 @@ func run(ctx context.Context, path string, logger *slog.Logger) error {
 		t.deliver(e, "after its delay")
 		return nil
 	}))
+	must(client.Handle(invoiceIssued, func(ctx context.Context, e outbox.Envelope) error {
+		fmt.Printf("  refused   %-16s %s (no retry can mend it: DEAD at once)\n", e.Type(), e.AggregateID())
+		return outbox.Permanent(errors.New("invoice has no tax id"))
+	}))
 	must(client.Start(ctx))
 
 	// placeOrder inserts the order and its events in one transaction.
@@ -163,7 +168,7 @@ func run(ctx context.Context, path string, logger *slog.Logger) error {
 	must(placeOrder("o-8", 800, false, outbox.MustEnvelope(paymentCaptured, outbox.WithAggregate(ordersAggregate, "o-8"), outbox.WithJSON([]byte(`{"captured":800}`)))))
 	must(placeOrder("o-9", 900, false, outbox.MustEnvelope(reminderDue, outbox.WithAggregate(ordersAggregate, "o-9"),
 		outbox.WithJSON([]byte(`{}`)), outbox.WithAvailableAt(time.Now().Add(500*time.Millisecond)))))
-	must(placeOrder("o-10", 1000, false, outbox.MustEnvelope(nobodyListens, outbox.WithAggregate(ordersAggregate, "o-10"), outbox.WithJSON([]byte(`{}`)))))
+	must(placeOrder("o-10", 1000, false, outbox.MustEnvelope(invoiceIssued, outbox.WithAggregate(ordersAggregate, "o-10"), outbox.WithJSON([]byte(`{}`)))))
 
 	// Wait until nothing is pending.
 	deadline := time.Now().Add(settleTimeoutDef)
