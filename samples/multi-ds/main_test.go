@@ -40,7 +40,7 @@ func runSample(t *testing.T, urls map[string]string) string {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
 	}
-	for _, want := range []string{"outbox_ds=orders", "outbox_ds=billing", "started component=fx"} {
+	for _, want := range []string{"outbox_ds=orders", "outbox_ds=billing", "outbox: data source started"} {
 		if !strings.Contains(logs.String(), want) {
 			t.Errorf("logs lack %q:\n%s", want, logs.String())
 		}
