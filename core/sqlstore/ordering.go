@@ -141,16 +141,20 @@ func walkCond(deadSkips bool) string {
 	return "status IN (0, 2) AND parked = 0"
 }
 
-// blockedCol is the walk's last column: 1 when the head it found (the row
-// called h, of key key) has an open event before it — a DEAD event, or one
-// parked behind it — so that it is not the key's head and the key is to be
-// parked (Store.repark); "0" with deadSkips, whose walk reads the heads.
-func blockedCol(d *dialect, t, h, key string, deadSkips bool) string {
+// headState is the walk's state of the head it found (the row a, of key
+// key, at sequence seq): 1 when it is claimable now (pending, unclaimed,
+// due and old enough for SkipRecent: its two placeholders), 0 when not,
+// and 2 when it would be but an open event of its key comes before it — a
+// DEAD event, or one parked behind it — so that it is no head and its key
+// is to be parked (Store.repark). The probe for an earlier event runs for
+// claimable heads alone; with deadSkips, whose walk reads the heads, never.
+func headState(d *dialect, t, a, key, seq string, deadSkips bool) string {
+	claimable := a + "status IN (0, 2) AND " + a + "locked_by IS NULL AND " + a + "available_at <= ? AND " + a + "created_at <= ?"
 	if deadSkips {
-		return "0"
+		return "CASE WHEN " + claimable + " THEN 1 ELSE 0 END"
 	}
-	return "CASE WHEN EXISTS (SELECT 1 FROM " + t + " e WHERE " + d.openKey("e", key) + " AND e." + d.seq + " < " + h + "." + d.seq +
-		") THEN 1 ELSE 0 END"
+	return "CASE WHEN " + claimable + " THEN CASE WHEN EXISTS (SELECT 1 FROM " + t + " e WHERE " + d.openKey("e", key) +
+		" AND e." + d.seq + " < " + seq + ") THEN 2 ELSE 1 END ELSE 0 END"
 }
 
 // lateralHeads walks the walk index (or, with deadSkips, the order index)
@@ -159,18 +163,14 @@ func blockedCol(d *dialect, t, h, key string, deadSkips bool) string {
 // evaluates it lazily, LATERAL fetches the row).
 func lateralHeads(d *dialect, t string, deadSkips bool) string {
 	cond := walkCond(deadSkips)
-	ok := func(a string) string {
-		return "CASE WHEN " + a + "status IN (0, 2) AND " + a + "locked_by IS NULL AND " + a + "available_at <= ? AND " +
-			a + "created_at <= ? THEN 1 ELSE 0 END"
-	}
-	return d.rebind("WITH RECURSIVE k(n, key, id, ok, blocked) AS ("+
-		"(SELECT 1, h.ordering_key, h.event_id, "+ok("h.")+", "+blockedCol(d, t, "h", "h.ordering_key", deadSkips)+" FROM "+t+
+	state := func(a string) string { return headState(d, t, a+".", a+".ordering_key", a+".seq", deadSkips) }
+	return d.rebind("WITH RECURSIVE k(n, key, id, ok) AS ("+
+		"(SELECT 1, h.ordering_key, h.event_id, "+state("h")+" FROM "+t+
 		" h WHERE h.ordering_key > ? AND h."+strings.ReplaceAll(cond, " AND ", " AND h.")+" ORDER BY h.ordering_key, h.seq LIMIT 1)"+
-		" UNION ALL SELECT k.n + 1, x.ordering_key, x.event_id, "+ok("x.")+", "+blockedCol(d, t, "x", "x.ordering_key", deadSkips)+
-		" FROM k CROSS JOIN LATERAL"+
+		" UNION ALL SELECT k.n + 1, x.ordering_key, x.event_id, "+state("x")+" FROM k CROSS JOIN LATERAL"+
 		" (SELECT ordering_key, event_id, status, locked_by, available_at, created_at, seq FROM "+t+
 		" WHERE ordering_key > k.key AND "+cond+" ORDER BY ordering_key, seq LIMIT 1) x"+
-		" WHERE k.n < ?) SELECT n, key, id, ok, blocked FROM k", 1)
+		" WHERE k.n < ?) SELECT n, key, id, ok FROM k", 1)
 }
 
 // scalarHeads walks the walk index (or, with deadSkips, the order index)
@@ -182,8 +182,7 @@ func scalarHeads(d *dialect, t string, deadSkips bool) string {
 		"SELECT 1, (SELECT MIN(ordering_key) FROM " + t + " WHERE ordering_key > ? AND " + open + ")" +
 		" UNION ALL SELECT k.n + 1, (SELECT MIN(ordering_key) FROM " + t + " WHERE ordering_key > k.key AND " + open + ")" +
 		" FROM k WHERE k.key IS NOT NULL AND k.n < ?)" +
-		" SELECT k.n, k.key, h.event_id, CASE WHEN h.status IN (0, 2) AND h.locked_by IS NULL AND h.available_at <= ? AND h.created_at <= ? THEN 1 ELSE 0 END, " +
-		blockedCol(d, t, "h", "k.key", deadSkips) +
+		" SELECT k.n, k.key, h.event_id, " + headState(d, t, "h.", "k.key", "h."+d.seq, deadSkips) +
 		" FROM k JOIN " + t + " h ON h.event_id = (SELECT event_id FROM " + t + " WHERE ordering_key = k.key AND " + open +
 		" ORDER BY " + d.seq + " LIMIT 1)"
 }
@@ -198,12 +197,8 @@ func groupHeads(d *dialect, t string, deadSkips bool) string {
 	if deadSkips {
 		col, head = "open_key", "(SELECT MIN(s.seq) FROM "+t+" s WHERE s.open_key = g.k AND s.status <> 3)"
 	}
-	blocked := "0"
-	if !deadSkips {
-		blocked = "CASE WHEN EXISTS (SELECT 1 FROM " + t + " e WHERE " + d.openKey("e", "g.k") + " AND e.seq < g.head) THEN 1 ELSE 0 END"
-	}
-	return "SELECT 0, g.k, h.event_id, CASE WHEN h.status IN (0, 2) AND h.locked_by IS NULL AND h.available_at <= ? AND h.created_at <= ? THEN 1 ELSE 0 END, " +
-		blocked + " FROM (SELECT " + col + " AS k, MIN(seq) AS head FROM " + t + " WHERE " + col + " > ? GROUP BY " + col + " ORDER BY " + col + " LIMIT ?) g" +
+	return "SELECT 0, g.k, h.event_id, " + headState(d, t, "h.", "g.k", "h.seq", deadSkips) +
+		" FROM (SELECT " + col + " AS k, MIN(seq) AS head FROM " + t + " WHERE " + col + " > ? GROUP BY " + col + " ORDER BY " + col + " LIMIT ?) g" +
 		" LEFT JOIN " + t + " h ON h.seq = " + head
 }
 
@@ -231,16 +226,15 @@ func (s *Store) walkHeads(ctx context.Context, c Conn, req outbox.ClaimRequest, 
 	for rows.Next() {
 		var h head
 		var key, id nullBytes
-		var ok, blocked int64
-		if err := rows.Scan(&h.n, &key, &id, &ok, &blocked); err != nil {
+		var state int64 // see headState
+		if err := rows.Scan(&h.n, &key, &id, &state); err != nil {
 			_ = rows.Close()
 			return nil, err
 		}
 		if !key.valid { // the walk ran past the last key
 			continue
 		}
-		h.blocked = blocked == 1
-		h.key, h.id, h.ok = key.s, id.s, ok == 1 && id.valid && !h.blocked
+		h.key, h.id, h.ok, h.blocked = key.s, id.s, state == 1 && id.valid, state == 2
 		hs = append(hs, h)
 	}
 	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
