@@ -6,24 +6,30 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	outbox "github.com/go-outbox/outbox/core"
 	"github.com/go-outbox/outbox/core/outboxsql"
 	"github.com/go-outbox/outbox/core/outboxsql/outboxsqltest"
+	"github.com/go-outbox/outbox/core/sqlstore"
 )
 
 // envBlockedKeys sets the number of blocked keys of TestExplainBlockedKeys.
 const envBlockedKeys = "OUTBOX_TEST_BLOCKED_KEYS"
 
 // TestExplainBlockedKeys measures what keys blocked by a DEAD head (each
-// with an event waiting behind it; 100,000 by default) cost the ordered
-// claim: with one healthy key of ten events among them, it claims (100 at
-// a time, DeadBlocksKey) and acknowledges until the healthy key's events
-// are all DONE, and logs how many claims that took and how long. The
-// healthy key's events must come one claim at a time, in order, and no
-// event of a blocked key may be claimed.
+// with an event waiting behind it; 100,000 by default, written straight
+// into the table, not parked) cost the ordered claim: with one healthy key
+// of ten events among them, it claims (100 at a time, DeadBlocksKey) and
+// acknowledges until the healthy key's events are all DONE, and logs how
+// many claims that took and how long — the first walks past the blocked
+// keys park them — then does the same for ten more events of the healthy
+// key, once the blocked keys are parked, and checks the plan of the walk
+// of the keys: it reads the walk index and steps over none of the blocked
+// keys. The healthy key's events must come one claim at a time, in order,
+// and no event of a blocked key may be claimed.
 func TestExplainBlockedKeys(t *testing.T) {
 	explainRows(t, "the cost of blocked keys to the ordered claim")
 	keys := 100_000
@@ -35,57 +41,115 @@ func TestExplainBlockedKeys(t *testing.T) {
 		keys = n
 	}
 	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
-		ctx := context.Background()
 		db := b.Open(t)
 		store := b.NewStore(t, db)
 		base := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
 		start := time.Now()
 		bulkLoadBlocked(t, b, db, store.Table(), base, keys)
-		healthy := make([]outbox.Envelope, 10)
-		for i := range healthy {
-			healthy[i] = outbox.MustEnvelope(outbox.EventName("Bulk"), outbox.WithOrderingKey(fmt.Sprintf("b%07d-ok", keys/2)),
-				outbox.WithJSON([]byte(`{"n":1}`)))
-		}
-		outboxsqltest.Insert(t, db, store, healthy...)
-		t.Logf("%s: loaded %d keys blocked by a DEAD head, each with an event behind it, and a healthy key of %d events in %v",
-			b.Name, keys, len(healthy), time.Since(start).Round(time.Millisecond))
-
-		now := time.Now().Add(time.Minute) // the healthy key's events were written now
+		t.Logf("%s: loaded %d keys blocked by a DEAD head, each with an event behind it, in %v", b.Name, keys, time.Since(start).Round(time.Millisecond))
+		now := time.Now().Add(time.Minute) // the healthy key's events are written now
 		req := outbox.ClaimRequest{Owner: "explain", Now: now, Lease: time.Minute, Limit: 100, Ordered: true, NoRecovery: true}
-		claims, empty := 0, 0
-		var got []string
-		start = time.Now()
-		for len(got) < len(healthy) {
-			if claims == 10*keys {
-				t.Fatalf("after %d claims, %d of the healthy key's events were claimed", claims, len(got))
-			}
-			recs, err := store.Claim(ctx, req)
-			if err != nil {
+		for _, phase := range []string{"blocked keys not parked yet", "blocked keys parked"} {
+			claims, empty, took := claimHealthyKey(t, db, store, req, fmt.Sprintf("b%07d-ok", keys/2), 10*keys)
+			t.Logf("%s: %s: the healthy key's 10 events past %d blocked keys took %d claims (%d of them empty) and %v",
+				b.Name, phase, keys, claims, empty, took.Round(time.Millisecond))
+		}
+		outboxsqltest.Insert(t, db, store, outbox.MustEnvelope(outbox.EventName("Bulk"), outbox.WithOrderingKey(fmt.Sprintf("b%07d-ok", keys/2)),
+			outbox.WithJSON([]byte(`{"n":1}`))))
+		explainBlockedWalk(t, b, db, store.Table(), req)
+	})
+}
+
+// claimHealthyKey writes ten events of key, then claims with req and
+// acknowledges until they are all DONE, at most limit claims; it returns
+// the claims, the empty ones, and how long they took.
+func claimHealthyKey(t *testing.T, db *sql.DB, store *outboxsql.Store, req outbox.ClaimRequest, key string, limit int) (claims, empty int, took time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	healthy := make([]outbox.Envelope, 10)
+	for i := range healthy {
+		healthy[i] = outbox.MustEnvelope(outbox.EventName("Bulk"), outbox.WithOrderingKey(key), outbox.WithJSON([]byte(`{"n":1}`)))
+	}
+	outboxsqltest.Insert(t, db, store, healthy...)
+	var got []string
+	start := time.Now()
+	for len(got) < len(healthy) {
+		if claims == limit {
+			t.Fatalf("after %d claims, %d of the healthy key's events were claimed", claims, len(got))
+		}
+		recs, err := store.Claim(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		claims++
+		if len(recs) == 0 {
+			empty++
+		}
+		if len(recs) > 1 {
+			t.Fatalf("a claim took %d events, want the healthy key's head alone", len(recs))
+		}
+		for _, r := range recs {
+			got = append(got, r.ID)
+			if _, err := store.MarkDone(ctx, req.Owner, []string{r.ID}, req.Now); err != nil {
 				t.Fatal(err)
 			}
-			claims++
-			if len(recs) == 0 {
-				empty++
-			}
-			if len(recs) > 1 {
-				t.Fatalf("a claim took %d events, want the healthy key's head alone", len(recs))
-			}
-			for _, r := range recs {
-				got = append(got, r.ID)
-				if _, err := store.MarkDone(ctx, req.Owner, []string{r.ID}, now); err != nil {
-					t.Fatal(err)
-				}
-			}
 		}
-		took := time.Since(start)
-		for i, e := range healthy {
-			if got[i] != e.ID() {
-				t.Fatalf("the healthy key's events were claimed in the order %v", got)
-			}
+	}
+	took = time.Since(start)
+	for i, e := range healthy {
+		if got[i] != e.ID() {
+			t.Fatalf("the healthy key's events were claimed in the order %v", got)
 		}
-		t.Logf("%s: the healthy key's %d events past %d blocked keys took %d claims (%d of them empty) and %v",
-			b.Name, len(healthy), keys, claims, empty, took.Round(time.Millisecond))
-	})
+	}
+	return claims, empty, took
+}
+
+// explainBlockedWalk records the statements of one ordered claim of req
+// (in a transaction rolled back), the blocked keys parked and an event of
+// the healthy key pending, and checks the plan of the walk of the
+// keys: the walk index, no blocked key stepped over.
+func explainBlockedWalk(t *testing.T, b outboxsqltest.Backend, db *sql.DB, table string, req outbox.ClaimRequest) {
+	ctx := context.Background()
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	rec := &stmtRecorder{tx: tx}
+	recorded, err := sqlstore.New(rec, sqlstore.WithDialect(b.Dialect), sqlstore.WithTable(table))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := recorded.Claim(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	var walk *recordedStmt
+	for i, st := range rec.stmts {
+		if strings.Contains(st.query, "WITH RECURSIVE") || strings.Contains(st.query, "GROUP BY walk_key") {
+			walk = &rec.stmts[i]
+		}
+	}
+	if walk == nil {
+		t.Fatalf("no walk of the keys among the claim's %d statements", len(rec.stmts))
+	}
+	for _, st := range rec.execs {
+		if strings.Contains(st.query, "parked") {
+			t.Errorf("the claim past parked keys parked again: %s", st.query)
+		}
+	}
+	_ = tx.Rollback()
+	switch b.Dialect {
+	case outboxsql.PostgreSQL:
+		explainPostgres(t, db, "walk past parked keys", pgIndex(table, "walk"), *walk)
+	case outboxsql.MySQL:
+		explainMySQLWalk(t, db, "walk past parked keys", *walk)
+	case outboxsql.SQLite:
+		plan := explain(t, db, walk.query, walk.args...)
+		t.Logf("walk past parked keys plan:\n%s", plan)
+		if !strings.Contains(plan, table+"_walk_idx") || strings.Contains(plan, "SCAN "+table) {
+			t.Errorf("the walk past parked keys does not use %s_walk_idx alone", table)
+		}
+	}
 }
 
 // bulkLoadBlocked inserts, in two statements, n DEAD events on keys

@@ -168,7 +168,7 @@ func explainOrderedClaim(t *testing.T, b outboxsqltest.Backend, db *sql.DB, rows
 	var walk, lock *recordedStmt
 	for i, st := range rec.stmts {
 		switch {
-		case strings.Contains(st.query, "WITH RECURSIVE") || strings.Contains(st.query, "GROUP BY open_key"):
+		case strings.Contains(st.query, "WITH RECURSIVE") || strings.Contains(st.query, "GROUP BY walk_key"):
 			walk = &rec.stmts[i]
 		case strings.Contains(st.query, "locked_by IS NULL AND available_at <= ") && !strings.Contains(st.query, "ordering_key IS NULL") &&
 			!strings.Contains(st.query, "due_at"):
@@ -182,24 +182,10 @@ func explainOrderedClaim(t *testing.T, b outboxsqltest.Backend, db *sql.DB, rows
 	t.Logf("lock statement:\n%s", lock.query)
 	switch b.Dialect {
 	case outboxsql.PostgreSQL:
-		explainPostgres(t, db, "walk of the keys", pgIndex(table, "order"), *walk)
+		explainPostgres(t, db, "walk of the keys", pgIndex(table, "walk"), *walk)
 		explainPostgres(t, db, "lock of the heads", strings.TrimSuffix(pgIndex(table, "pkey"), "_idx"), *lock)
 	case outboxsql.MySQL:
-		plan := planText(t, db, "EXPLAIN FORMAT=JSON "+walk.query, walk.args...)
-		t.Logf("EXPLAIN FORMAT=JSON of the walk of the keys:\n%s", plan)
-		// A loose index scan (one entry per key) where the statistics say
-		// keys have many entries, else a range scan of the index in order
-		// that stops after the keys it needs: either reads the index only.
-		t.Logf("loose index scan: %v", strings.Contains(plan, `"using_index_for_group_by": true`))
-		for _, want := range []string{`"key": "outbox_order_idx"`, `"using_index`, `"key": "outbox_seq_idx"`} {
-			if !strings.Contains(plan, want) {
-				t.Errorf("the walk of the keys: no %s in its plan", want)
-			}
-		}
-		if strings.Contains(plan, `"filesort"`) || strings.Contains(plan, `"using_filesort": true`) {
-			t.Error("the walk of the keys sorts")
-		}
-		t.Logf("ANALYZE of the walk (rows really read):\n%s", planText(t, db, mysqlAnalyze(t, db)+walk.query, walk.args...))
+		explainMySQLWalk(t, db, "walk of the keys", *walk)
 		explainMySQL(t, db, "lock of the heads", "PRIMARY", *lock)
 	case outboxsql.SQLite:
 		for what, st := range map[string]*recordedStmt{"walk of the keys": walk, "lock of the heads": lock} {
@@ -209,10 +195,30 @@ func explainOrderedClaim(t *testing.T, b outboxsqltest.Backend, db *sql.DB, rows
 				t.Errorf("%s scans the table or sorts", what)
 			}
 		}
-		if plan := explain(t, db, walk.query, walk.args...); !strings.Contains(plan, table+"_order_idx") {
-			t.Errorf("the walk of the keys does not use %s_order_idx", table)
+		if plan := explain(t, db, walk.query, walk.args...); !strings.Contains(plan, table+"_walk_idx") {
+			t.Errorf("the walk of the keys does not use %s_walk_idx", table)
 		}
 	}
+}
+
+// explainMySQLWalk checks the plan of st, the walk of the keys of an
+// ordered claim on MySQL or MariaDB.
+func explainMySQLWalk(t *testing.T, db *sql.DB, what string, st recordedStmt) {
+	plan := planText(t, db, "EXPLAIN FORMAT=JSON "+st.query, st.args...)
+	t.Logf("EXPLAIN FORMAT=JSON of the %s:\n%s", what, plan)
+	// A loose index scan (one entry per key) where the statistics say
+	// keys have many entries, else a range scan of the index in order
+	// that stops after the keys it needs: either reads the index only.
+	t.Logf("loose index scan: %v", strings.Contains(plan, `"using_index_for_group_by": true`))
+	for _, want := range []string{`"key": "outbox_walk_idx"`, `"using_index`, `"key": "outbox_seq_idx"`} {
+		if !strings.Contains(plan, want) {
+			t.Errorf("the %s: no %s in its plan", what, want)
+		}
+	}
+	if strings.Contains(plan, `"filesort"`) || strings.Contains(plan, `"using_filesort": true`) {
+		t.Errorf("the %s sorts", what)
+	}
+	t.Logf("ANALYZE of the %s (rows really read):\n%s", what, planText(t, db, mysqlAnalyze(t, db)+st.query, st.args...))
 }
 
 // mysqlAnalyze returns the statement prefix that runs a query and reports

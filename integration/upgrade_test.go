@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"database/sql"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,26 +25,15 @@ func TestMigrateUpgradesAnEarlierTable(t *testing.T) {
 	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
 		ctx := context.Background()
 		db := b.Open(t)
-		table := outboxsqltest.TableName("outbox_upg")
-		t.Cleanup(func() { _, _ = db.ExecContext(context.Background(), "DROP TABLE IF EXISTS "+table) })
+		table := scratchTable(t, db, "outbox_upg")
 		raw, err := os.ReadFile(filepath.Join("testdata", "schema-v1", b.Dialect.Name()+".sql"))
 		if err != nil {
 			t.Fatal(err)
 		}
 		ddl := strings.NewReplacer("{{table}}", table, "{{name}}", table, "{{schema}}", "").Replace(string(raw))
-		for _, stmt := range strings.Split(ddl, ";\n") {
-			var lines []string
-			for _, l := range strings.Split(stmt, "\n") {
-				if !strings.HasPrefix(strings.TrimSpace(l), "--") {
-					lines = append(lines, l)
-				}
-			}
-			if stmt := strings.TrimSpace(strings.Join(lines, "\n")); stmt != "" {
-				if _, err := db.ExecContext(ctx, stmt); err != nil {
-					t.Fatalf("schema v1: %v\n%s", err, stmt)
-				}
-			}
-		}
+		execSchema(t, db, "schema v1", strings.Split(ddl, ";\n"), func(line string) bool {
+			return !strings.HasPrefix(strings.TrimSpace(line), "--")
+		})
 		// A pending event written by the earlier version.
 		now := time.Now().UTC().Add(-time.Minute).Truncate(time.Microsecond)
 		var at any = now
@@ -128,4 +118,108 @@ func TestMigrateUpgradesAnEarlierTable(t *testing.T) {
 			t.Errorf("the event written after the upgrade: %+v, %v; want ordered on Order/o-1 with a sequence", r, err)
 		}
 	})
+}
+
+// TestMigrateAddsParking: a table made by the schema before parking (the
+// current one without parked, walk_key and the walk index), holding a key
+// blocked by a DEAD head with an event behind it and a healthy key, is
+// brought up to date by Migrate — twice — and the ordered claim then takes
+// the healthy key's event alone; once the DEAD head is skipped, the event
+// behind it.
+func TestMigrateAddsParking(t *testing.T) {
+	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
+		ctx := context.Background()
+		db := b.Open(t)
+		table := scratchTable(t, db, "outbox_park")
+		store, err := outboxsql.Open(db, outboxsql.WithDialect(b.Dialect), outboxsql.WithTable(table))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Without the lines that name them: the walk index's statement goes
+		// whole.
+		execSchema(t, db, "the schema before parking", store.Schema(), func(line string) bool {
+			return !strings.Contains(line, "parked") && !strings.Contains(line, "walk")
+		})
+		// Written by the version before parking: it names no parking column.
+		now := time.Now().UTC().Add(-time.Minute).Truncate(time.Millisecond)
+		ev := func(key string) outbox.Envelope {
+			return outbox.MustEnvelope(outbox.EventName("Ping"), outbox.WithOrderingKey(key), outbox.WithJSON([]byte(`{"n":1}`)))
+		}
+		dead, behind, healthy := ev("blocked"), ev("blocked"), ev("healthy")
+		txm := outboxsql.NewTxManager(db)
+		write := func(owner string, evs ...outbox.Envelope) {
+			t.Helper()
+			if err := txm.InTx(ctx, func(ctx context.Context) error {
+				tx, err := txm.Current(ctx)
+				if err != nil {
+					return err
+				}
+				return store.Insert(ctx, tx, now, owner, evs)
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		write("old", dead)
+		if ok, err := store.MarkDead(ctx, outbox.Outcome{Owner: "old", ID: dead.ID(), At: now, Error: "poison", CountAttempt: true}); err != nil || !ok {
+			t.Fatalf("MarkDead = %v, %v", ok, err)
+		}
+		write("", behind, healthy)
+
+		for i := range 2 {
+			if err := store.Migrate(ctx); err != nil {
+				t.Fatalf("Migrate #%d of a table made before parking: %v", i+1, err)
+			}
+		}
+		req := outbox.ClaimRequest{Owner: "new", Now: now.Add(time.Minute), Lease: time.Hour, Limit: 10, Ordered: true}
+		claimIDs := func(what string, want ...outbox.Envelope) {
+			t.Helper()
+			recs, err := store.Claim(ctx, req)
+			if err != nil {
+				t.Fatalf("%s: %v", what, err)
+			}
+			var got, w []string
+			for _, r := range recs {
+				got = append(got, r.ID)
+			}
+			for _, e := range want {
+				w = append(w, e.ID())
+			}
+			if strings.Join(got, ",") != strings.Join(w, ",") {
+				t.Fatalf("%s: claimed %v, want %v", what, got, w)
+			}
+		}
+		claimIDs("the first ordered claim after the upgrade", healthy)
+		claimIDs("the second (the blocked key parked)")
+		if n, err := store.Skip(ctx, []string{dead.ID()}, req.Now, "skipped by the test"); err != nil || n != 1 {
+			t.Fatalf("Skip = %d, %v", n, err)
+		}
+		claimIDs("after the DEAD head was skipped", behind)
+	})
+}
+
+// scratchTable returns a new table name with prefix, the table dropped at
+// cleanup.
+func scratchTable(t *testing.T, db *sql.DB, prefix string) string {
+	table := outboxsqltest.TableName(prefix)
+	t.Cleanup(func() { _, _ = db.ExecContext(context.Background(), "DROP TABLE IF EXISTS "+table) })
+	return table
+}
+
+// execSchema runs the statements stmts with the lines keep keeps; what
+// names them in a failure.
+func execSchema(t *testing.T, db *sql.DB, what string, stmts []string, keep func(line string) bool) {
+	t.Helper()
+	for _, stmt := range stmts {
+		var lines []string
+		for _, l := range strings.Split(stmt, "\n") {
+			if keep(l) {
+				lines = append(lines, l)
+			}
+		}
+		if stmt := strings.TrimSpace(strings.Join(lines, "\n")); stmt != "" {
+			if _, err := db.ExecContext(context.Background(), stmt); err != nil {
+				t.Fatalf("%s: %v\n%s", what, err, stmt)
+			}
+		}
+	}
 }

@@ -74,10 +74,18 @@ func RunStoreSuite(t *testing.T, newFixture func(t *testing.T) Fixture) {
 		{"OrderedKeysTakeTurns", storeOrderedTurns},
 		{"OrderedClaimExclusiveUnderConcurrency", storeOrderedConcurrent},
 		{"OrderedClaimPastManyBlockedKeys", storeOrderedPastBlockedKeys},
+		{"OrderedBlockedKeyTakenByDeadSkips", storeBlockedKeyDeadSkips},
+		{"OrderedBlockedKeysCostNothing", storeBlockedKeysCostNothing},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			tc.fn(t, newFixture(t))
+		})
+	}
+	for _, end := range blockedEnds {
+		t.Run("OrderedBlockedKeyFreedBy"+end, func(t *testing.T) {
+			t.Parallel()
+			storeBlockedKeyFreed(t, newFixture(t), end)
 		})
 	}
 }

@@ -405,22 +405,8 @@ func storeOrderedConcurrent(t *testing.T, f Fixture) {
 func storeOrderedPastBlockedKeys(t *testing.T, f Fixture) {
 	ctx := context.Background()
 	const blocked = 300
-	heads, behind := make([]outbox.Envelope, blocked), make([]outbox.Envelope, blocked)
-	for i := range heads {
-		key := fmt.Sprintf("blocked-%03d", i)
-		heads[i], behind[i] = keyed(t, key), keyed(t, key)
-	}
-	insert(t, f, t0, ownerA, heads...)
-	for _, e := range heads {
-		mustDead(t, f, ownerA, e, t0)
-	}
-	insert(t, f, t0, "", behind...)
-	// The healthy key sorts in the middle of the blocked ones.
-	healthy := make([]outbox.Envelope, 5)
-	for i := range healthy {
-		healthy[i] = keyed(t, "blocked-150-ok")
-	}
-	insert(t, f, t0, "", healthy...)
+	heads, behind := blockKeys(t, f, "blocked-%03d", blocked)
+	healthy := keyEvents(t, f, "blocked-150-ok", 5) // in the middle of the blocked keys
 	isBlocked := map[string]bool{}
 	for _, e := range slices.Concat(heads, behind) {
 		isBlocked[e.ID()] = true

@@ -158,6 +158,11 @@ type dialect struct {
 	// event that is not DONE, and openKeyCond the condition (ending in
 	// " AND ", or "") that selects those rows: PendingKeys lists it.
 	openKeyCol, openKeyCond string
+	// repark returns the statement that parks the pending events of a
+	// list of keys that wait behind a DEAD event and unparks the others
+	// (see Store.repark): prefix and tail go around the keys condition on
+	// col (see keysSQL).
+	repark func(d *dialect, table string) (prefix, col, tail string)
 	// lockHeads, when set, returns the statement that claims heads by id:
 	// head and tail go around the ids condition (see idsSQL); set is the
 	// SET clause, claimable the condition (ending in " AND ") that the

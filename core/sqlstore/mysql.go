@@ -121,6 +121,7 @@ var mysqlDialect = &dialect{
 	openKey:    func(alias, key string) string { return alias + ".open_key = " + key },
 	openKeyCol: "open_key",
 	heads:      groupHeads,
+	repark:     mysqlRepark,
 	headArgs: func(cursor string, limit int, now, recent any) []any {
 		return []any{now, recent, cursor, limit}
 	},
@@ -139,8 +140,9 @@ const (
 
 // mysqlUpgrade brings a table made by an earlier schema up to date: the
 // ordering columns (mysqlOrderingUpgrade), the claim columns
-// (mysqlClaimUpgrade), the purge index (mysqlPurgeUpgrade), then every KEY of the CREATE TABLE statement the
-// table lacks (such as the tenant index).
+// (mysqlClaimUpgrade), the purge index (mysqlPurgeUpgrade), the parking
+// columns, then every KEY of the CREATE TABLE statement the table lacks
+// (such as the tenant and walk indexes).
 func mysqlUpgrade(ctx context.Context, s *Store) error {
 	if err := mysqlOrderingUpgrade(ctx, s); err != nil {
 		return err
@@ -149,6 +151,10 @@ func mysqlUpgrade(ctx context.Context, s *Store) error {
 		return err
 	}
 	if err := mysqlPurgeUpgrade(ctx, s); err != nil {
+		return err
+	}
+	// parked and walk_key (which reads it), before the walk index.
+	if err := s.addColumns(ctx, "parked", "walk_key"); err != nil {
 		return err
 	}
 	missing, err := s.missingIndexes(ctx)
@@ -382,7 +388,7 @@ func mysqlClaimOnce(ctx context.Context, s *Store, req outbox.ClaimRequest) ([]o
 			return err
 		}
 		heads := func(n int) ([]outbox.Record, error) {
-			return s.claimHeads(ctx, tx, req, n, func(ids []string) ([]outbox.Record, error) {
+			return s.claimHeads(ctx, tx, tx, req, n, func(ids []string) ([]outbox.Record, error) {
 				now := req.Now.UTC()
 				where := "status IN (0, 2) AND locked_by IS NULL AND available_at <= ? AND created_at <= ? AND event_id IN (?" + strings.Repeat(", ?", len(ids)-1) + ")"
 				args := []any{s.t(now), s.t(now.Add(-req.SkipRecent))}

@@ -47,6 +47,8 @@ type orderQueries struct {
 	pending              *keysSQL // PendingKeys
 	lock                 *idsSQL  // lockHeads (PostgreSQL and SQLite)
 	skip                 *idsSQL  // Skip
+	repark               *keysSQL // repark
+	keysOf               *idsSQL  // the ordering keys of events, for repark
 	blocked              string   // Stats: blocked keys
 }
 
@@ -63,6 +65,9 @@ func buildOrderQueries(d *dialect, t, selectList string) *orderQueries {
 			blockingWhere(d, t, "o"),
 	}
 	o.pending = newKeysSQL(d, "SELECT DISTINCT "+d.openKeyCol+" FROM "+t+" WHERE "+d.openKeyCond, d.openKeyCol)
+	prefix, col, tail := d.repark(d, t)
+	o.repark = newKeysSQLTail(d, prefix, col, tail)
+	o.keysOf = newIDsSQL(d, "SELECT DISTINCT ordering_key FROM "+t+" WHERE ordering_key IS NOT NULL AND ")
 	// The heads' own state is checked again as they are locked: another
 	// claim may have taken one since the walk saw it.
 	const claimable = "status IN (0, 2) AND locked_by IS NULL AND available_at <= ? AND created_at <= ? AND "
@@ -124,55 +129,76 @@ func (s *Store) headArgs(cursor string, limit int, now, recent time.Time) []any 
 	return s.d.headArgs(cursor, limit, s.t(now), s.t(recent))
 }
 
-// lateralHeads walks the order index with a recursive query whose each step
-// reads the first entry after the previous key: the next key's head, in
-// one index descent (PostgreSQL evaluates it lazily, LATERAL fetches the
-// row).
-func lateralHeads(d *dialect, t string, deadSkips bool) string {
-	notDead := ""
+// walkCond is the condition of the walk index (PostgreSQL, SQLite): the
+// pending ordered events that are not parked. The walk of DeadBlocksKey
+// reads it, so that keys whose events all wait behind a DEAD head are not
+// read at all; with deadSkips it reads the order index without its DEAD
+// events.
+func walkCond(deadSkips bool) string {
 	if deadSkips {
-		notDead = " AND status <> 3"
+		return "status IN (0, 2, 3) AND status <> 3"
 	}
-	ok := func(a string) string {
-		return "CASE WHEN " + a + "status IN (0, 2) AND " + a + "locked_by IS NULL AND " + a + "available_at <= ? AND " +
-			a + "created_at <= ? THEN 1 ELSE 0 END"
+	return "status IN (0, 2) AND parked = 0"
+}
+
+// headState is the walk's state of the head it found (the row a, of key
+// key, at sequence seq): 1 when it is claimable now (pending, unclaimed,
+// due and old enough for SkipRecent: its two placeholders), 0 when not,
+// and 2 when it would be but an open event of its key comes before it — a
+// DEAD event, or one parked behind it — so that it is no head and its key
+// is to be parked (Store.repark). The probe for an earlier event runs for
+// claimable heads alone; with deadSkips, whose walk reads the heads, never.
+func headState(d *dialect, t, a, key, seq string, deadSkips bool) string {
+	claimable := a + "status IN (0, 2) AND " + a + "locked_by IS NULL AND " + a + "available_at <= ? AND " + a + "created_at <= ?"
+	if deadSkips {
+		return "CASE WHEN " + claimable + " THEN 1 ELSE 0 END"
 	}
+	return "CASE WHEN " + claimable + " THEN CASE WHEN EXISTS (SELECT 1 FROM " + t + " e WHERE " + d.openKey("e", key) +
+		" AND e." + d.seq + " < " + seq + ") THEN 2 ELSE 1 END ELSE 0 END"
+}
+
+// lateralHeads walks the walk index (or, with deadSkips, the order index)
+// with a recursive query whose each step reads the first entry after the
+// previous key: the next key's head, in one index descent (PostgreSQL
+// evaluates it lazily, LATERAL fetches the row).
+func lateralHeads(d *dialect, t string, deadSkips bool) string {
+	cond := walkCond(deadSkips)
+	state := func(a string) string { return headState(d, t, a+".", a+".ordering_key", a+".seq", deadSkips) }
 	return d.rebind("WITH RECURSIVE k(n, key, id, ok) AS ("+
-		"(SELECT 1, ordering_key, event_id, "+ok("")+" FROM "+t+
-		" WHERE ordering_key > ? AND status IN (0, 2, 3)"+notDead+" ORDER BY ordering_key, seq LIMIT 1)"+
-		" UNION ALL SELECT k.n + 1, x.ordering_key, x.event_id, "+ok("x.")+" FROM k CROSS JOIN LATERAL"+
-		" (SELECT ordering_key, event_id, status, locked_by, available_at, created_at FROM "+t+
-		" WHERE ordering_key > k.key AND status IN (0, 2, 3)"+notDead+" ORDER BY ordering_key, seq LIMIT 1) x"+
+		"(SELECT 1, h.ordering_key, h.event_id, "+state("h")+" FROM "+t+
+		" h WHERE h.ordering_key > ? AND h."+strings.ReplaceAll(cond, " AND ", " AND h.")+" ORDER BY h.ordering_key, h.seq LIMIT 1)"+
+		" UNION ALL SELECT k.n + 1, x.ordering_key, x.event_id, "+state("x")+" FROM k CROSS JOIN LATERAL"+
+		" (SELECT ordering_key, event_id, status, locked_by, available_at, created_at, seq FROM "+t+
+		" WHERE ordering_key > k.key AND "+cond+" ORDER BY ordering_key, seq LIMIT 1) x"+
 		" WHERE k.n < ?) SELECT n, key, id, ok FROM k", 1)
 }
 
-// scalarHeads walks the order index with a recursive query of scalar
-// subqueries (SQLite has no LATERAL): the next key, then its head.
+// scalarHeads walks the walk index (or, with deadSkips, the order index)
+// with a recursive query of scalar subqueries (SQLite has no LATERAL): the
+// next key, then its head.
 func scalarHeads(d *dialect, t string, deadSkips bool) string {
-	open := "status IN (0, 2, 3)"
-	if deadSkips {
-		open += " AND status <> 3"
-	}
+	open := walkCond(deadSkips)
 	return "WITH RECURSIVE k(n, key) AS (" +
 		"SELECT 1, (SELECT MIN(ordering_key) FROM " + t + " WHERE ordering_key > ? AND " + open + ")" +
 		" UNION ALL SELECT k.n + 1, (SELECT MIN(ordering_key) FROM " + t + " WHERE ordering_key > k.key AND " + open + ")" +
 		" FROM k WHERE k.key IS NOT NULL AND k.n < ?)" +
-		" SELECT k.n, k.key, h.event_id, CASE WHEN h.status IN (0, 2) AND h.locked_by IS NULL AND h.available_at <= ? AND h.created_at <= ? THEN 1 ELSE 0 END" +
+		" SELECT k.n, k.key, h.event_id, " + headState(d, t, "h.", "k.key", "h."+d.seq, deadSkips) +
 		" FROM k JOIN " + t + " h ON h.event_id = (SELECT event_id FROM " + t + " WHERE ordering_key = k.key AND " + open +
 		" ORDER BY " + d.seq + " LIMIT 1)"
 }
 
-// groupHeads walks the order index with a loose index scan (MySQL and
-// MariaDB read one entry per group for GROUP BY open_key with MIN(seq)):
-// its first entry per key is the head. With deadSkips the head is the
-// first event that is not DEAD, looked up per key.
-func groupHeads(_ *dialect, t string, deadSkips bool) string {
-	head := "g.head"
+// groupHeads walks the walk index (walk_key; or, with deadSkips, the
+// order index, open_key) with a loose index scan (MySQL and MariaDB read
+// one entry per group for GROUP BY with MIN(seq)): its first entry per key
+// is the head. With deadSkips the head is the first event that is not
+// DEAD, looked up per key.
+func groupHeads(d *dialect, t string, deadSkips bool) string {
+	col, head := "walk_key", "g.head"
 	if deadSkips {
-		head = "(SELECT MIN(s.seq) FROM " + t + " s WHERE s.open_key = g.open_key AND s.status <> 3)"
+		col, head = "open_key", "(SELECT MIN(s.seq) FROM "+t+" s WHERE s.open_key = g.k AND s.status <> 3)"
 	}
-	return "SELECT 0, g.open_key, h.event_id, CASE WHEN h.status IN (0, 2) AND h.locked_by IS NULL AND h.available_at <= ? AND h.created_at <= ? THEN 1 ELSE 0 END" +
-		" FROM (SELECT open_key, MIN(seq) AS head FROM " + t + " WHERE open_key > ? GROUP BY open_key ORDER BY open_key LIMIT ?) g" +
+	return "SELECT 0, g.k, h.event_id, " + headState(d, t, "h.", "g.k", "h.seq", deadSkips) +
+		" FROM (SELECT " + col + " AS k, MIN(seq) AS head FROM " + t + " WHERE " + col + " > ? GROUP BY " + col + " ORDER BY " + col + " LIMIT ?) g" +
 		" LEFT JOIN " + t + " h ON h.seq = " + head
 }
 
@@ -181,6 +207,7 @@ type head struct {
 	n       int64
 	key, id string
 	ok      bool
+	blocked bool // the key's events wait behind a DEAD one: park them
 }
 
 // walkHeads runs the walk from cursor on c, at most limit keys, and
@@ -199,15 +226,15 @@ func (s *Store) walkHeads(ctx context.Context, c Conn, req outbox.ClaimRequest, 
 	for rows.Next() {
 		var h head
 		var key, id nullBytes
-		var ok int64
-		if err := rows.Scan(&h.n, &key, &id, &ok); err != nil {
+		var state int64 // see headState
+		if err := rows.Scan(&h.n, &key, &id, &state); err != nil {
 			_ = rows.Close()
 			return nil, err
 		}
 		if !key.valid { // the walk ran past the last key
 			continue
 		}
-		h.key, h.id, h.ok = key.s, id.s, ok == 1 && id.valid
+		h.key, h.id, h.ok, h.blocked = key.s, id.s, state == 1 && id.valid, state == 2
 		hs = append(hs, h)
 	}
 	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
@@ -225,7 +252,12 @@ func (s *Store) walkHeads(ctx context.Context, c Conn, req outbox.ClaimRequest, 
 // none was claimable — so that concurrent claims (a poller keeps a second
 // one in flight during a backlog) walk different keys, and the next claim
 // starts with the keys after this one's.
-func (s *Store) claimHeads(ctx context.Context, c Conn, req outbox.ClaimRequest, need int,
+//
+// The walk of DeadBlocksKey reads the walk index, which leaves parked
+// events out; a key it finds blocked (an event written behind a DEAD one
+// since, or a table written before parking) is parked on w, and costs the
+// walks after it nothing.
+func (s *Store) claimHeads(ctx context.Context, c, w Conn, req outbox.ClaimRequest, need int,
 	lock func(ids []string) ([]outbox.Record, error)) ([]outbox.Record, error) {
 	var out []outbox.Record
 	ends := 0 // times the walk passed the last key
@@ -234,8 +266,11 @@ func (s *Store) claimHeads(ctx context.Context, c Conn, req outbox.ClaimRequest,
 		// keys right after it are mostly free (their heads went out a while
 		// ago).
 		step := min(need+need/4+8, 1000)
-		ids, end, err := s.walkStep(ctx, c, req, need, step)
+		ids, blocked, end, err := s.walkStep(ctx, c, req, need, step)
 		if err != nil {
+			return out, err
+		}
+		if err := s.repark(ctx, w, blocked); err != nil {
 			return out, err
 		}
 		if end {
@@ -254,14 +289,14 @@ func (s *Store) claimHeads(ctx context.Context, c Conn, req outbox.ClaimRequest,
 }
 
 // walkStep walks up to step keys from the cursor and returns the ids of up
-// to need claimable heads, and whether the walk passed the last key. It
-// moves the cursor past the keys it handled.
-func (s *Store) walkStep(ctx context.Context, c Conn, req outbox.ClaimRequest, need, step int) (ids []string, end bool, err error) {
+// to need claimable heads, the keys it found blocked, and whether the walk
+// passed the last key. It moves the cursor past the keys it handled.
+func (s *Store) walkStep(ctx context.Context, c Conn, req outbox.ClaimRequest, need, step int) (ids, blocked []string, end bool, err error) {
 	s.ord.mu.Lock()
 	defer s.ord.mu.Unlock()
 	hs, err := s.walkHeads(ctx, c, req, s.ord.cursor, step)
 	if err != nil {
-		return nil, false, err
+		return nil, nil, false, err
 	}
 	next := s.ord.cursor
 	for _, h := range hs {
@@ -272,13 +307,16 @@ func (s *Store) walkStep(ctx context.Context, c Conn, req outbox.ClaimRequest, n
 		if h.ok {
 			ids = append(ids, h.id)
 		}
+		if h.blocked {
+			blocked = append(blocked, h.key)
+		}
 	}
 	end = len(hs) < step && len(ids) < need
 	if end {
 		next = "" // past the last key: the next walk starts from the first
 	}
 	s.ord.cursor = next
-	return ids, end, nil
+	return ids, blocked, end, nil
 }
 
 // lockHeads claims the heads ids for req, unless another claim holds
@@ -308,7 +346,7 @@ func sharedOrderedClaim(ctx context.Context, s *Store, req outbox.ClaimRequest) 
 		return recs, err
 	}
 	heads := func(n int) ([]outbox.Record, error) {
-		return s.claimHeads(ctx, s.db, req, n, func(ids []string) ([]outbox.Record, error) { return s.lockHeads(ctx, req, ids) })
+		return s.claimHeads(ctx, s.db, s.w, req, n, func(ids []string) ([]outbox.Record, error) { return s.lockHeads(ctx, req, ids) })
 	}
 	fresh := func(n int) ([]outbox.Record, error) {
 		return s.queryRecords(ctx, s.w, make([]outbox.Record, 0, n), s.q.freshClaim, slices.Concat(a.freshSet, a.freshWhere, []any{n})...)
@@ -338,6 +376,70 @@ func (s *Store) fillOrdered(recs []outbox.Record, limit int, heads, fresh func(n
 		}
 	}
 	return recs, nil
+}
+
+// Parking (DeadBlocksKey). A pending ordered event that waits behind a
+// DEAD event of its key is parked (parked = 1): the walk index leaves it
+// out, so that a key held back by a DEAD head costs the ordered claim
+// nothing. The walk parks the keys it finds blocked (their events written
+// before or after the DEAD one); whatever ends a DEAD event (Replay,
+// Skip, Delete, Purge) reparks its key, which unparks the events no DEAD
+// event holds back any more. Parking is a hint the claim checks: a key
+// parked too little costs a walk its visit, never the order; only a key
+// left parked once nothing holds it back would wait, hence the repark
+// after each of those statements. DeadSkips claims read the order index,
+// parked or not.
+
+// partialRepark is dialect.repark where the order and walk indexes are
+// partial (PostgreSQL, SQLite): one UPDATE sets parked of the keys'
+// pending events to whether a DEAD event of their key comes before them,
+// and writes only the rows it changes.
+func partialRepark(d *dialect, t string) (prefix, col, tail string) {
+	behind := "CASE WHEN EXISTS (SELECT 1 FROM " + t + " d WHERE " + partialOpenKey("d", "u.ordering_key") + " AND d.status = 3 AND d." +
+		d.seq + " < u." + d.seq + ") THEN 1 ELSE 0 END"
+	return "UPDATE " + t + " AS u SET parked = " + behind + " WHERE u.ordering_key IS NOT NULL AND u.status IN (0, 2, 3) AND u.status <> 3" +
+		" AND u.parked <> " + behind + " AND ", "u.ordering_key", ""
+}
+
+// mysqlRepark is dialect.repark on MySQL and MariaDB: the first DEAD
+// event of each key is read in a derived table (an UPDATE may not read its
+// own table otherwise), then the keys' pending events are parked when
+// they come after it and unparked otherwise.
+func mysqlRepark(_ *dialect, t string) (prefix, col, tail string) {
+	return "UPDATE " + t + " u JOIN (SELECT o.open_key AS k, MIN(CASE WHEN o.status = 3 THEN o.seq END) AS dead FROM " + t + " o WHERE ",
+		"o.open_key", " GROUP BY o.open_key) g ON u.open_key = g.k SET u.parked = CASE WHEN u.seq > g.dead THEN 1 ELSE 0 END" +
+			" WHERE u.status IN (0, 2)"
+}
+
+// repark sets parked of the pending events of keys to whether a DEAD
+// event of their key comes before them, on c.
+func (s *Store) repark(ctx context.Context, c Conn, keys []string) error {
+	for chunk := range slices.Chunk(keys, s.q.ord.repark.chunk()) {
+		query, args := s.q.ord.repark.bind(chunk)
+		if _, err := c.Exec(ctx, query, args...); err != nil {
+			return fmt.Errorf("sqlstore: park blocked keys in %s: %w", s.table, s.explain(err))
+		}
+	}
+	return nil
+}
+
+// endingDead runs op, a statement that ends DEAD events ids (moves them
+// out of DEAD or deletes them), then reparks their keys: the events they
+// held back are claimable again.
+func (s *Store) endingDead(ctx context.Context, ids []string, op func() (int64, error)) (int64, error) {
+	var keys []string
+	for chunk := range slices.Chunk(ids, s.q.ord.keysOf.chunk()) {
+		query, args := s.q.ord.keysOf.bind(nil, chunk)
+		var err error
+		if keys, err = s.appendStrings(ctx, keys, query, args); err != nil {
+			return 0, err
+		}
+	}
+	n, err := op()
+	if err != nil || n == 0 || len(keys) == 0 {
+		return n, err
+	}
+	return n, s.repark(ctx, s.w, keys)
 }
 
 // PendingKeys returns which of keys have an ordered event that is not
@@ -373,7 +475,9 @@ func (s *Store) PendingKeys(ctx context.Context, tx outbox.Tx, keys []string) ([
 // note (truncated to outbox.MaxErrorLen characters) as their last error,
 // and returns how many rows changed.
 func (s *Store) Skip(ctx context.Context, ids []string, now time.Time, note string) (int64, error) {
-	n, err := s.execIDs(ctx, s.q.ord.skip, []any{s.t(now), outbox.TruncateError(note)}, ids)
+	n, err := s.endingDead(ctx, ids, func() (int64, error) {
+		return s.execIDs(ctx, s.q.ord.skip, []any{s.t(now), outbox.TruncateError(note)}, ids)
+	})
 	if err != nil {
 		return n, fmt.Errorf("sqlstore: skip in %s: %w", s.table, s.explain(err))
 	}
@@ -388,11 +492,15 @@ type keysSQL struct {
 	array string
 }
 
-func newKeysSQL(d *dialect, prefix, col string) *keysSQL {
+func newKeysSQL(d *dialect, prefix, col string) *keysSQL { return newKeysSQLTail(d, prefix, col, "") }
+
+// newKeysSQLTail is newKeysSQL with tail (no placeholders) after the
+// condition on col.
+func newKeysSQLTail(d *dialect, prefix, col, tail string) *keysSQL {
 	if d.idsArray != "" {
-		return &keysSQL{d: d, array: d.rebind(prefix+col+" = ANY(CAST(? AS TEXT[]))", 1)}
+		return &keysSQL{d: d, array: d.rebind(prefix+col+" = ANY(CAST(? AS TEXT[]))"+tail, 1)}
 	}
-	return &keysSQL{d: d, list: newBatchSQL(d, prefix+col+" IN (", "?", 1, ", ", ")")}
+	return &keysSQL{d: d, list: newBatchSQL(d, prefix+col+" IN (", "?", 1, ", ", ")"+tail)}
 }
 
 func (q *keysSQL) chunk() int {

@@ -75,6 +75,7 @@ var postgresDialect = &dialect{
 	openKeyCol:  partialOpenKeyCol,
 	openKeyCond: partialOpenKeyCond,
 	heads:       lateralHeads,
+	repark:      partialRepark,
 	headArgs: func(cursor string, limit int, now, recent any) []any {
 		return []any{now, recent, cursor, now, recent, limit}
 	},

@@ -201,13 +201,15 @@ type queries struct {
 	release      *idsSQL
 	replay       *idsSQL
 	deleteDead   *idsSQL
-	statsPending string        // Stats: per pending status, the rows, the due ones, the oldest
-	statsDead    string        // Stats: DEAD rows
-	statsOwed    string        // Stats: DEAD rows that owe subscribers, per list
-	statsDone    string        // Stats: the exact count of DONE rows, on a small table
-	purge        string        // Purge of every tenant
-	purgeTenant  string        // Purge of one tenant
-	ord          *orderQueries // ordered delivery, see ordering.go
+	statsPending string // Stats: per pending status, the rows, the due ones, the oldest
+	statsDead    string // Stats: DEAD rows
+	statsOwed    string // Stats: DEAD rows that owe subscribers, per list
+	statsDone    string // Stats: the exact count of DONE rows, on a small table
+	purge        string // Purge of every tenant
+	purgeTenant  string // Purge of one tenant
+	// The SELECT of the DEAD events Purge deletes (all, or one tenant's).
+	purgeDead, purgeDeadTenant string
+	ord                        *orderQueries // ordered delivery, see ordering.go
 }
 
 func buildQueries(d *dialect, t string) *queries {
@@ -226,7 +228,7 @@ func buildQueries(d *dialect, t string) *queries {
 		release: newIDsSQL(d, "UPDATE "+t+" SET locked_by = NULL, locked_at = NULL"+
 			" WHERE locked_by = ? AND status IN (0, 2) AND "),
 		replay: newIDsSQL(d, "UPDATE "+t+" SET status = 0, attempts = 0, available_at = ?, done_at = NULL,"+
-			" locked_by = NULL, locked_at = NULL WHERE status = 3 AND "),
+			" locked_by = NULL, locked_at = NULL, parked = 0 WHERE status = 3 AND "),
 		deleteDead: newIDsSQL(d, "DELETE FROM "+t+" WHERE status = 3 AND "),
 		columns:    d.selectList(),
 		get:        d.rebind("SELECT "+d.selectList()+" FROM "+t+" WHERE event_id = ?", 1),
@@ -247,18 +249,26 @@ func buildQueries(d *dialect, t string) *queries {
 	q.ord = buildOrderQueries(d, t, d.selectList())
 	q.recoverClaim = claim(recoverSet, recoverWhere, "locked_at")
 	q.freshClaim = claim(freshSet, freshWhere, "available_at, event_id")
-	purge := func(tenant string) string {
+	// The purge of DEAD events selects them, then deletes them as Delete
+	// does (and reparks their keys): purgeIDs is its SELECT.
+	purgeIDs := func(tenant string) string {
 		if d.purgeSQL != nil {
-			return d.rebind(d.purgeSQL(t, tenant), 1)
+			return "SELECT event_id" + strings.TrimPrefix(d.purgeSQL(t, tenant), "DELETE")
 		}
 		order := ""
 		if tenant != "" {
 			order = tenantOrder
 		}
-		return d.rebind("DELETE FROM "+t+" WHERE "+d.inSubquery("SELECT event_id FROM "+t+
-			" WHERE status IN (1, 3) AND status = ? AND COALESCE(done_at, created_at) < ?"+tenant+order+" LIMIT ?"), 1)
+		return "SELECT event_id FROM " + t + " WHERE status IN (1, 3) AND status = ? AND COALESCE(done_at, created_at) < ?" + tenant + order + " LIMIT ?"
+	}
+	purge := func(tenant string) string {
+		if d.purgeSQL != nil {
+			return d.rebind(d.purgeSQL(t, tenant), 1)
+		}
+		return d.rebind("DELETE FROM "+t+" WHERE "+d.inSubquery(purgeIDs(tenant)), 1)
 	}
 	q.purge, q.purgeTenant = purge(""), purge(d.tenantWhere())
+	q.purgeDead, q.purgeDeadTenant = d.rebind(purgeIDs(""), 1), d.rebind(purgeIDs(d.tenantWhere()), 1)
 	return q
 }
 

@@ -104,7 +104,13 @@ func (s *Store) upgrade(ctx context.Context) error {
 			return err
 		}
 	}
-	for _, col := range []string{"schema_version", "subscribers"} {
+	return s.addColumns(ctx, "schema_version", "subscribers", "parked")
+}
+
+// addColumns adds those of cols the table lacks, one at a time and in
+// order, as the CREATE TABLE statement declares them.
+func (s *Store) addColumns(ctx context.Context, cols ...string) error {
+	for _, col := range cols {
 		has, err := s.hasColumn(ctx, col)
 		if err != nil {
 			return err

@@ -61,6 +61,7 @@ var sqliteDialect = &dialect{
 	openKeyCol:  partialOpenKeyCol,
 	openKeyCond: partialOpenKeyCond,
 	heads:       scalarHeads,
+	repark:      partialRepark,
 	headArgs: func(cursor string, limit int, now, recent any) []any {
 		return []any{cursor, limit, now, recent}
 	},

@@ -595,7 +595,7 @@ func (s *Store) Release(ctx context.Context, owner string, ids []string) (int64,
 // unclaimed, no completion time; the last error is kept. It returns how
 // many rows changed.
 func (s *Store) Replay(ctx context.Context, ids []string, now time.Time) (int64, error) {
-	n, err := s.execIDs(ctx, s.q.replay, []any{s.t(now)}, ids)
+	n, err := s.endingDead(ctx, ids, func() (int64, error) { return s.execIDs(ctx, s.q.replay, []any{s.t(now)}, ids) })
 	if err != nil {
 		return n, fmt.Errorf("sqlstore: replay in %s: %w", s.table, s.explain(err))
 	}
@@ -604,7 +604,7 @@ func (s *Store) Replay(ctx context.Context, ids []string, now time.Time) (int64,
 
 // Delete removes DEAD events and returns how many rows it removed.
 func (s *Store) Delete(ctx context.Context, ids []string) (int64, error) {
-	n, err := s.execIDs(ctx, s.q.deleteDead, nil, ids)
+	n, err := s.endingDead(ctx, ids, func() (int64, error) { return s.execIDs(ctx, s.q.deleteDead, nil, ids) })
 	if err != nil {
 		return n, fmt.Errorf("sqlstore: delete from %s: %w", s.table, s.explain(err))
 	}
@@ -848,14 +848,43 @@ func (s *Store) Purge(ctx context.Context, req outbox.PurgeRequest) (int64, erro
 	if s.d.purgeSQL != nil {
 		args[0], args[1] = args[1], args[0]
 	}
+	dead := s.q.purgeDead
 	if req.TenantID != "" {
-		query, args = s.q.purgeTenant, append(args, s.d.tenantArgs(req.TenantID)...)
+		query, dead, args = s.q.purgeTenant, s.q.purgeDeadTenant, append(args, s.d.tenantArgs(req.TenantID)...)
 	}
-	n, err := s.w.Exec(ctx, query, append(args, req.Limit)...)
+	args = append(args, req.Limit)
+	if req.Status == outbox.StatusDead {
+		return s.purgeDead(ctx, dead, args)
+	}
+	n, err := s.w.Exec(ctx, query, args...)
 	if err != nil {
 		return 0, fmt.Errorf("sqlstore: purge %s: %w", s.table, s.explain(err))
 	}
 	return n, nil
+}
+
+// purgeDead deletes the DEAD events query selects as Delete does, so that
+// the events they held back are unparked.
+func (s *Store) purgeDead(ctx context.Context, query string, args []any) (int64, error) {
+	ids, err := s.appendStrings(ctx, nil, query, args)
+	if err != nil {
+		return 0, fmt.Errorf("sqlstore: purge %s: %w", s.table, s.explain(err))
+	}
+	return s.Delete(ctx, ids)
+}
+
+// appendStrings runs query, which returns one text column, and appends
+// its values to out.
+func (s *Store) appendStrings(ctx context.Context, out []string, query string, args []any) ([]string, error) {
+	err := s.eachRow(ctx, query, args, func(rows Rows) error {
+		var v string
+		if err := rows.Scan(&v); err != nil {
+			return err
+		}
+		out = append(out, v)
+		return nil
+	})
+	return out, err
 }
 
 // eachRow runs query and calls fn for each row it returns.

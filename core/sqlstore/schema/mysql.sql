@@ -29,6 +29,13 @@
 -- leaves ordered rows out. Migrate adds the columns to tables made before
 -- them.
 --
+-- parked is 1 on a pending ordered event that waits behind a DEAD event
+-- of its key (outbox.DeadBlocksKey); walk_key is the key of the pending
+-- ordered events that are not parked. The ordered claim walks its index
+-- (GROUP BY walk_key with MIN(seq)), so keys whose events all wait behind
+-- a DEAD head are not read at all. Migrate adds both to tables made
+-- before them.
+--
 -- The purge index leads with status: the purge reads one status by
 -- completion time, and Stats counts the pending and DEAD rows in it (the
 -- ranges of their statuses, never the DONE ones), the pending ones due
@@ -68,10 +75,12 @@ CREATE TABLE IF NOT EXISTS {{table}} (
     ordering_key   VARCHAR(255) NULL,
     subscribers    TEXT         NULL,
     seq            BIGINT       NOT NULL AUTO_INCREMENT,
+    parked         TINYINT      NOT NULL DEFAULT 0,
     due_at         DATETIME(6) GENERATED ALWAYS AS (CASE WHEN status IN (0, 2) AND locked_by IS NULL AND ordering_key IS NULL THEN available_at END) VIRTUAL,
     lease_at       DATETIME(6) GENERATED ALWAYS AS (CASE WHEN status IN (0, 2) AND locked_by IS NOT NULL THEN locked_at END) VIRTUAL,
     purge_at       DATETIME(6) GENERATED ALWAYS AS (CASE WHEN status IN (1, 3) THEN COALESCE(done_at, created_at) END) VIRTUAL,
     open_key       VARCHAR(255) GENERATED ALWAYS AS (CASE WHEN status IN (0, 2, 3) THEN ordering_key END) VIRTUAL,
+    walk_key       VARCHAR(255) GENERATED ALWAYS AS (CASE WHEN status IN (0, 2) AND parked = 0 THEN ordering_key END) VIRTUAL,
     dead_owes      TINYINT GENERATED ALWAYS AS (CASE WHEN status = 3 AND subscribers IS NOT NULL THEN 1 END) VIRTUAL,
     PRIMARY KEY (event_id),
     UNIQUE KEY outbox_seq_idx (seq),
@@ -79,6 +88,7 @@ CREATE TABLE IF NOT EXISTS {{table}} (
     KEY outbox_lease_idx (lease_at),
     KEY outbox_purge_idx (status, purge_at, available_at, created_at, dead_owes),
     KEY outbox_order_idx (open_key, seq),
+    KEY outbox_walk_idx (walk_key, seq),
     KEY outbox_tnt_idx (tenant_id, status, event_id),
     CHECK ((payload IS NULL) <> (payload_bytes IS NULL))
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;

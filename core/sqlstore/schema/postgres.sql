@@ -18,6 +18,10 @@
 -- event type with several, see Registry.Subscribe), comma-separated, once
 -- a delivery to some of them failed; NULL for every other event. Migrate
 -- adds it to tables made before it.
+-- parked is 1 on a pending ordered event that waits behind a DEAD event
+-- of its key (outbox.DeadBlocksKey): the walk index leaves it out, so that
+-- a blocked key costs the ordered claim nothing. Migrate adds it to
+-- tables made before it.
 CREATE TABLE IF NOT EXISTS {{table}} (
     event_id       VARCHAR(36) COLLATE "C" NOT NULL PRIMARY KEY,
     event_type     VARCHAR(128) NOT NULL,
@@ -40,6 +44,7 @@ CREATE TABLE IF NOT EXISTS {{table}} (
     ordering_key   VARCHAR(255) COLLATE "C",
     subscribers    TEXT,
     seq            BIGSERIAL,
+    parked         SMALLINT     NOT NULL DEFAULT 0,
     CHECK ((payload IS NULL) <> (payload_bytes IS NULL))
 );
 
@@ -80,6 +85,13 @@ CREATE INDEX IF NOT EXISTS {{name}}_owed_idx
 -- indexes made before it also held ordered rows: Migrate rebuilds them.)
 CREATE INDEX IF NOT EXISTS {{name}}_order_idx
     ON {{table}} (ordering_key, seq) WHERE ordering_key IS NOT NULL AND status IN (0, 2, 3);
+
+-- The walk index holds the pending ordered events that are not parked, by
+-- key in seq order: the ordered claim (outbox.DeadBlocksKey) walks it from
+-- key to key, so keys whose events all wait behind a DEAD head (parked)
+-- are not read at all. DEAD events are not in it.
+CREATE INDEX IF NOT EXISTS {{name}}_walk_idx
+    ON {{table}} (ordering_key, seq) WHERE ordering_key IS NOT NULL AND status IN (0, 2) AND parked = 0;
 
 -- The tenant index serves the admin queries of one tenant (Query.TenantID,
 -- PurgeRequest.TenantID): a list by tenant and status in id order, read

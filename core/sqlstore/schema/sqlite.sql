@@ -11,6 +11,10 @@
 -- event type with several, see Registry.Subscribe), comma-separated, once
 -- a delivery to some of them failed; NULL for every other event. Migrate
 -- adds it to tables made before it.
+-- parked is 1 on a pending ordered event that waits behind a DEAD event
+-- of its key (outbox.DeadBlocksKey): the walk index leaves it out, so that
+-- a blocked key costs the ordered claim nothing. Migrate adds it to
+-- tables made before it.
 CREATE TABLE IF NOT EXISTS {{table}} (
     event_id       VARCHAR(36)  NOT NULL PRIMARY KEY,
     event_type     VARCHAR(128) NOT NULL,
@@ -32,6 +36,7 @@ CREATE TABLE IF NOT EXISTS {{table}} (
     locked_at      INTEGER,
     ordering_key   VARCHAR(255),
     subscribers    TEXT,
+    parked         SMALLINT     NOT NULL DEFAULT 0,
     CHECK ((payload IS NULL) <> (payload_bytes IS NULL))
 );
 
@@ -62,6 +67,13 @@ CREATE INDEX IF NOT EXISTS {{schema}}{{name}}_owed_idx
 -- is its head, the one event of the key an ordered claim may take.
 CREATE INDEX IF NOT EXISTS {{schema}}{{name}}_order_idx
     ON {{name}} (ordering_key) WHERE ordering_key IS NOT NULL AND status IN (0, 2, 3);
+
+-- The walk index holds the pending ordered events that are not parked, by
+-- key in rowid order: the ordered claim (outbox.DeadBlocksKey) walks it
+-- from key to key, so keys whose events all wait behind a DEAD head
+-- (parked) are not read at all. DEAD events are not in it.
+CREATE INDEX IF NOT EXISTS {{schema}}{{name}}_walk_idx
+    ON {{name}} (ordering_key) WHERE ordering_key IS NOT NULL AND status IN (0, 2) AND parked = 0;
 
 -- The tenant index serves the admin queries of one tenant (a list by
 -- tenant and status in id order, a count, a purge by tenant, status and
