@@ -56,8 +56,47 @@ func TestExplainBlockedKeys(t *testing.T) {
 		}
 		outboxsqltest.Insert(t, db, store, outbox.MustEnvelope(outbox.EventName("Bulk"), outbox.WithOrderingKey(fmt.Sprintf("b%07d-ok", keys/2)),
 			outbox.WithJSON([]byte(`{"n":1}`))))
-		explainBlockedWalk(t, b, db, store.Table(), req)
+		sweep := explainBlockedWalk(t, b, db, store.Table(), req)
+		measureSweep(t, b, db, store.Table(), sweep, keys)
 	})
+}
+
+// measureSweep runs sweep, the statement with which ordered claims unpark
+// the keys no DEAD event holds back any more, on the table of keys
+// parked keys: twice with nothing to unpark (what it costs a claim once
+// per lease), and once after every DEAD head was ended by SQL behind the
+// store's back, when it must unpark every key. It logs what each took and
+// the plan of the statement.
+func measureSweep(t *testing.T, b outboxsqltest.Backend, db *sql.DB, table, sweep string, keys int) {
+	t.Helper()
+	ctx := context.Background()
+	run := func(what string, want int64) {
+		t.Helper()
+		start := time.Now()
+		res, err := db.ExecContext(ctx, sweep)
+		if err != nil {
+			t.Fatalf("the sweep: %v", err)
+		}
+		took := time.Since(start)
+		if n, err := res.RowsAffected(); err != nil || n != want {
+			t.Fatalf("the sweep %s unparked %d rows (%v), want %d", what, n, err, want)
+		}
+		t.Logf("%s: the sweep %s, %d keys parked: %v", b.Name, what, keys, took.Round(100*time.Microsecond))
+	}
+	switch b.Dialect {
+	case outboxsql.PostgreSQL:
+		t.Logf("sweep plan:\n%s", planText(t, db, "EXPLAIN "+sweep))
+	case outboxsql.MySQL:
+		t.Logf("sweep plan:\n%s", planText(t, db, "EXPLAIN FORMAT=JSON "+sweep))
+	case outboxsql.SQLite:
+		t.Logf("sweep plan:\n%s", explain(t, db, sweep))
+	}
+	run("with nothing to unpark", 0)
+	run("with nothing to unpark, again", 0)
+	if _, err := db.ExecContext(ctx, "UPDATE "+table+" SET status = 1 WHERE status = 3"); err != nil {
+		t.Fatalf("end the DEAD heads: %v", err)
+	}
+	run("after every DEAD head ended by SQL", int64(keys))
 }
 
 // claimHealthyKey writes ten events of key, then claims with req and
@@ -107,8 +146,10 @@ func claimHealthyKey(t *testing.T, db *sql.DB, store *outboxsql.Store, req outbo
 // explainBlockedWalk records the statements of one ordered claim of req
 // (in a transaction rolled back), the blocked keys parked and an event of
 // the healthy key pending, and checks the plan of the walk of the
-// keys: the walk index, no blocked key stepped over.
-func explainBlockedWalk(t *testing.T, b outboxsqltest.Backend, db *sql.DB, table string, req outbox.ClaimRequest) {
+// keys: the walk index, no blocked key stepped over. It returns the
+// statement of the claim's sweep of parked keys (the first claim of the
+// recording store sweeps).
+func explainBlockedWalk(t *testing.T, b outboxsqltest.Backend, db *sql.DB, table string, req outbox.ClaimRequest) (sweep string) {
 	ctx := context.Background()
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
@@ -133,7 +174,9 @@ func explainBlockedWalk(t *testing.T, b outboxsqltest.Backend, db *sql.DB, table
 		t.Fatalf("no walk of the keys among the claim's %d statements", len(rec.stmts))
 	}
 	for _, st := range rec.execs {
-		if strings.Contains(st.query, "parked") {
+		if strings.HasSuffix(st.query, "u.parked = 1") {
+			sweep = st.query
+		} else if strings.Contains(st.query, "parked") {
 			t.Errorf("the claim past parked keys parked again: %s", st.query)
 		}
 	}
@@ -150,6 +193,10 @@ func explainBlockedWalk(t *testing.T, b outboxsqltest.Backend, db *sql.DB, table
 			t.Errorf("the walk past parked keys does not use %s_walk_idx alone", table)
 		}
 	}
+	if sweep == "" {
+		t.Fatalf("no sweep of parked keys among the first claim's %d statements", len(rec.execs))
+	}
+	return sweep
 }
 
 // bulkLoadBlocked inserts, in two statements, n DEAD events on keys
