@@ -64,9 +64,10 @@ func TestExplainBlockedKeys(t *testing.T) {
 // measureSweep runs sweep, the statement with which ordered claims unpark
 // the keys no DEAD event holds back any more, on the table of keys
 // parked keys: twice with nothing to unpark (what it costs a claim once
-// per lease), and once after every DEAD head was ended by SQL behind the
-// store's back, when it must unpark every key. It logs what each took and
-// the plan of the statement.
+// per lease), once after every DEAD head was ended by SQL behind the
+// store's back, when it must unpark every key, and once more with no key
+// parked. It logs what each took and the plan of the statement, which
+// must read the park index.
 func measureSweep(t *testing.T, b outboxsqltest.Backend, db *sql.DB, table, sweep string, keys int) {
 	t.Helper()
 	ctx := context.Background()
@@ -81,15 +82,20 @@ func measureSweep(t *testing.T, b outboxsqltest.Backend, db *sql.DB, table, swee
 		if n, err := res.RowsAffected(); err != nil || n != want {
 			t.Fatalf("the sweep %s unparked %d rows (%v), want %d", what, n, err, want)
 		}
-		t.Logf("%s: the sweep %s, %d keys parked: %v", b.Name, what, keys, took.Round(100*time.Microsecond))
+		t.Logf("%s: the sweep %s (%d blocked keys loaded): %v", b.Name, what, keys, took.Round(100*time.Microsecond))
 	}
+	var plan, index string
 	switch b.Dialect {
 	case outboxsql.PostgreSQL:
-		t.Logf("sweep plan:\n%s", planText(t, db, "EXPLAIN "+sweep))
+		plan, index = planText(t, db, "EXPLAIN "+sweep), "Index Scan using "+pgIndex(table, "park")
 	case outboxsql.MySQL:
-		t.Logf("sweep plan:\n%s", planText(t, db, "EXPLAIN FORMAT=JSON "+sweep))
+		plan, index = planText(t, db, "EXPLAIN FORMAT=JSON "+sweep), `"key": "outbox_park_idx"`
 	case outboxsql.SQLite:
-		t.Logf("sweep plan:\n%s", explain(t, db, sweep))
+		plan, index = explain(t, db, sweep), "USING INDEX "+table+"_park_idx"
+	}
+	t.Logf("sweep plan:\n%s", plan)
+	if !strings.Contains(plan, index) {
+		t.Errorf("the sweep does not read the park index (%s)", index)
 	}
 	run("with nothing to unpark", 0)
 	run("with nothing to unpark, again", 0)
@@ -97,6 +103,7 @@ func measureSweep(t *testing.T, b outboxsqltest.Backend, db *sql.DB, table, swee
 		t.Fatalf("end the DEAD heads: %v", err)
 	}
 	run("after every DEAD head ended by SQL", int64(keys))
+	run("with no key parked any more", 0)
 }
 
 // claimHealthyKey writes ten events of key, then claims with req and
@@ -174,7 +181,7 @@ func explainBlockedWalk(t *testing.T, b outboxsqltest.Backend, db *sql.DB, table
 		t.Fatalf("no walk of the keys among the claim's %d statements", len(rec.stmts))
 	}
 	for _, st := range rec.execs {
-		if strings.HasSuffix(st.query, "u.parked = 1") {
+		if strings.HasSuffix(st.query, "u.parked = 1") || strings.HasSuffix(st.query, "u.park_key IS NOT NULL") {
 			sweep = st.query
 		} else if strings.Contains(st.query, "parked") {
 			t.Errorf("the claim past parked keys parked again: %s", st.query)

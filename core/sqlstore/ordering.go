@@ -71,9 +71,7 @@ func buildOrderQueries(d *dialect, t, selectList string) *orderQueries {
 	o.pending = newKeysSQL(d, "SELECT DISTINCT "+d.openKeyCol+" FROM "+t+" WHERE "+d.openKeyCond, d.openKeyCol)
 	prefix, col, tail := d.repark(d, t)
 	o.repark = newKeysSQLTail(d, prefix, col, tail)
-	// The sweep is the repark of every key, of the parked events alone:
-	// it can only unpark.
-	o.sweep = prefix + col + " IS NOT NULL" + tail + " AND u.parked = 1"
+	o.sweep = d.sweep(d, t)
 	o.keysOf = newIDsSQL(d, "SELECT DISTINCT ordering_key FROM "+t+" WHERE ordering_key IS NOT NULL AND ")
 	// The heads' own state is checked again as they are locked: another
 	// claim may have taken one since the walk saw it.
@@ -443,7 +441,17 @@ func (s *Store) sweepParked(ctx context.Context, now time.Time, lease time.Durat
 	if !due {
 		return nil
 	}
-	if _, err := s.w.Exec(ctx, s.q.ord.sweep); err != nil {
+	sweep := func(c Conn) error {
+		_, err := c.Exec(ctx, s.q.ord.sweep)
+		return err
+	}
+	var err error
+	if s.d.sweepReadCommitted {
+		err = s.db.ReadCommitted(ctx, sweep)
+	} else {
+		err = sweep(s.w)
+	}
+	if err != nil {
 		s.ord.mu.Lock()
 		if s.ord.swept.Equal(now) {
 			s.ord.swept = last
@@ -452,6 +460,22 @@ func (s *Store) sweepParked(ctx context.Context, now time.Time, lease time.Durat
 		return fmt.Errorf("unpark the keys no DEAD event holds back: %w", err)
 	}
 	return nil
+}
+
+// partialSweep is dialect.sweep where the park index is partial
+// (PostgreSQL, SQLite): the repark of the rows of the park index (its
+// condition), which can only unpark them.
+func partialSweep(d *dialect, t string) string {
+	prefix, _, tail := partialRepark(d, t)
+	return prefix + "u.ordering_key IS NOT NULL AND u.status IN (0, 2) AND u.parked = 1" + tail
+}
+
+// mysqlSweep is dialect.sweep on MySQL and MariaDB: the repark of the
+// keys in the park index (park_key), of their parked events alone, which
+// it can only unpark.
+func mysqlSweep(d *dialect, t string) string {
+	prefix, _, tail := mysqlRepark(d, t)
+	return prefix + "o.open_key IN (SELECT p.park_key FROM " + t + " p WHERE p.park_key IS NOT NULL)" + tail + " AND u.park_key IS NOT NULL"
 }
 
 // repark sets parked of the pending events of keys to whether a DEAD
