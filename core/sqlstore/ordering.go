@@ -400,9 +400,9 @@ func (s *Store) fillOrdered(recs []outbox.Record, limit int, heads, fresh func(n
 // before a concurrent Replay or Skip committed, and wrote parked = 1 after
 // that statement's unpark; an older version's Replay, Skip, Delete or
 // Purge, which do not unpark; an operator's SQL that ends a DEAD event.
-// So the ordered claims of a Store also sweep the whole table
-// (sweepParked), at most once per lease: a missed unpark holds a key back
-// for one lease at most.
+// So the ordered claims of a Store also sweep every parked event, read on
+// the park index (sweepParked), at most once per lease: a missed unpark
+// holds a key back for one lease at most.
 
 // partialRepark is dialect.repark where the order and walk indexes are
 // partial (PostgreSQL, SQLite): one UPDATE sets parked of the keys'
@@ -425,11 +425,12 @@ func mysqlRepark(_ *dialect, t string) (prefix, col, tail string) {
 			" WHERE u.status IN (0, 2)"
 }
 
-// sweepParked unparks, on w, the parked events no DEAD event of their key
-// comes before (the repark's condition, over every key), when the last
-// sweep of this Store is a lease before now or more (or a lease after it:
-// the clock went back), or there was none. The claims of one Store sweep
-// one at a time; a failed sweep is due again at the next claim.
+// sweepParked unparks the parked events no DEAD event of their key comes
+// before (dialect.sweep: the repark's condition, over every parked event),
+// when the last sweep of this Store is a lease before now or more (or a
+// lease after it: the clock went back), or there was none. One claim of a
+// Store starts each sweep (the others go on without it); a failed sweep is
+// due again at the next claim.
 func (s *Store) sweepParked(ctx context.Context, now time.Time, lease time.Duration) error {
 	s.ord.mu.Lock()
 	last := s.ord.swept
