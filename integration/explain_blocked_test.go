@@ -56,8 +56,54 @@ func TestExplainBlockedKeys(t *testing.T) {
 		}
 		outboxsqltest.Insert(t, db, store, outbox.MustEnvelope(outbox.EventName("Bulk"), outbox.WithOrderingKey(fmt.Sprintf("b%07d-ok", keys/2)),
 			outbox.WithJSON([]byte(`{"n":1}`))))
-		explainBlockedWalk(t, b, db, store.Table(), req)
+		sweep := explainBlockedWalk(t, b, db, store.Table(), req)
+		measureSweep(t, b, db, store.Table(), sweep, keys)
 	})
+}
+
+// measureSweep runs sweep, the statement with which ordered claims unpark
+// the keys no DEAD event holds back any more, on the table of keys
+// parked keys: twice with nothing to unpark (what it costs a claim once
+// per lease), once after every DEAD head was ended by SQL behind the
+// store's back, when it must unpark every key, and once more with no key
+// parked. It logs what each took and the plan of the statement, which
+// must read the park index.
+func measureSweep(t *testing.T, b outboxsqltest.Backend, db *sql.DB, table, sweep string, keys int) {
+	t.Helper()
+	ctx := context.Background()
+	run := func(what string, want int64) {
+		t.Helper()
+		start := time.Now()
+		res, err := db.ExecContext(ctx, sweep)
+		if err != nil {
+			t.Fatalf("the sweep: %v", err)
+		}
+		took := time.Since(start)
+		if n, err := res.RowsAffected(); err != nil || n != want {
+			t.Fatalf("the sweep %s unparked %d rows (%v), want %d", what, n, err, want)
+		}
+		t.Logf("%s: the sweep %s (%d blocked keys loaded): %v", b.Name, what, keys, took.Round(100*time.Microsecond))
+	}
+	var plan, index string
+	switch b.Dialect {
+	case outboxsql.PostgreSQL:
+		plan, index = planText(t, db, "EXPLAIN "+sweep), "Index Scan using "+pgIndex(table, "park")
+	case outboxsql.MySQL:
+		plan, index = planText(t, db, "EXPLAIN FORMAT=JSON "+sweep), `"key": "outbox_park_idx"`
+	case outboxsql.SQLite:
+		plan, index = explain(t, db, sweep), "USING INDEX "+table+"_park_idx"
+	}
+	t.Logf("sweep plan:\n%s", plan)
+	if !strings.Contains(plan, index) {
+		t.Errorf("the sweep does not read the park index (%s)", index)
+	}
+	run("with nothing to unpark", 0)
+	run("with nothing to unpark, again", 0)
+	if _, err := db.ExecContext(ctx, "UPDATE "+table+" SET status = 1 WHERE status = 3"); err != nil {
+		t.Fatalf("end the DEAD heads: %v", err)
+	}
+	run("after every DEAD head ended by SQL", int64(keys))
+	run("with no key parked any more", 0)
 }
 
 // claimHealthyKey writes ten events of key, then claims with req and
@@ -107,8 +153,10 @@ func claimHealthyKey(t *testing.T, db *sql.DB, store *outboxsql.Store, req outbo
 // explainBlockedWalk records the statements of one ordered claim of req
 // (in a transaction rolled back), the blocked keys parked and an event of
 // the healthy key pending, and checks the plan of the walk of the
-// keys: the walk index, no blocked key stepped over.
-func explainBlockedWalk(t *testing.T, b outboxsqltest.Backend, db *sql.DB, table string, req outbox.ClaimRequest) {
+// keys: the walk index, no blocked key stepped over. It returns the
+// statement of the claim's sweep of parked keys (the first claim of the
+// recording store sweeps).
+func explainBlockedWalk(t *testing.T, b outboxsqltest.Backend, db *sql.DB, table string, req outbox.ClaimRequest) (sweep string) {
 	ctx := context.Background()
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
@@ -133,7 +181,9 @@ func explainBlockedWalk(t *testing.T, b outboxsqltest.Backend, db *sql.DB, table
 		t.Fatalf("no walk of the keys among the claim's %d statements", len(rec.stmts))
 	}
 	for _, st := range rec.execs {
-		if strings.Contains(st.query, "parked") {
+		if strings.HasSuffix(st.query, "u.parked = 1") || strings.HasSuffix(st.query, "u.park_key IS NOT NULL") {
+			sweep = st.query
+		} else if strings.Contains(st.query, "parked") {
 			t.Errorf("the claim past parked keys parked again: %s", st.query)
 		}
 	}
@@ -150,6 +200,10 @@ func explainBlockedWalk(t *testing.T, b outboxsqltest.Backend, db *sql.DB, table
 			t.Errorf("the walk past parked keys does not use %s_walk_idx alone", table)
 		}
 	}
+	if sweep == "" {
+		t.Fatalf("no sweep of parked keys among the first claim's %d statements", len(rec.execs))
+	}
+	return sweep
 }
 
 // bulkLoadBlocked inserts, in two statements, n DEAD events on keys

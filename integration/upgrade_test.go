@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -121,80 +122,95 @@ func TestMigrateUpgradesAnEarlierTable(t *testing.T) {
 }
 
 // TestMigrateAddsParking: a table made by the schema before parking (the
-// current one without parked, walk_key and the walk index), holding a key
-// blocked by a DEAD head with an event behind it and a healthy key, is
-// brought up to date by Migrate — twice — and the ordered claim then takes
-// the healthy key's event alone; once the DEAD head is skipped, the event
+// current one without parked, walk_key, park_key and the walk and park
+// indexes), or before the sweep of parked keys (without park_key and the
+// park index), holding a key blocked by a DEAD head with an event behind
+// it and a healthy key, is brought up to date by Migrate — twice — and the
+// ordered claim (which sweeps the parked keys first) then takes the
+// healthy key's event alone; once the DEAD head is skipped, the event
 // behind it.
 func TestMigrateAddsParking(t *testing.T) {
 	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
-		ctx := context.Background()
-		db := b.Open(t)
-		table := scratchTable(t, db, "outbox_park")
-		store, err := outboxsql.Open(db, outboxsql.WithDialect(b.Dialect), outboxsql.WithTable(table))
-		if err != nil {
+		for _, before := range []struct {
+			name string
+			drop []string // the schema's lines (and index statements) that name them are left out
+		}{
+			{"parking", []string{"parked", "park_key", "_park_idx", "walk"}},
+			{"the sweep", []string{"park_key", "_park_idx", "parked = 1"}},
+		} {
+			t.Run("before "+before.name, func(t *testing.T) { migrateAddsParking(t, b, "before "+before.name, before.drop) })
+		}
+	})
+}
+
+// migrateAddsParking runs TestMigrateAddsParking on a table made by the
+// schema without the lines that name one of drop (the schema of a version
+// before).
+func migrateAddsParking(t *testing.T, b outboxsqltest.Backend, before string, drop []string) {
+	ctx := context.Background()
+	db := b.Open(t)
+	table := scratchTable(t, db, "outbox_park")
+	store, err := outboxsql.Open(db, outboxsql.WithDialect(b.Dialect), outboxsql.WithTable(table))
+	if err != nil {
+		t.Fatal(err)
+	}
+	execSchema(t, db, "the schema "+before, store.Schema(), func(line string) bool {
+		return !slices.ContainsFunc(drop, func(name string) bool { return strings.Contains(line, name) })
+	})
+	// Written by the version before parking: it names no parking column.
+	now := time.Now().UTC().Add(-time.Minute).Truncate(time.Millisecond)
+	ev := func(key string) outbox.Envelope {
+		return outbox.MustEnvelope(outbox.EventName("Ping"), outbox.WithOrderingKey(key), outbox.WithJSON([]byte(`{"n":1}`)))
+	}
+	dead, behind, healthy := ev("blocked"), ev("blocked"), ev("healthy")
+	txm := outboxsql.NewTxManager(db)
+	write := func(owner string, evs ...outbox.Envelope) {
+		t.Helper()
+		if err := txm.InTx(ctx, func(ctx context.Context) error {
+			tx, err := txm.Current(ctx)
+			if err != nil {
+				return err
+			}
+			return store.Insert(ctx, tx, now, owner, evs)
+		}); err != nil {
 			t.Fatal(err)
 		}
-		// Without the lines that name them: the walk index's statement goes
-		// whole.
-		execSchema(t, db, "the schema before parking", store.Schema(), func(line string) bool {
-			return !strings.Contains(line, "parked") && !strings.Contains(line, "walk")
-		})
-		// Written by the version before parking: it names no parking column.
-		now := time.Now().UTC().Add(-time.Minute).Truncate(time.Millisecond)
-		ev := func(key string) outbox.Envelope {
-			return outbox.MustEnvelope(outbox.EventName("Ping"), outbox.WithOrderingKey(key), outbox.WithJSON([]byte(`{"n":1}`)))
-		}
-		dead, behind, healthy := ev("blocked"), ev("blocked"), ev("healthy")
-		txm := outboxsql.NewTxManager(db)
-		write := func(owner string, evs ...outbox.Envelope) {
-			t.Helper()
-			if err := txm.InTx(ctx, func(ctx context.Context) error {
-				tx, err := txm.Current(ctx)
-				if err != nil {
-					return err
-				}
-				return store.Insert(ctx, tx, now, owner, evs)
-			}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		write("old", dead)
-		if ok, err := store.MarkDead(ctx, outbox.Outcome{Owner: "old", ID: dead.ID(), At: now, Error: "poison", CountAttempt: true}); err != nil || !ok {
-			t.Fatalf("MarkDead = %v, %v", ok, err)
-		}
-		write("", behind, healthy)
+	}
+	write("old", dead)
+	if ok, err := store.MarkDead(ctx, outbox.Outcome{Owner: "old", ID: dead.ID(), At: now, Error: "poison", CountAttempt: true}); err != nil || !ok {
+		t.Fatalf("MarkDead = %v, %v", ok, err)
+	}
+	write("", behind, healthy)
 
-		for i := range 2 {
-			if err := store.Migrate(ctx); err != nil {
-				t.Fatalf("Migrate #%d of a table made before parking: %v", i+1, err)
-			}
+	for i := range 2 {
+		if err := store.Migrate(ctx); err != nil {
+			t.Fatalf("Migrate #%d of a table made %s: %v", i+1, before, err)
 		}
-		req := outbox.ClaimRequest{Owner: "new", Now: now.Add(time.Minute), Lease: time.Hour, Limit: 10, Ordered: true}
-		claimIDs := func(what string, want ...outbox.Envelope) {
-			t.Helper()
-			recs, err := store.Claim(ctx, req)
-			if err != nil {
-				t.Fatalf("%s: %v", what, err)
-			}
-			var got, w []string
-			for _, r := range recs {
-				got = append(got, r.ID)
-			}
-			for _, e := range want {
-				w = append(w, e.ID())
-			}
-			if strings.Join(got, ",") != strings.Join(w, ",") {
-				t.Fatalf("%s: claimed %v, want %v", what, got, w)
-			}
+	}
+	req := outbox.ClaimRequest{Owner: "new", Now: now.Add(time.Minute), Lease: time.Hour, Limit: 10, Ordered: true}
+	claimIDs := func(what string, want ...outbox.Envelope) {
+		t.Helper()
+		recs, err := store.Claim(ctx, req)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
 		}
-		claimIDs("the first ordered claim after the upgrade", healthy)
-		claimIDs("the second (the blocked key parked)")
-		if n, err := store.Skip(ctx, []string{dead.ID()}, req.Now, "skipped by the test"); err != nil || n != 1 {
-			t.Fatalf("Skip = %d, %v", n, err)
+		var got, w []string
+		for _, r := range recs {
+			got = append(got, r.ID)
 		}
-		claimIDs("after the DEAD head was skipped", behind)
-	})
+		for _, e := range want {
+			w = append(w, e.ID())
+		}
+		if strings.Join(got, ",") != strings.Join(w, ",") {
+			t.Fatalf("%s: claimed %v, want %v", what, got, w)
+		}
+	}
+	claimIDs("the first ordered claim after the upgrade", healthy)
+	claimIDs("the second (the blocked key parked)")
+	if n, err := store.Skip(ctx, []string{dead.ID()}, req.Now, "skipped by the test"); err != nil || n != 1 {
+		t.Fatalf("Skip = %d, %v", n, err)
+	}
+	claimIDs("after the DEAD head was skipped", behind)
 }
 
 // scratchTable returns a new table name with prefix, the table dropped at

@@ -76,6 +76,7 @@ func RunStoreSuite(t *testing.T, newFixture func(t *testing.T) Fixture) {
 		{"OrderedClaimPastManyBlockedKeys", storeOrderedPastBlockedKeys},
 		{"OrderedBlockedKeyTakenByDeadSkips", storeBlockedKeyDeadSkips},
 		{"OrderedBlockedKeysCostNothing", storeBlockedKeysCostNothing},
+		{"OrderedParkedKeySwept", storeParkedKeySwept},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -78,6 +78,38 @@ func storeBlockedKeyFreed(t *testing.T, f Fixture, end string) {
 	wantClaim(t, f, "after the freed key's events", orderedLong(ownerB, t0, 10))
 }
 
+// storeParkedKeySwept: a key whose DEAD head ends in a way that does not
+// free its events — here an operator's SQL, as an older version's Replay
+// would — is freed within a lease of the last sweep all the same: the
+// ordered claims of a store must not leave its events waiting for the
+// next event of the key, which may never come.
+func storeParkedKeySwept(t *testing.T, f Fixture) {
+	if f.Exec == nil {
+		t.Skip("the fixture cannot run SQL on its table (Fixture.Exec is nil), so it cannot end a DEAD head behind the store's back")
+	}
+	ctx := context.Background()
+	req := func(now time.Time) outbox.ClaimRequest { return orderedLong(ownerB, now, 10) }
+	wantClaim(t, f, "the first claim, on an empty table", req(t0))
+	h, e1, e2 := keyed(t, "swept"), keyed(t, "swept"), keyed(t, "swept")
+	insert(t, f, t0, ownerA, h)
+	mustDead(t, f, ownerA, h, t0)
+	insert(t, f, t0, "", e1, e2)
+	for range 3 {
+		wantClaim(t, f, "while the key is blocked", req(t0))
+	}
+	// Ids are ULIDs (letters and digits): safe as a literal.
+	if err := f.Exec(ctx, "UPDATE "+f.Table+" SET status = 1, done_at = created_at WHERE event_id = '"+h.ID()+"'"); err != nil {
+		t.Fatalf("end the DEAD head: %v", err)
+	}
+	lease := req(t0).Lease
+	wantClaim(t, f, "less than a lease after the last sweep", req(t0.Add(lease-time.Second)))
+	wantClaim(t, f, "a lease after the last sweep", req(t0.Add(lease)), e1)
+	mustDone(t, f, ownerB, e1)
+	wantClaim(t, f, "the next claim", req(t0.Add(lease)), e2)
+	mustDone(t, f, ownerB, e2)
+	wantClaim(t, f, "after the key's events", req(t0.Add(lease)))
+}
+
 // storeBlockedKeyDeadSkips: events behind a DEAD head that ordered claims
 // (DeadBlocksKey) walked past are taken, in order, by DeadSkips claims.
 func storeBlockedKeyDeadSkips(t *testing.T, f Fixture) {

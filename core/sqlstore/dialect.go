@@ -163,6 +163,15 @@ type dialect struct {
 	// (see Store.repark): prefix and tail go around the keys condition on
 	// col (see keysSQL).
 	repark func(d *dialect, table string) (prefix, col, tail string)
+	// sweep returns the statement that unparks the parked events no DEAD
+	// event of their key comes before, of every key (see
+	// Store.sweepParked): repark's, over the keys and rows of the park
+	// index.
+	sweep func(d *dialect, table string) string
+	// sweepReadCommitted runs the sweep in a READ COMMITTED transaction
+	// (MySQL: under REPEATABLE READ its reads would take next-key locks on
+	// the keys' rows, blocking their writes, for as long as it runs).
+	sweepReadCommitted bool
 	// lockHeads, when set, returns the statement that claims heads by id:
 	// head and tail go around the ids condition (see idsSQL); set is the
 	// SET clause, claimable the condition (ending in " AND ") that the

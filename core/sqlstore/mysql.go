@@ -122,9 +122,11 @@ var mysqlDialect = &dialect{
 	openKeyCol: "open_key",
 	heads:      groupHeads,
 	repark:     mysqlRepark,
+	sweep:      mysqlSweep,
 	headArgs: func(cursor string, limit int, now, recent any) []any {
 		return []any{now, recent, cursor, limit}
 	},
+	sweepReadCommitted: true,
 }
 
 // mysqlTimeFormat is how timestamps are bound: DATETIME(6) text in UTC.
@@ -153,8 +155,9 @@ func mysqlUpgrade(ctx context.Context, s *Store) error {
 	if err := mysqlPurgeUpgrade(ctx, s); err != nil {
 		return err
 	}
-	// parked and walk_key (which reads it), before the walk index.
-	if err := s.addColumns(ctx, "parked", "walk_key"); err != nil {
+	// parked, then walk_key and park_key (which read it), before their
+	// indexes.
+	if err := s.addColumns(ctx, "parked", "walk_key", "park_key"); err != nil {
 		return err
 	}
 	missing, err := s.missingIndexes(ctx)

@@ -39,6 +39,9 @@ type orderState struct {
 	mu     sync.Mutex
 	cursor string // the key after which the next walk starts
 	flip   bool   // whether the next claim takes heads before unordered rows
+	// swept is the claim time of the last sweep of parked keys
+	// (sweepParked); zero before the first.
+	swept time.Time
 }
 
 // orderQueries are the statements of ordered delivery, built once.
@@ -48,6 +51,7 @@ type orderQueries struct {
 	lock                 *idsSQL  // lockHeads (PostgreSQL and SQLite)
 	skip                 *idsSQL  // Skip
 	repark               *keysSQL // repark
+	sweep                string   // sweepParked
 	keysOf               *idsSQL  // the ordering keys of events, for repark
 	blocked              string   // Stats: blocked keys
 }
@@ -67,6 +71,7 @@ func buildOrderQueries(d *dialect, t, selectList string) *orderQueries {
 	o.pending = newKeysSQL(d, "SELECT DISTINCT "+d.openKeyCol+" FROM "+t+" WHERE "+d.openKeyCond, d.openKeyCol)
 	prefix, col, tail := d.repark(d, t)
 	o.repark = newKeysSQLTail(d, prefix, col, tail)
+	o.sweep = d.sweep(d, t)
 	o.keysOf = newIDsSQL(d, "SELECT DISTINCT ordering_key FROM "+t+" WHERE ordering_key IS NOT NULL AND ")
 	// The heads' own state is checked again as they are locked: another
 	// claim may have taken one since the walk saw it.
@@ -389,6 +394,15 @@ func (s *Store) fillOrdered(recs []outbox.Record, limit int, heads, fresh func(n
 // left parked once nothing holds it back would wait, hence the repark
 // after each of those statements. DeadSkips claims read the order index,
 // parked or not.
+//
+// Those reparks are not the only guard: a key can still be left parked
+// with nothing holding it back — a walk's repark that read the table
+// before a concurrent Replay or Skip committed, and wrote parked = 1 after
+// that statement's unpark; an older version's Replay, Skip, Delete or
+// Purge, which do not unpark; an operator's SQL that ends a DEAD event.
+// So the ordered claims of a Store also sweep every parked event, read on
+// the park index (sweepParked), at most once per lease: a missed unpark
+// holds a key back for one lease at most.
 
 // partialRepark is dialect.repark where the order and walk indexes are
 // partial (PostgreSQL, SQLite): one UPDATE sets parked of the keys'
@@ -409,6 +423,60 @@ func mysqlRepark(_ *dialect, t string) (prefix, col, tail string) {
 	return "UPDATE " + t + " u JOIN (SELECT o.open_key AS k, MIN(CASE WHEN o.status = 3 THEN o.seq END) AS dead FROM " + t + " o WHERE ",
 		"o.open_key", " GROUP BY o.open_key) g ON u.open_key = g.k SET u.parked = CASE WHEN u.seq > g.dead THEN 1 ELSE 0 END" +
 			" WHERE u.status IN (0, 2)"
+}
+
+// sweepParked unparks the parked events no DEAD event of their key comes
+// before (dialect.sweep: the repark's condition, over every parked event),
+// when the last sweep of this Store is a lease before now or more (or a
+// lease after it: the clock went back), or there was none. One claim of a
+// Store starts each sweep (the others go on without it); a failed sweep is
+// due again at the next claim.
+func (s *Store) sweepParked(ctx context.Context, now time.Time, lease time.Duration) error {
+	s.ord.mu.Lock()
+	last := s.ord.swept
+	due := last.IsZero() || !now.Before(last.Add(lease)) || now.Before(last.Add(-lease))
+	if due {
+		s.ord.swept = now
+	}
+	s.ord.mu.Unlock()
+	if !due {
+		return nil
+	}
+	sweep := func(c Conn) error {
+		_, err := c.Exec(ctx, s.q.ord.sweep)
+		return err
+	}
+	var err error
+	if s.d.sweepReadCommitted {
+		err = s.db.ReadCommitted(ctx, sweep)
+	} else {
+		err = sweep(s.w)
+	}
+	if err != nil {
+		s.ord.mu.Lock()
+		if s.ord.swept.Equal(now) {
+			s.ord.swept = last
+		}
+		s.ord.mu.Unlock()
+		return fmt.Errorf("unpark the keys no DEAD event holds back: %w", err)
+	}
+	return nil
+}
+
+// partialSweep is dialect.sweep where the park index is partial
+// (PostgreSQL, SQLite): the repark of the rows of the park index (its
+// condition), which can only unpark them.
+func partialSweep(d *dialect, t string) string {
+	prefix, _, tail := partialRepark(d, t)
+	return prefix + "u.ordering_key IS NOT NULL AND u.status IN (0, 2) AND u.parked = 1" + tail
+}
+
+// mysqlSweep is dialect.sweep on MySQL and MariaDB: the repark of the
+// keys in the park index (park_key), of their parked events alone, which
+// it can only unpark.
+func mysqlSweep(d *dialect, t string) string {
+	prefix, _, tail := mysqlRepark(d, t)
+	return prefix + "o.open_key IN (SELECT p.park_key FROM " + t + " p WHERE p.park_key IS NOT NULL)" + tail + " AND u.park_key IS NOT NULL"
 }
 
 // repark sets parked of the pending events of keys to whether a DEAD

@@ -76,6 +76,7 @@ var postgresDialect = &dialect{
 	openKeyCond: partialOpenKeyCond,
 	heads:       lateralHeads,
 	repark:      partialRepark,
+	sweep:       partialSweep,
 	headArgs: func(cursor string, limit int, now, recent any) []any {
 		return []any{now, recent, cursor, now, recent, limit}
 	},

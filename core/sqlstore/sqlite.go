@@ -62,6 +62,7 @@ var sqliteDialect = &dialect{
 	openKeyCond: partialOpenKeyCond,
 	heads:       scalarHeads,
 	repark:      partialRepark,
+	sweep:       partialSweep,
 	headArgs: func(cursor string, limit int, now, recent any) []any {
 		return []any{cursor, limit, now, recent}
 	},

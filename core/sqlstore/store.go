@@ -452,6 +452,11 @@ func (s *Store) Claim(ctx context.Context, req outbox.ClaimRequest) ([]outbox.Re
 	if req.Ordered && s.d.claim == nil {
 		claim = sharedOrderedClaim
 	}
+	if req.Ordered && !req.DeadSkips {
+		if err := s.sweepParked(ctx, req.Now.UTC(), req.Lease); err != nil {
+			return nil, fmt.Errorf("sqlstore: claim from %s: %w", s.table, s.explain(err))
+		}
+	}
 	recs, err := claim(ctx, s, req)
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: claim from %s: %w", s.table, s.explain(err))

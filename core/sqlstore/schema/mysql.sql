@@ -33,8 +33,10 @@
 -- of its key (outbox.DeadBlocksKey); walk_key is the key of the pending
 -- ordered events that are not parked. The ordered claim walks its index
 -- (GROUP BY walk_key with MIN(seq)), so keys whose events all wait behind
--- a DEAD head are not read at all. Migrate adds both to tables made
--- before them.
+-- a DEAD head are not read at all. park_key is the key of the parked
+-- events: the ordered claims' periodic sweep of the keys left parked with
+-- nothing holding them back reads its index alone. Migrate adds them to
+-- tables made before them.
 --
 -- The purge index leads with status: the purge reads one status by
 -- completion time, and Stats counts the pending and DEAD rows in it (the
@@ -81,6 +83,7 @@ CREATE TABLE IF NOT EXISTS {{table}} (
     purge_at       DATETIME(6) GENERATED ALWAYS AS (CASE WHEN status IN (1, 3) THEN COALESCE(done_at, created_at) END) VIRTUAL,
     open_key       VARCHAR(255) GENERATED ALWAYS AS (CASE WHEN status IN (0, 2, 3) THEN ordering_key END) VIRTUAL,
     walk_key       VARCHAR(255) GENERATED ALWAYS AS (CASE WHEN status IN (0, 2) AND parked = 0 THEN ordering_key END) VIRTUAL,
+    park_key       VARCHAR(255) GENERATED ALWAYS AS (CASE WHEN status IN (0, 2) AND parked = 1 THEN ordering_key END) VIRTUAL,
     dead_owes      TINYINT GENERATED ALWAYS AS (CASE WHEN status = 3 AND subscribers IS NOT NULL THEN 1 END) VIRTUAL,
     PRIMARY KEY (event_id),
     UNIQUE KEY outbox_seq_idx (seq),
@@ -89,6 +92,7 @@ CREATE TABLE IF NOT EXISTS {{table}} (
     KEY outbox_purge_idx (status, purge_at, available_at, created_at, dead_owes),
     KEY outbox_order_idx (open_key, seq),
     KEY outbox_walk_idx (walk_key, seq),
+    KEY outbox_park_idx (park_key, seq),
     KEY outbox_tnt_idx (tenant_id, status, event_id),
     CHECK ((payload IS NULL) <> (payload_bytes IS NULL))
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;

@@ -93,6 +93,12 @@ CREATE INDEX IF NOT EXISTS {{name}}_order_idx
 CREATE INDEX IF NOT EXISTS {{name}}_walk_idx
     ON {{table}} (ordering_key, seq) WHERE ordering_key IS NOT NULL AND status IN (0, 2) AND parked = 0;
 
+-- The park index holds the parked events: the ordered claims' periodic
+-- sweep of the keys left parked with nothing holding them back reads them
+-- alone (nothing, while no key is blocked).
+CREATE INDEX IF NOT EXISTS {{name}}_park_idx
+    ON {{table}} (ordering_key, seq) WHERE ordering_key IS NOT NULL AND status IN (0, 2) AND parked = 1;
+
 -- The tenant index serves the admin queries of one tenant (Query.TenantID,
 -- PurgeRequest.TenantID): a list by tenant and status in id order, read
 -- from the page's first id and stopped after it; a count by tenant and

@@ -75,6 +75,12 @@ CREATE INDEX IF NOT EXISTS {{schema}}{{name}}_order_idx
 CREATE INDEX IF NOT EXISTS {{schema}}{{name}}_walk_idx
     ON {{name}} (ordering_key) WHERE ordering_key IS NOT NULL AND status IN (0, 2) AND parked = 0;
 
+-- The park index holds the parked events: the ordered claims' periodic
+-- sweep of the keys left parked with nothing holding them back reads them
+-- alone (nothing, while no key is blocked).
+CREATE INDEX IF NOT EXISTS {{schema}}{{name}}_park_idx
+    ON {{name}} (ordering_key) WHERE ordering_key IS NOT NULL AND status IN (0, 2) AND parked = 1;
+
 -- The tenant index serves the admin queries of one tenant (a list by
 -- tenant and status in id order, a count, a purge by tenant, status and
 -- age). It holds only the events that carry a tenant.
