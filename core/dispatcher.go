@@ -64,6 +64,7 @@ type dispatcher struct {
 	claims *claims
 
 	hot, cold chan queued
+	hotFull   hotFullLog // see dropHot
 	turn      atomic.Uint32
 	// suspects holds the events that were in flight when their owner
 	// stopped (see ErrInFlight): one goroutine delivers them one at a

@@ -292,6 +292,25 @@ func TestDispatcherHotQueueFull(t *testing.T) {
 	if h.metrics.get("HotDropped") != 1 {
 		t.Errorf("HotDropped = %d, want 1", h.metrics.get("HotDropped"))
 	}
+	// The drop is a warning, at most one a minute, with how many events
+	// were dropped since the last one.
+	const full = "outbox: hot queue full"
+	if n := strings.Count(h.log.String(), full); n != 1 || !strings.Contains(h.log.String(), "dropped=1 hot_queue_size=1") {
+		t.Errorf("after the first drop, %d warnings, want 1 with dropped=1:\n%s", n, h.log.String())
+	}
+	d, e := h.commit(t, evt("E")), h.commit(t, evt("E"))
+	if n := strings.Count(h.log.String(), full); n != 1 {
+		t.Errorf("two more drops within a minute: %d warnings, want still 1:\n%s", n, h.log.String())
+	}
+	// A minute later (the warning's time moved back: the harness's clock
+	// also drives the leases of the events in flight).
+	h.d.hotFull.mu.Lock()
+	h.d.hotFull.last = h.d.hotFull.last.Add(-hotFullWarnEvery)
+	h.d.hotFull.mu.Unlock()
+	f := h.commit(t, evt("E"))
+	if n := strings.Count(h.log.String(), full); n != 2 || !strings.Contains(h.log.String(), "dropped=3 hot_queue_size=1") {
+		t.Errorf("a drop a minute after the first warning: %d warnings, want 2, the second with dropped=3:\n%s", n, h.log.String())
+	}
 	if hot, _ := h.d.depths(); hot != 1 {
 		t.Errorf("hot depth = %d, want 1", hot)
 	}
@@ -307,7 +326,7 @@ func TestDispatcherHotQueueFull(t *testing.T) {
 	if r := h.st.get(delayed.ID()); r.LockedBy != "" || !r.AvailableAt.Equal(h.clk.Now().Add(time.Hour)) {
 		t.Errorf("delayed row = %+v", r)
 	}
-	if h.metrics.get("HotDropped") != 1 {
+	if h.metrics.get("HotDropped") != 4 {
 		t.Error("a delayed event was offered to the hot queue")
 	}
 	// The same event cannot be queued twice.
@@ -317,6 +336,11 @@ func TestDispatcherHotQueueFull(t *testing.T) {
 	close(unblock)
 	h.waitStatus(t, a[0], StatusDone)
 	h.waitStatus(t, b[0], StatusDone)
+	for _, ids := range [][]string{d, e, f} {
+		if r := h.st.get(ids[0]); r.Status != StatusNew || r.LockedBy != "" {
+			t.Errorf("row dropped from the hot path = %+v, want NEW and unclaimed for the poller", r)
+		}
+	}
 }
 
 func TestDispatcherCloseReleasesQueued(t *testing.T) {

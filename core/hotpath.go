@@ -3,8 +3,41 @@ package outbox
 import (
 	"context"
 	"runtime"
+	"sync"
 	"time"
 )
+
+// hotFullWarnEvery is how often at most a dispatcher warns that its hot
+// queue was full: a burst above what the workers take fills it, and one
+// line per dropped event would flood the log.
+const hotFullWarnEvery = time.Minute
+
+// hotFullLog rate-limits the warning of a full hot queue (see dropHot).
+type hotFullLog struct {
+	mu      sync.Mutex
+	last    time.Time // when the last warning was logged; zero: never
+	dropped int       // events dropped since the last warning
+}
+
+// dropHot counts e as dropped from the hot path — left to the poller, so
+// its delivery waits for the next poll — and warns, at most once per
+// hotFullWarnEvery, how many events were dropped since the last warning.
+func (d *dispatcher) dropHot(e Envelope) {
+	d.metrics.EventDropped(labelsOf(e))
+	now := utcNow(d.clock)
+	f := &d.hotFull
+	f.mu.Lock()
+	f.dropped++
+	n, warn := f.dropped, f.last.IsZero() || now.Sub(f.last) >= hotFullWarnEvery
+	if warn {
+		f.last, f.dropped = now, 0
+	}
+	f.mu.Unlock()
+	if warn {
+		d.log.Warn("outbox: hot queue full: committed events are left to the poller and wait for its next poll (logged at most once a minute; raise HotQueueSize or Workers if it lasts)",
+			"dropped", n, "hot_queue_size", cap(d.hot))
+	}
+}
 
 // takesHot reports whether the hot path takes events now, so that the
 // writer inserts them claimed by this process: not while the dispatcher is
@@ -20,7 +53,7 @@ func (d *dispatcher) takesHot(events []Envelope) bool {
 	if len(d.hot) == cap(d.hot) {
 		for _, e := range events {
 			if !e.Delayed() {
-				d.metrics.EventDropped(labelsOf(e))
+				d.dropHot(e)
 			}
 		}
 		d.claims.wakePoller()
@@ -44,7 +77,7 @@ func (d *dispatcher) afterCommit(hot []Envelope, release []string, created time.
 		if d.enqueueHot(e, created) {
 			continue
 		}
-		d.metrics.EventDropped(labelsOf(e))
+		d.dropHot(e)
 		release = append(release, e.ID())
 	}
 	if len(release) == 0 {
