@@ -1,11 +1,10 @@
 package relay
 
 import (
-	"cmp"
 	"fmt"
-	"net/url"
-	"slices"
 	"strings"
+
+	"github.com/go-outbox/outbox/core/internal/secret"
 )
 
 // RedactedURL is a broker URL, or a comma-separated list of them, without
@@ -14,8 +13,11 @@ type RedactedURL struct {
 	// URL is the URL with the user information of each part (a user and
 	// password, or a token) replaced by "redacted".
 	URL     string
-	secrets []string
+	secrets secret.Set
 }
+
+// redacted stands in a redacted URL for its credentials.
+const redacted = "redacted"
 
 // RedactURL returns raw without its credentials. It does not need raw to
 // parse: whatever stands between "://" and the last '@' of a part is
@@ -38,17 +40,9 @@ func RedactURL(raw string) RedactedURL {
 		if _, pass, ok := strings.Cut(info, ":"); ok {
 			r.secrets = append(r.secrets, pass)
 		}
-		parts[i] = p[:scheme+3] + "redacted" + rest[at:]
+		parts[i] = p[:scheme+3] + redacted + rest[at:]
 	}
-	for _, s := range slices.Clone(r.secrets) {
-		if u, err := url.PathUnescape(s); err == nil && u != s {
-			r.secrets = append(r.secrets, u)
-		}
-	}
-	r.secrets = slices.DeleteFunc(r.secrets, func(s string) bool { return s == "" })
-	// The longest first, so that a password inside "user:password" does
-	// not leave the rest of it behind.
-	slices.SortFunc(r.secrets, func(a, b string) int { return cmp.Compare(len(b), len(a)) })
+	r.secrets = secret.NewSet(r.secrets, redacted)
 	r.URL = strings.Join(parts, ",")
 	return r
 }
@@ -57,10 +51,7 @@ func RedactURL(raw string) RedactedURL {
 // with every credential of the URL taken out (a client error may quote
 // the URL it was given), and which wraps err for errors.Is and errors.As.
 func (r RedactedURL) Errorf(format string, err error) error {
-	msg := fmt.Errorf(format, r.URL, err).Error()
-	for _, s := range r.secrets {
-		msg = strings.ReplaceAll(msg, s, "redacted")
-	}
+	msg := r.secrets.Scrub(fmt.Errorf(format, r.URL, err).Error(), redacted)
 	return &redactedError{msg: msg, err: err}
 }
 

@@ -1,11 +1,10 @@
 package sqlstore
 
 import (
-	"cmp"
-	"net/url"
 	"regexp"
-	"slices"
 	"strings"
+
+	"github.com/go-outbox/outbox/core/internal/secret"
 )
 
 // redactedSecret stands in a redacted DSN for each secret taken out.
@@ -69,16 +68,11 @@ func RedactDSN(dsn string) string {
 // the DSN or its password in a form RedactDSN would not find.
 func ScrubDSN(dsn, text string) string {
 	_, secrets := redactDSN(dsn)
-	for _, s := range secrets {
-		text = strings.ReplaceAll(text, s, redactedSecret)
-	}
-	return text
+	return secrets.Scrub(text, redactedSecret)
 }
 
-// redactDSN returns dsn redacted and its secrets, each also unescaped as
-// a URL would carry it, longest first, so that replacing them in turn
-// leaves no part of one behind.
-func redactDSN(dsn string) (string, []string) {
+// redactDSN returns dsn redacted and its secrets.
+func redactDSN(dsn string) (string, secret.Set) {
 	var (
 		secrets  []string
 		redacted string
@@ -95,16 +89,7 @@ func redactDSN(dsn string) (string, []string) {
 	default:
 		redacted = redactDriverDSN(dsn, keep)
 	}
-	for _, s := range slices.Clone(secrets) {
-		for _, unescape := range []func(string) (string, error){url.PathUnescape, url.QueryUnescape} {
-			if u, err := unescape(s); err == nil && u != s {
-				secrets = append(secrets, u)
-			}
-		}
-	}
-	secrets = slices.DeleteFunc(secrets, func(s string) bool { return s == "" || s == redactedSecret })
-	slices.SortFunc(secrets, func(a, b string) int { return cmp.Compare(len(b), len(a)) })
-	return redacted, slices.Compact(secrets)
+	return redacted, secret.NewSet(secrets, redactedSecret)
 }
 
 // redactURL redacts a URL: whatever stands between the first ':' after
