@@ -138,7 +138,7 @@ const (
 // second term is what the tenant index of PostgreSQL and SQLite is partial
 // on (only events with a tenant are in it): written out, it lets the
 // planner use the index whatever the bound tenant, in generic plans too.
-// On a database whose collation pads (padSpace), it is padTenantWhere
+// On a database whose collation pads (padSpace), it is equalWhere's
 // instead: the equality finds the tenant's entries in the index, and the
 // length (in bytes, as Go counts) leaves out those that differ only by
 // trailing spaces. A tenant's purge deletes in tenantOrder: the order of
@@ -146,16 +146,15 @@ const (
 // index (MariaDB's DELETE sorts "ORDER BY event_id" even after equalities
 // on the index's first columns).
 const (
-	tenantWhere    = " AND tenant_id = ? AND tenant_id <> ''"
-	padTenantWhere = " AND tenant_id = ? AND LENGTH(tenant_id) = ?"
-	tenantOrder    = " ORDER BY tenant_id, status, event_id"
+	tenantWhere = " AND tenant_id = ? AND tenant_id <> ''"
+	tenantOrder = " ORDER BY tenant_id, status, event_id"
 )
 
 // tenantWhere returns the condition that selects the events of one
 // tenant, exactly; tenantArgs binds it.
 func (d *dialect) tenantWhere() string {
 	if d.padSpace {
-		return padTenantWhere
+		return d.equalWhere("tenant_id")
 	}
 	return tenantWhere
 }
@@ -165,7 +164,7 @@ func (d *dialect) tenantArgs(tenant string) []any { return d.equalArgs(tenant) }
 
 // equalWhere returns the condition that a text column equals a bound
 // value exactly, trailing spaces included: on a database whose collation
-// pads (padSpace) it compares the lengths too, as padTenantWhere does;
+// pads (padSpace) it compares the lengths too (in bytes, as Go counts);
 // equalArgs binds it.
 func (d *dialect) equalWhere(col string) string {
 	if d.padSpace {
