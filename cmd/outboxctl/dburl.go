@@ -45,9 +45,8 @@ func parseDBURL(raw string) (*target, error) {
 			src, err = sqlstore.ParseDSN(sqlstore.SQLite, raw)
 		case hasScheme && strings.Contains(raw, "://"):
 			return nil, usageErr("--db: unknown scheme %q: use %s", scheme, schemes)
-		case sqlstore.DSNDialect(raw) != nil:
+		case sqlstore.DSNDialect(raw) != nil: // ParseDSN's Display is RedactDSN's
 			src, err = sqlstore.ParseDSN(sqlstore.DSNDialect(raw), raw)
-			src.Display = sqlstore.RedactDSN(raw)
 		default:
 			return nil, usageErr("--db %q: not a URL (%s), not a driver DSN (host=… user=… or user:password@tcp(host)/database) and not an existing SQLite file",
 				sqlstore.RedactDSN(raw), schemes)
