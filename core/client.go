@@ -40,6 +40,7 @@ func New(cfg Config) (*Client, error) {
 	}
 	cfg = cfg.WithDefaults()
 	c := &Client{cfg: cfg, dead: newDeadEvents(cfg.Store, cfg.Clock), sampler: newBacklogSampler(cfg)}
+	c.dead.record = c.record
 	var err error
 	// One claims for the parts: a writer-only Client's only inserts, and
 	// has no acks to batch.

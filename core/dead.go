@@ -3,6 +3,8 @@ package outbox
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 )
 
 // DeadEvents inspects and replays events in DEAD. Get one from
@@ -13,6 +15,16 @@ type DeadEvents struct {
 	// wake, if set, tells the Client's poller that replayed or skipped
 	// events may let others go out.
 	wake func()
+	// record, if set, appends an action to the Client's audit trail.
+	record func(ctx context.Context, e AuditEntry)
+}
+
+// audit records an action that changed n events, if any did.
+func (d *DeadEvents) audit(ctx context.Context, n int64, e AuditEntry) {
+	if n > 0 && d.record != nil {
+		e.Count = n
+		d.record(ctx, e)
+	}
 }
 
 // newDeadEvents returns a DeadEvents working on store. A nil clock means
@@ -56,6 +68,7 @@ func (d *DeadEvents) Replay(ctx context.Context, id string) error {
 		return fmt.Errorf("%w: no DEAD event with id %s", ErrNotFound, id)
 	}
 	d.woke(n)
+	d.audit(ctx, n, AuditEntry{Action: "replay", Target: id})
 	return nil
 }
 
@@ -76,6 +89,7 @@ func (d *DeadEvents) Skip(ctx context.Context, id, reason string) error {
 		return fmt.Errorf("%w: no DEAD event with id %s", ErrNotFound, id)
 	}
 	d.woke(n)
+	d.audit(ctx, n, AuditEntry{Action: "skip", Target: id, Reason: storableText(reason, MaxReasonLen)})
 	return nil
 }
 
@@ -88,6 +102,7 @@ func (d *DeadEvents) Delete(ctx context.Context, ids ...string) (int64, error) {
 		return n, fmt.Errorf("outbox: delete dead events: %w", err)
 	}
 	d.woke(n)
+	d.audit(ctx, n, AuditEntry{Action: "delete", Target: idsTarget(ids)})
 	return n, nil
 }
 
@@ -99,6 +114,7 @@ func (d *DeadEvents) ReplayAll(ctx context.Context, q Query) (int64, error) {
 		q.Limit = 100
 	}
 	var total int64
+	defer func() { d.audit(ctx, total, AuditEntry{Action: "replay", Target: QueryTarget(q)}) }()
 	for {
 		recs, err := d.store.List(ctx, q)
 		if err != nil {
@@ -119,4 +135,28 @@ func (d *DeadEvents) ReplayAll(ctx context.Context, q Query) (int64, error) {
 		}
 		q.AfterID = ids[len(ids)-1]
 	}
+}
+
+// QueryTarget describes the filter q in an audit entry: its statuses,
+// types, tenant and ids, e.g. "status=DEAD type=OrderPlaced tenant=acme".
+func QueryTarget(q Query) string {
+	var parts []string
+	for _, st := range q.Statuses {
+		parts = append(parts, "status="+st.String())
+	}
+	for _, f := range []struct{ name, v string }{{"aggregate_type", q.AggregateType}, {"type", q.EventType}, {"tenant", q.TenantID}} {
+		if f.v != "" {
+			parts = append(parts, f.name+"="+strconv.Quote(f.v))
+		}
+	}
+	if len(q.IDs) > 0 {
+		parts = append(parts, idsTarget(q.IDs))
+	}
+	if q.Blocking {
+		parts = append(parts, "blocking")
+	}
+	if len(parts) == 0 {
+		return "all"
+	}
+	return strings.Join(parts, " ")
 }

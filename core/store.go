@@ -110,6 +110,14 @@ type ClaimRequest struct {
 	// claimed (DeadSkipsKey); by default a DEAD event holds back the later
 	// events of its key (DeadBlocksKey).
 	DeadSkips bool
+	// Types, when not nil, claims only events of these event types (the
+	// types a Client routes); an empty, non-nil Types claims nothing.
+	// SkipTypes leaves out events of these types (paused, or held back by
+	// a circuit breaker or a limit). Both apply to recovered claims too,
+	// and an ordered claim applies them to the head of each key only: a
+	// key whose head is left out waits, its later events unclaimed.
+	Types     []string
+	SkipTypes []string
 }
 
 // Query selects stored events for inspection and dead-letter management.
@@ -167,6 +175,30 @@ type Stats struct {
 	// OldestBlocked is when the longest-blocked key's DEAD event ended (zero
 	// if no key is blocked).
 	OldestBlocked time.Time
+	// Claimed counts the pending rows that are claimed: queued or being
+	// delivered by some instance.
+	Claimed int64
+	// Types is the pending backlog per event type, most pending first, at
+	// most MaxStatsTypes of them (TypesTruncated says some were left out).
+	Types          []TypeBacklog
+	TypesTruncated bool
+	// Unrouted (Client.Stats only) are the entries of Types that no live
+	// instance on the table routes (see Node): they stay pending until one
+	// does.
+	Unrouted []TypeBacklog
+}
+
+// MaxStatsTypes bounds Stats.Types: event types come from the table's
+// writers, which a reader does not control.
+const MaxStatsTypes = 200
+
+// TypeBacklog is the pending backlog of one event type.
+type TypeBacklog struct {
+	Type string
+	// Pending counts its NEW and RETRY rows; Oldest is the creation time
+	// of the oldest.
+	Pending int64
+	Oldest  time.Time
 }
 
 // Outcome is a fenced status update of one claimed event: it applies only

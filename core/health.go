@@ -1,0 +1,90 @@
+package outbox
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Health is a Client's view of itself and of its table, for liveness and
+// readiness probes and for operators (Client.Health).
+type Health struct {
+	// Started reports that Start ran and Close did not.
+	Started bool
+	// Mode is the Client's Mode, by name; Owner its owner id.
+	Mode  string
+	Owner string
+	// LastPoll is when the poller last claimed without an error (zero
+	// before the first, and without a poller); LastPollAge its age.
+	LastPoll    time.Time
+	LastPollAge time.Duration
+	// LastError is the last database error of the poller or of the
+	// control refresh, and LastErrorAt when it happened; both zero once a
+	// later poll succeeds.
+	LastError   string
+	LastErrorAt time.Time
+	// OldestPendingAge is the age of the oldest NEW or RETRY event, Dead
+	// the count of DEAD events, BlockedKeys the ordering keys a DEAD event
+	// holds back: from the latest backlog sample (Config.MetricsInterval)
+	// or a fresh Stats.
+	OldestPendingAge time.Duration
+	Dead             int64
+	BlockedKeys      int64
+	// Paused are the stored pauses; Routes the state of each route that
+	// has a circuit breaker or a limit, or is paused.
+	Paused []Pause
+	Routes []RouteState
+	// Nodes counts the live instances on the table (see Node).
+	Nodes int
+}
+
+// Breaker states of a route (RouteState.Breaker).
+const (
+	BreakerClosed   = "closed"
+	BreakerOpen     = "open"
+	BreakerHalfOpen = "half-open"
+)
+
+// RouteState is the delivery state of one route (an event type) in a
+// Client: its circuit breaker, its share of the limits, and its pause.
+type RouteState struct {
+	Type string
+	// Breaker is BreakerClosed, BreakerOpen or BreakerHalfOpen; Failures
+	// the consecutive failures counted; OpenedAt when it last opened
+	// (zero while closed), and Opens how many times it opened.
+	Breaker  string
+	Failures int
+	OpenedAt time.Time
+	Opens    int64
+	// Paused reports a stored pause of the type (or of PauseAll).
+	Paused bool
+	// Rate and Concurrency are this Client's share of the route's limits
+	// (see RoutePolicy), InFlight its deliveries of the route now.
+	Rate        float64
+	Concurrency int
+	InFlight    int
+}
+
+// Health reports the Client's health (see Health). It reads the table's
+// backlog (Store.Stats) and pauses; an error means the database could not
+// be read, and the Health returned then holds what is known without it.
+func (c *Client) Health(ctx context.Context) (Health, error) {
+	c.mu.Lock()
+	h := Health{Started: c.started && !c.closed, Mode: c.cfg.Mode.String(), Owner: c.cfg.Owner}
+	c.mu.Unlock()
+	now := utcNow(c.cfg.Clock)
+	st, err := c.cfg.Store.Stats(ctx, now)
+	if err != nil {
+		return h, fmt.Errorf("outbox: health: %w", err)
+	}
+	if !st.OldestPending.IsZero() {
+		h.OldestPendingAge = max(now.Sub(st.OldestPending), 0)
+	}
+	h.Dead, h.BlockedKeys = st.ByStatus[StatusDead], st.BlockedKeys
+	if _, ok := c.cfg.Store.(Controls); ok {
+		if h.Paused, err = c.Pauses(ctx); err != nil {
+			return h, fmt.Errorf("outbox: health: %w", err)
+		}
+	}
+	return h, nil
+}
