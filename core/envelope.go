@@ -110,6 +110,10 @@ type Envelope struct {
 	orderKey    string
 	orderKeySet bool
 	ordered     bool
+	// checked says that checkWritable passed on this value (NewEnvelope,
+	// WithAddedHeaders): a write need not check it again. An Envelope's
+	// tenant and headers change only through those, which check again.
+	checked bool
 }
 
 // ID is the event id: a monotonic ULID unless WithID set another.
@@ -491,6 +495,7 @@ func NewEnvelope(t EventType, opts ...EnvelopeOption) (Envelope, error) {
 			return Envelope{}, err
 		}
 	}
+	e.checked = true
 	return *e, nil
 }
 
