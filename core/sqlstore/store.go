@@ -770,9 +770,10 @@ func (s *Store) queryInt(ctx context.Context, query string, args ...any) (int64,
 // many index entries takes milliseconds.
 const exactDoneBelow = 100_000
 
-// Stats counts the pending events by status and the due ones at now,
-// finds the creation time of the oldest pending one, counts the DEAD
-// events and the blocked keys, each from the indexes that hold those rows.
+// Stats counts the pending events by status, the due ones at now and the
+// claimed ones, finds the creation time of the oldest pending one and the
+// pending backlog per event type, counts the DEAD events and the blocked
+// keys, each from the indexes that hold those rows.
 // On a table of exactDoneBelow rows or more, the DONE figure is the
 // dialect's estimate of the table's size less the other statuses
 // (Stats.DoneEstimated); it never reads the DONE rows.
