@@ -451,6 +451,10 @@ func (s *Store) Claim(ctx context.Context, req outbox.ClaimRequest) ([]outbox.Re
 	if req.Owner == "" {
 		return nil, fmt.Errorf("%w: sqlstore: claim without an owner", outbox.ErrInvalidConfig)
 	}
+	f, ok, err := claimFilter(req)
+	if err != nil || !ok {
+		return nil, err
+	}
 	claim := s.d.claim
 	if claim == nil {
 		claim = sharedClaim
@@ -463,7 +467,7 @@ func (s *Store) Claim(ctx context.Context, req outbox.ClaimRequest) ([]outbox.Re
 			return nil, fmt.Errorf("sqlstore: claim from %s: %w", s.table, s.explain(err))
 		}
 	}
-	recs, err := claim(ctx, s, req)
+	recs, err := claim(ctx, s, req, f)
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: claim from %s: %w", s.table, s.explain(err))
 	}
@@ -488,20 +492,24 @@ func (s *Store) claimArgs(req outbox.ClaimRequest) claimParams {
 
 // sharedClaim runs the recovery, then the fresh claim for the rest of the
 // limit, each one UPDATE … RETURNING.
-func sharedClaim(ctx context.Context, s *Store, req outbox.ClaimRequest) ([]outbox.Record, error) {
+func sharedClaim(ctx context.Context, s *Store, req outbox.ClaimRequest, f typeFilter) ([]outbox.Record, error) {
 	a := s.claimArgs(req)
-	recs, err := s.recoverExpired(ctx, req, a, make([]outbox.Record, 0, req.Limit))
+	recs, err := s.recoverExpired(ctx, req, f, a, make([]outbox.Record, 0, req.Limit))
 	if err != nil || len(recs) == req.Limit {
 		return recs, err
 	}
-	return s.queryRecords(ctx, s.w, recs, s.q.freshClaim, slices.Concat(a.freshSet, a.freshWhere, []any{req.Limit - len(recs)})...)
+	return s.freshRows(ctx, s.w, f, a, req.Limit-len(recs), recs)
 }
 
-// recoverExpired runs the recovery of expired claims, unless req asks for
-// none.
-func (s *Store) recoverExpired(ctx context.Context, req outbox.ClaimRequest, a claimParams, recs []outbox.Record) ([]outbox.Record, error) {
+// recoverExpired runs the recovery of expired claims with filter f,
+// unless req asks for none.
+func (s *Store) recoverExpired(ctx context.Context, req outbox.ClaimRequest, f typeFilter, a claimParams, recs []outbox.Record) ([]outbox.Record, error) {
 	if req.NoRecovery {
 		return recs, nil
+	}
+	if f.on() {
+		query, args := s.q.filter.recoverSQL(f, a, req.Limit)
+		return s.queryRecords(ctx, s.w, recs, query, args...)
 	}
 	return s.queryRecords(ctx, s.w, recs, s.q.recoverClaim, slices.Concat(a.recoverSet, a.recoverWhere, []any{req.Limit})...)
 }
@@ -768,9 +776,10 @@ func (s *Store) queryInt(ctx context.Context, query string, args ...any) (int64,
 // many index entries takes milliseconds.
 const exactDoneBelow = 100_000
 
-// Stats counts the pending events by status and the due ones at now,
-// finds the creation time of the oldest pending one, counts the DEAD
-// events and the blocked keys, each from the indexes that hold those rows.
+// Stats counts the pending events by status, the due ones at now and the
+// claimed ones, finds the creation time of the oldest pending one and the
+// pending backlog per event type, counts the DEAD events and the blocked
+// keys, each from the indexes that hold those rows.
 // On a table of exactDoneBelow rows or more, the DONE figure is the
 // dialect's estimate of the table's size less the other statuses
 // (Stats.DoneEstimated); it never reads the DONE rows.
@@ -780,14 +789,34 @@ func (s *Store) Stats(ctx context.Context, now time.Time) (outbox.Stats, error) 
 		return st, fmt.Errorf("sqlstore: stats of %s: %w", s.table, s.explain(err))
 	}
 	var others int64
+	var types map[string]*outbox.TypeBacklog // read with the pending rows (no statsTypes)
+	if s.q.statsTypes == "" {
+		types = map[string]*outbox.TypeBacklog{}
+	}
 	err := s.eachRow(ctx, s.q.statsPending, []any{s.t(now)}, func(rows Rows) error {
 		var status, n, due int64
+		var typ string
 		oldest := timeCol{d: s.d}
-		if err := rows.Scan(&status, &n, &due, &oldest); err != nil {
+		dest := []any{&status, &n, &due, &oldest}
+		if types != nil {
+			dest = []any{&status, &typ, &n, &due, &oldest}
+		}
+		if err := rows.Scan(dest...); err != nil {
 			return err
 		}
 		if oldest.err != nil {
 			return oldest.err
+		}
+		if types != nil {
+			tb := types[typ]
+			if tb == nil {
+				tb = &outbox.TypeBacklog{Type: typ}
+				types[typ] = tb
+			}
+			tb.Pending += n
+			if tb.Oldest.IsZero() || oldest.t.Before(tb.Oldest) {
+				tb.Oldest = oldest.t
+			}
 		}
 		st.ByStatus[outbox.Status(status)] += n
 		st.Due += due
@@ -842,7 +871,44 @@ func (s *Store) Stats(ctx context.Context, now time.Time) (outbox.Stats, error) 
 		return st, fmt.Errorf("sqlstore: stats of %s: %w", s.table, blocked.err)
 	}
 	st.OldestBlocked = blocked.t
+	if st.Claimed, err = s.queryInt(ctx, s.q.statsClaimed); err != nil {
+		return fail(fmt.Errorf("claimed events: %w", err))
+	}
+	if types != nil {
+		backlogs := make([]outbox.TypeBacklog, 0, len(types))
+		for _, tb := range types {
+			backlogs = append(backlogs, *tb)
+		}
+		st.SetTypes(backlogs)
+	} else if err := s.statsTypes(ctx, &st); err != nil {
+		return fail(fmt.Errorf("pending events per type: %w", err))
+	}
 	return st, nil
+}
+
+// statsTypes fills st.Types and st.TypesTruncated with the statement that
+// reads them apart (statsTypes): the pending backlog per event type, most
+// pending first (then by type), at most outbox.MaxStatsTypes of them.
+func (s *Store) statsTypes(ctx context.Context, st *outbox.Stats) error {
+	var types []outbox.TypeBacklog
+	err := s.eachRow(ctx, s.q.statsTypes, []any{outbox.MaxStatsTypes + 1}, func(rows Rows) error {
+		var tb outbox.TypeBacklog
+		oldest := timeCol{d: s.d}
+		if err := rows.Scan(&tb.Type, &tb.Pending, &oldest); err != nil {
+			return err
+		}
+		if oldest.err != nil {
+			return oldest.err
+		}
+		tb.Oldest = oldest.t
+		types = append(types, tb)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	st.SetTypes(types)
+	return nil
 }
 
 // Purge deletes at most req.Limit events in req.Status (DONE or DEAD), of
@@ -900,7 +966,12 @@ func (s *Store) appendStrings(ctx context.Context, out []string, query string, a
 
 // eachRow runs query and calls fn for each row it returns.
 func (s *Store) eachRow(ctx context.Context, query string, args []any, fn func(rows Rows) error) error {
-	rows, err := s.db.Query(ctx, query, args...)
+	return s.eachRowOn(ctx, s.db, query, args, fn)
+}
+
+// eachRowOn is eachRow on c.
+func (s *Store) eachRowOn(ctx context.Context, c Conn, query string, args []any, fn func(rows Rows) error) error {
+	rows, err := c.Query(ctx, query, args...)
 	if err != nil {
 		return err
 	}
