@@ -34,7 +34,7 @@ type gate struct {
 	// wake asks the poller to poll soon (claims.wakePoller).
 	wake func()
 
-	mu       sync.Mutex
+	mu       sync.RWMutex
 	pauses   []Pause
 	paused   map[string]bool // by scope (PauseAll included)
 	nodes    []Node
@@ -236,12 +236,20 @@ func (g *gate) wait(maxWait time.Duration) time.Duration {
 	return w
 }
 
-// hot reports whether a write of events may take the hot path: none of
-// them is paused, held back by a breaker, or of a limited route (those
-// are left to the claims that keep the limits).
+// hot reports whether a write of events may take the hot path: every one
+// is routed by this Client (unless it claims every type), and none is
+// paused, held back by a breaker, or of a limited route (those are left
+// to the claims that keep the limits).
 func (g *gate) hot(events []Envelope) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
+	if !g.claimAll && g.reg != nil {
+		for _, e := range events {
+			if g.reg.listenerFor(e.AggregateType(), e.Type()) == nil {
+				return false // another service's: left to its pollers
+			}
+		}
+	}
+	g.mu.RLock()
+	defer g.mu.RUnlock()
 	if g.paused[PauseAll] {
 		return false
 	}
@@ -259,8 +267,8 @@ func (g *gate) hot(events []Envelope) bool {
 // probe. One that may not is given back unstarted.
 func (g *gate) admits(e Envelope) bool {
 	t := e.Type()
-	g.mu.Lock()
-	defer g.mu.Unlock()
+	g.mu.RLock()
+	defer g.mu.RUnlock()
 	if g.paused[PauseAll] || g.paused[t] {
 		return false
 	}
