@@ -55,6 +55,11 @@ func RunEndToEndSuite(t *testing.T, newFixture func(t *testing.T) Fixture) {
 		{"OrderedDeadEventBlocksItsKeyUntilSkippedOrReplayed", e2eOrderedDeadBlocks},
 		{"OrderedHotPathTakesFreeKeysOnly", e2eOrderedHotPath},
 		{"OrderedDelayedEventHoldsItsKey", e2eOrderedDelayed},
+		{"TwoServicesWithDifferentRoutesShareATable", e2eTwoServices},
+		{"OutageWithCircuitBreakerEndsWithNoDead", e2eOutage},
+		{"RateLimitSharedAcrossThreeNodes", e2eRateAcrossNodes},
+		{"ConcurrencyLimitSharedAcrossThreeNodes", e2eConcurrencyAcrossNodes},
+		{"PauseObeyedByThreeOrderedNodes", e2ePauseAcrossNodes},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.fn(t, newFixture(t))
