@@ -77,6 +77,10 @@ func RunStoreSuite(t *testing.T, newFixture func(t *testing.T) Fixture) {
 		{"OrderedBlockedKeyTakenByDeadSkips", storeBlockedKeyDeadSkips},
 		{"OrderedBlockedKeysCostNothing", storeBlockedKeysCostNothing},
 		{"OrderedParkedKeySwept", storeParkedKeySwept},
+		{"ClaimTypes", storeClaimTypes},
+		{"ClaimHostileTypes", storeClaimHostileTypes},
+		{"OrderedClaimTypes", storeOrderedClaimTypes},
+		{"StatsTypes", storeStatsTypes},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
