@@ -33,8 +33,8 @@ func needControls(t *testing.T, f Fixture) {
 	}
 }
 
-// typed returns an event of type et with payload n.
-func typed(t testing.TB, et outbox.EventType, n int, opts ...outbox.EnvelopeOption) outbox.Envelope {
+// numbered returns an event of type et with payload n.
+func numbered(t testing.TB, et outbox.EventType, n int, opts ...outbox.EnvelopeOption) outbox.Envelope {
 	t.Helper()
 	e, err := outbox.NewEnvelope(et, append([]outbox.EnvelopeOption{outbox.WithJSON([]byte(`{"n":` + strconv.Itoa(n) + `}`))}, opts...)...)
 	if err != nil {
@@ -82,7 +82,7 @@ func e2eTwoServices(t *testing.T, f Fixture) {
 	start(t, b)
 	const n = 60
 	ids := writeMany(t, f, w, 3*n, func(i int) outbox.Envelope {
-		return typed(t, []outbox.EventType{evtPing, evtPong, evtNobody}[i%3], i)
+		return numbered(t, []outbox.EventType{evtPing, evtPong, evtNobody}[i%3], i)
 	})
 	Eventually(t, 60*time.Second, "pings and pongs DONE", func() bool { return count(t, f, outbox.StatusDone) == 2*n })
 	time.Sleep(100 * time.Millisecond) // several polls of both
@@ -144,7 +144,7 @@ func e2eOutage(t *testing.T, f Fixture) {
 	}))
 	start(t, c)
 	w := writerOnly(t, f, clock)
-	ids := writeMany(t, f, w, events, func(i int) outbox.Envelope { return typed(t, evtPing, i) })
+	ids := writeMany(t, f, w, events, func(i int) outbox.Envelope { return numbered(t, evtPing, i) })
 	Eventually(t, 30*time.Second, "the breaker to open", func() bool { return routeOf(c, evtPing.Name()).Breaker == outbox.BreakerOpen })
 	Eventually(t, 30*time.Second, "every claim given back", func() bool {
 		n, err := f.Store.Count(context.Background(), outbox.Query{Statuses: []outbox.Status{outbox.StatusNew, outbox.StatusRetry}})
@@ -229,7 +229,7 @@ func e2eRateAcrossNodes(t *testing.T, f Fixture) {
 	}
 	waitNodes(t, clients, nodes)
 	w := writerOnly(t, f, nil)
-	writeMany(t, f, w, events, func(i int) outbox.Envelope { return typed(t, evtPing, i) })
+	writeMany(t, f, w, events, func(i int) outbox.Envelope { return numbered(t, evtPing, i) })
 	Eventually(t, 120*time.Second, "every event DONE", func() bool { return count(t, f, outbox.StatusDone) == events })
 	mu.Lock()
 	defer mu.Unlock()
@@ -274,7 +274,7 @@ func e2eConcurrencyAcrossNodes(t *testing.T, f Fixture) {
 	}
 	waitNodes(t, clients, nodes)
 	w := writerOnly(t, f, nil)
-	writeMany(t, f, w, events, func(i int) outbox.Envelope { return typed(t, evtPing, i) })
+	writeMany(t, f, w, events, func(i int) outbox.Envelope { return numbered(t, evtPing, i) })
 	Eventually(t, 120*time.Second, "every event DONE", func() bool { return count(t, f, outbox.StatusDone) == events })
 	t.Logf("concurrency: nodes=%d workers=4 each limit=%d events=%d most-at-once=%d", nodes, limit, events, most.Load())
 	if m := most.Load(); m > limit {
@@ -324,7 +324,7 @@ func e2ePauseAcrossNodes(t *testing.T, f Fixture) {
 	}
 	w := startNode(t, f, nil, outbox.Config{Mode: outbox.ModeWriterOnly, Ordered: true})
 	writeMany(t, f, w, keys*perKey, func(i int) outbox.Envelope {
-		return typed(t, evtPing, i, outbox.WithAggregate(outbox.AggregateName("Agg"), "k"+strconv.Itoa(i%keys)))
+		return numbered(t, evtPing, i, outbox.WithAggregate(outbox.AggregateName("Agg"), "k"+strconv.Itoa(i%keys)))
 	})
 	total := keys * perKey
 	Eventually(t, 60*time.Second, "a quarter delivered", func() bool { return count(t, f, outbox.StatusDone) >= int64(total/4) })
