@@ -154,8 +154,10 @@ type Config struct {
 	// attempt, so that another program sharing the table — or a later
 	// version of this one — can deliver it (default DefaultUnroutedRetry).
 	// The first event of each type a Client cannot route is logged as a
-	// warning. A negative value sends such events to DEAD at once instead,
-	// for a table that this Client alone delivers from.
+	// warning. A Client meets such events only if it claims every type
+	// (ClaimAll, or a negative UnroutedRetry). A negative value sends them
+	// to DEAD at once instead, and claims every type, for a table that
+	// this Client alone delivers from.
 	UnroutedRetry time.Duration
 	// ClaimAll claims events of every type, as a Client did before it
 	// claimed only the types it routes (default false): an event no route
@@ -163,7 +165,8 @@ type Config struct {
 	// claims it. Without it, a Client claims only the event types it
 	// routes (every type with a catch-all HandleAll), so that services
 	// with different routes share a table, and an event nobody routes
-	// stays pending, visible in Client.Stats as Unrouted.
+	// stays pending, visible in Client.Stats as Unrouted. A negative
+	// UnroutedRetry (DEAD at once) claims every type too.
 	ClaimAll bool
 	// ControlInterval spaces this Client's reads of the stored pauses
 	// (default 1s): another instance's Pause is obeyed within about that

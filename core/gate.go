@@ -72,7 +72,7 @@ type limiter struct {
 
 func newGate(cfg Config, reg *Registry) *gate {
 	g := &gate{
-		reg: reg, claimAll: cfg.ClaimAll, owner: cfg.Owner, mode: cfg.Mode.String(), clock: cfg.Clock,
+		reg: reg, claimAll: cfg.ClaimAll || cfg.UnroutedRetry < 0, owner: cfg.Owner, mode: cfg.Mode.String(), clock: cfg.Clock,
 		log: cfg.Logger.With("outbox_owner", cfg.Owner), metrics: cfg.Metrics,
 		breakerFailures: cfg.BreakerFailures, breakerInterval: cfg.BreakerInterval,
 		policies: cfg.Routes, paused: map[string]bool{}, breakers: map[string]*breaker{},
