@@ -33,6 +33,9 @@ type gate struct {
 	policies        map[string]RoutePolicy
 	// wake asks the poller to poll soon (claims.wakePoller).
 	wake func()
+	// hotProbes: this Client has no poller (ModeHotPathOnly), so a
+	// half-open breaker probes with an event of the hot path.
+	hotProbes bool
 
 	mu       sync.RWMutex
 	pauses   []Pause
@@ -76,7 +79,7 @@ func newGate(cfg Config, reg *Registry) *gate {
 		log: cfg.Logger.With("outbox_owner", cfg.Owner), metrics: cfg.Metrics,
 		breakerFailures: cfg.BreakerFailures, breakerInterval: cfg.BreakerInterval,
 		policies: cfg.Routes, paused: map[string]bool{}, breakers: map[string]*breaker{},
-		limits: map[string]*limiter{}, inFlight: map[string]int{},
+		limits: map[string]*limiter{}, inFlight: map[string]int{}, hotProbes: cfg.Mode == ModeHotPathOnly,
 	}
 	g.mu.Lock()
 	g.shareLimits()
@@ -249,14 +252,53 @@ func (g *gate) hot(events []Envelope) bool {
 		}
 	}
 	g.mu.RLock()
-	defer g.mu.RUnlock()
-	if g.paused[PauseAll] {
-		return false
+	hot, probe := g.hotLocked(events)
+	g.mu.RUnlock()
+	if probe {
+		return g.hotProbe(events)
 	}
+	return hot
+}
+
+// hotLocked is hot under g.mu's read lock; probe reports that the write
+// is held back by breakers only, which may probe with it (hotProbes).
+func (g *gate) hotLocked(events []Envelope) (hot, probe bool) {
+	if g.paused[PauseAll] {
+		return false, false
+	}
+	hot = true
 	for _, e := range events {
 		t := e.Type()
-		if _, limited := g.limits[t]; limited || g.paused[t] || g.open(t) {
+		if _, limited := g.limits[t]; limited || g.paused[t] {
+			return false, false
+		}
+		if g.open(t) {
+			hot, probe = false, g.hotProbes
+		}
+	}
+	return hot, probe
+}
+
+// hotProbe reports whether a write held back by breakers may take the
+// hot path as their probe, in a Client without a poller: every open
+// breaker it meets is due for a probe (half-open, none in flight). The
+// first of its events that a worker reaches is the probe (see admits).
+func (g *gate) hotProbe(events []Envelope) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	now := utcNow(g.clock)
+	for _, e := range events {
+		b := g.breakers[e.Type()]
+		if b == nil || b.state == BreakerClosed {
+			continue
+		}
+		if b.probe != "" || b.state == BreakerOpen && now.Sub(b.openedAt) < g.breakerInterval {
 			return false
+		}
+	}
+	for _, e := range events {
+		if b := g.breakers[e.Type()]; b != nil && b.state == BreakerOpen {
+			g.transition(e.Type(), b, BreakerHalfOpen, nil)
 		}
 	}
 	return true
@@ -268,12 +310,26 @@ func (g *gate) hot(events []Envelope) bool {
 func (g *gate) admits(e Envelope) bool {
 	t := e.Type()
 	g.mu.RLock()
-	defer g.mu.RUnlock()
 	if g.paused[PauseAll] || g.paused[t] {
+		g.mu.RUnlock()
 		return false
 	}
 	b := g.breakers[t]
-	return b == nil || b.state == BreakerClosed || b.probe == e.ID()
+	if b == nil || b.state == BreakerClosed || b.probe == e.ID() {
+		g.mu.RUnlock()
+		return true
+	}
+	g.mu.RUnlock()
+	if !g.hotProbes {
+		return false
+	}
+	g.mu.Lock() // a hot probe: the first event of a half-open route
+	defer g.mu.Unlock()
+	if b.state == BreakerHalfOpen && b.probe == "" {
+		b.probe = e.ID()
+		return true
+	}
+	return false
 }
 
 // held and ended count the held events of the limited routes: held

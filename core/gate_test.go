@@ -431,3 +431,109 @@ func TestRouteRateLimitTakesTokens(t *testing.T) {
 		t.Fatal("a limited event took the hot path")
 	}
 }
+
+// Without a poller (ModeHotPathOnly), an open breaker probes with an
+// event of the hot path once its interval has passed.
+func TestBreakerProbesThroughTheHotPathWithoutAPoller(t *testing.T) {
+	g := newGateClient(t, newMemStore(), func(c *Config) {
+		c.Mode, c.BreakerFailures, c.BreakerInterval = ModeHotPathOnly, 2, time.Minute
+	})
+	l := newCounter()
+	l.fail.Store(true)
+	if err := g.Handle(EventName("A"), l.handle); err != nil {
+		t.Fatal(err)
+	}
+	g.start(t)
+	g.write(t, evt("A"))
+	g.write(t, evt("A"))
+	waitFor(t, "the breaker to open", func() bool { return routeState(g, "A").Breaker == BreakerOpen })
+	held := g.write(t, evt("A"))[0]
+	if r := g.st.get(held); r.LockedBy != "" {
+		t.Fatalf("an event of an open route took the hot path: %+v", r)
+	}
+	l.fail.Store(false)
+	g.clk.Advance(time.Minute)
+	probe := g.write(t, evt("A"))[0]
+	waitFor(t, "the hot probe delivered", func() bool { return g.st.get(probe).Status == StatusDone })
+	waitFor(t, "the breaker closed", func() bool { return routeState(g, "A").Breaker == BreakerClosed })
+	if r := g.st.get(held); r.Status != StatusNew || r.Attempts != 0 {
+		t.Fatalf("the held event = %+v; want NEW for a poller, no attempt used", r)
+	}
+}
+
+// Health reports the poller's last claim and the last database error,
+// the live nodes (this Client's own heartbeat), and Close leaves.
+func TestHealthReportsPollsErrorsAndNodes(t *testing.T) {
+	st := newMemStore()
+	g := newGateClient(t, st, func(c *Config) { c.MaxPollBackoff = 10 * time.Millisecond })
+	if err := g.Handle(EventName("A"), newCounter().handle); err != nil {
+		t.Fatal(err)
+	}
+	g.start(t)
+	waitFor(t, "a poll", func() bool { h, _ := g.Health(context.Background()); return !h.LastPoll.IsZero() })
+	h, err := g.Health(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !h.Started || h.Nodes != 1 || h.LastError != "" || h.Mode != "full" {
+		t.Fatalf("Health = %+v; want started, one node, no error", h)
+	}
+	nodes, _ := st.Nodes(context.Background(), time.Time{})
+	if len(nodes) != 1 || nodes[0].Owner != g.Owner() || !slices.Equal(nodes[0].Types, []string{"A"}) {
+		t.Fatalf("nodes %+v; want this Client, routing A", nodes)
+	}
+	st.setFail("Claim", errors.New("connection refused"))
+	waitFor(t, "the error in Health", func() bool {
+		h, _ := g.Health(context.Background())
+		return h.LastError != "" && !h.LastErrorAt.IsZero()
+	})
+	st.setFail("Claim", nil)
+	waitFor(t, "the error cleared by a good poll", func() bool { h, _ := g.Health(context.Background()); return h.LastError == "" })
+	if err := g.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if nodes, _ := st.Nodes(context.Background(), time.Time{}); len(nodes) != 0 {
+		t.Fatalf("nodes %+v after Close; want none", nodes)
+	}
+}
+
+// The delivery's duration is reported with its result, and the backlog
+// sample carries the retrying and in-flight gauges.
+func TestDeliveryDurationResultAndBacklogGauges(t *testing.T) {
+	m := &resultMetrics{results: map[string]int{}}
+	g := newGateClient(t, newMemStore(), func(c *Config) { c.Metrics = m })
+	if err := g.Handle(EventName("A"), func(_ context.Context, e Envelope) error {
+		if string(e.Payload()) == `{"fail":true}` {
+			return errors.New("no")
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	g.start(t)
+	g.write(t, evt("A"))
+	g.write(t, MustEnvelope(EventName("A"), WithJSON([]byte(`{"fail":true}`))))
+	waitFor(t, "a done and a retry", func() bool { return m.get("done") >= 1 && m.get("retry") >= 1 })
+	b := backlogOf(Stats{ByStatus: map[Status]int64{StatusNew: 2, StatusRetry: 3}, Claimed: 4}, time.Now())
+	if b.Retrying != 3 || b.InFlight != 4 || b.Pending != 5 {
+		t.Fatalf("backlog %+v; want 3 retrying, 4 in flight of 5 pending", b)
+	}
+}
+
+type resultMetrics struct {
+	NopMetrics
+	mu      sync.Mutex
+	results map[string]int
+}
+
+func (m *resultMetrics) DeliveryDuration(_ EventLabels, result string, _ time.Duration) {
+	m.mu.Lock()
+	m.results[result]++
+	m.mu.Unlock()
+}
+
+func (m *resultMetrics) get(r string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.results[r]
+}
