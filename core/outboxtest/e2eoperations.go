@@ -222,7 +222,7 @@ func e2eRateAcrossNodes(t *testing.T, f Fixture) {
 		return nil
 	})
 	cfg := outbox.Config{Lease: 3 * time.Second, PollInterval: 50 * time.Millisecond,
-		Routes: map[string]outbox.RoutePolicy{evtPing.Name(): {Rate: rate, Burst: 6}}}
+		Routes: map[string]outbox.RoutePolicy{evtPing.Name(): {Rate: rate, Burst: 15}}}
 	var clients []*outbox.Client
 	for range nodes {
 		clients = append(clients, startNode(t, f, listener, cfg))
