@@ -79,6 +79,7 @@ func RunStoreSuite(t *testing.T, newFixture func(t *testing.T) Fixture) {
 		{"OrderedParkedKeySwept", storeParkedKeySwept},
 		{"ClaimTypes", storeClaimTypes},
 		{"ClaimHostileTypes", storeClaimHostileTypes},
+		{"ClaimTypesExclusiveUnderConcurrency", storeClaimTypesConcurrent},
 		{"OrderedClaimTypes", storeOrderedClaimTypes},
 		{"StatsTypes", storeStatsTypes},
 	} {

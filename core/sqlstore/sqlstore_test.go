@@ -59,8 +59,8 @@ func TestSchemaUsesTheTableName(t *testing.T) {
 		t.Fatal(err)
 	}
 	stmts := s.Schema()
-	if len(stmts) != 10 {
-		t.Fatalf("%d statements, want table, drop of the old claim index, 8 indexes:\n%s", len(stmts), strings.Join(stmts, "\n---\n"))
+	if len(stmts) != 11 {
+		t.Fatalf("%d statements, want table, drop of the old claim index, 9 indexes:\n%s", len(stmts), strings.Join(stmts, "\n---\n"))
 	}
 	if !strings.HasPrefix(stmts[0], "CREATE TABLE IF NOT EXISTS app.my_outbox (") {
 		t.Errorf("table statement: %s", stmts[0])
@@ -252,13 +252,13 @@ func TestIdentifierLimits(t *testing.T) {
 		ok      bool
 		indexes []string
 	}{
-		{PostgreSQL, strings.Repeat("p", 53), true, []string{strings.Repeat("p", 53) + "_due_idx", strings.Repeat("p", 53) + "_type_idx", strings.Repeat("p", 53) + "_lease_idx", strings.Repeat("p", 53) + "_purge_idx",
+		{PostgreSQL, strings.Repeat("p", 53), true, []string{strings.Repeat("p", 53) + "_due_idx", strings.Repeat("p", 53) + "_lease_idx", strings.Repeat("p", 53) + "_type_idx", strings.Repeat("p", 53) + "_purge_idx",
 			strings.Repeat("p", 53) + "_owed_idx", strings.Repeat("p", 53) + "_order_idx", strings.Repeat("p", 53) + "_walk_idx", strings.Repeat("p", 53) + "_park_idx", strings.Repeat("p", 53) + "_tnt_idx"}},
 		{PostgreSQL, strings.Repeat("p", 54), false, nil},
 		{PostgreSQL, "app." + strings.Repeat("p", 53), true, nil},
 		{PostgreSQL, strings.Repeat("s", 64) + ".t", false, nil},
 		{MySQL, strings.Repeat("m", 64), true, []string{"outbox_seq_idx", "outbox_due_idx", "outbox_type_idx", "outbox_lease_idx", "outbox_purge_idx", "outbox_order_idx", "outbox_walk_idx", "outbox_park_idx", "outbox_tnt_idx"}},
-		{SQLite, strings.Repeat("q", 64), true, []string{strings.Repeat("q", 64) + "_due_idx", strings.Repeat("q", 64) + "_type_idx", strings.Repeat("q", 64) + "_lease_idx", strings.Repeat("q", 64) + "_purge_idx",
+		{SQLite, strings.Repeat("q", 64), true, []string{strings.Repeat("q", 64) + "_due_idx", strings.Repeat("q", 64) + "_lease_idx", strings.Repeat("q", 64) + "_type_idx", strings.Repeat("q", 64) + "_purge_idx",
 			strings.Repeat("q", 64) + "_owed_idx", strings.Repeat("q", 64) + "_order_idx", strings.Repeat("q", 64) + "_walk_idx", strings.Repeat("q", 64) + "_park_idx", strings.Repeat("q", 64) + "_tnt_idx"}},
 	} {
 		s, err := New(noDB{}, WithDialect(tc.d), WithTable(tc.table))
