@@ -630,23 +630,6 @@ func (g *gate) health(h *Health) {
 	}
 }
 
-// liveRoutes reports whether t is routed by a live node, or, without
-// nodes, by this Client.
-func (g *gate) liveRoutes(t string, mine []string, claimsAll bool) bool {
-	g.mu.Lock()
-	nodes := g.nodes
-	g.mu.Unlock()
-	if claimsAll || slices.Contains(mine, t) {
-		return true
-	}
-	for _, n := range nodes {
-		if n.Types == nil || slices.Contains(n.Types, t) {
-			return true
-		}
-	}
-	return false
-}
-
 // routedTypes returns the event types r routes, sorted, or nil when it
 // has a catch-all route (HandleAll): those a Client claims.
 func (r *Registry) routedTypes() []string {

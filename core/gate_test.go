@@ -405,6 +405,13 @@ func TestRouteLimitsAreSharedAmongLiveNodes(t *testing.T) {
 		if _, skip, _ := g.request(); !slices.Contains(skip, "A") {
 			t.Errorf("%s: the main claim does not leave the limited A out: %v", tc.owner, skip)
 		}
+		// The others' nodes age out (they died): this one takes the whole.
+		g.setNodes([]Node{{Owner: tc.owner}})
+		h = Health{}
+		g.health(&h)
+		if r := h.Routes[0]; r.Rate != 30 || r.Concurrency != 2 {
+			t.Errorf("%s alone again: rate %v, concurrency %d; want the whole limits", tc.owner, r.Rate, r.Concurrency)
+		}
 	}
 }
 
