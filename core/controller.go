@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync/atomic"
 	"time"
 )
 
@@ -26,6 +27,8 @@ type controller struct {
 	clock    Clock
 	log      *slog.Logger
 	bg       background
+	// joined: start reported this node, which close removes.
+	joined atomic.Bool
 }
 
 func newController(cfg Config, g *gate) *controller {
@@ -45,6 +48,7 @@ func (c *controller) start(ctx context.Context) error {
 		return nil
 	}
 	c.refresh(ctx)
+	c.joined.Store(true)
 	c.beat(ctx)
 	return c.bg.start(ctx, "control refresh", func(ctx context.Context) {
 		pauses := time.NewTicker(c.interval)
@@ -113,6 +117,9 @@ func (c *controller) close(ctx context.Context) error {
 		return nil
 	}
 	err := c.bg.close(ctx, "control refresh")
+	if !c.joined.Swap(false) {
+		return err
+	}
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeoutOnStop)
 	defer cancel()
 	if lerr := c.ctl.Leave(lctx, c.gate.owner); lerr != nil {
