@@ -29,6 +29,10 @@ type controller struct {
 	bg       background
 	// joined: start reported this node, which close removes.
 	joined atomic.Bool
+	// failing: the last refresh failed and was logged as a warning; the
+	// next failures are logged at debug level until one succeeds (control
+	// tables not migrated yet would warn every ControlInterval).
+	failing atomic.Bool
 }
 
 func newController(cfg Config, g *gate) *controller {
@@ -80,6 +84,7 @@ func (c *controller) refresh(ctx context.Context) {
 		c.failed(ctx, "read the stored pauses", err)
 		return
 	}
+	c.recovered()
 	if c.gate.setPauses(ps) && c.gate.wake != nil {
 		c.gate.wake() // a resumed route has events waiting
 	}
@@ -99,15 +104,28 @@ func (c *controller) beat(ctx context.Context) {
 		c.failed(ctx, "read the live nodes", err)
 		return
 	}
+	c.recovered()
 	c.gate.setNodes(ns)
+}
+
+// recovered notes a refresh that succeeded after failures.
+func (c *controller) recovered() {
+	c.gate.controlled()
+	if c.failing.Swap(false) {
+		c.log.Info("outbox: control refresh works again")
+	}
 }
 
 func (c *controller) failed(ctx context.Context, what string, err error) {
 	if ctx.Err() != nil && context.Cause(ctx) == context.Canceled {
 		return // cut off by Close
 	}
-	c.gate.failed(fmt.Errorf("%s: %w", what, err), utcNow(c.clock))
-	c.log.Warn("outbox: control refresh failed: could not "+what, "error", err)
+	c.gate.controlFailed(fmt.Errorf("%s: %w", what, err), utcNow(c.clock))
+	if c.failing.Swap(true) {
+		c.log.Debug("outbox: control refresh failed again: could not "+what, "error", err)
+		return
+	}
+	c.log.Warn("outbox: control refresh failed: could not "+what+" (logged again once it has worked; pauses and limits keep their last state)", "error", err)
 }
 
 // close stops the refresh and forgets this node in the table, so that the

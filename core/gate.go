@@ -52,8 +52,11 @@ type gate struct {
 	// limited type.
 	inFlight map[string]int
 
-	lastPoll, lastErrAt time.Time
-	lastErr             string
+	lastPoll time.Time
+	// The last errors of the poller and of the control refresh, each
+	// cleared when its part succeeds again.
+	pollErr, ctlErr     string
+	pollErrAt, ctlErrAt time.Time
 }
 
 // breaker is the circuit breaker of one route (event type).
@@ -584,18 +587,30 @@ func (l *limiter) giveBack(n int) {
 	}
 }
 
-// polled and failed record the poller's and the control refresh's last
-// success and error (Health).
+// polled and pollFailed record the poller's last success and error,
+// controlled and controlFailed the control refresh's (Health).
 func (g *gate) polled(now time.Time) {
 	g.mu.Lock()
 	g.lastPoll = now
-	g.lastErr, g.lastErrAt = "", time.Time{}
+	g.pollErr, g.pollErrAt = "", time.Time{}
 	g.mu.Unlock()
 }
 
-func (g *gate) failed(err error, now time.Time) {
+func (g *gate) pollFailed(err error, now time.Time) {
 	g.mu.Lock()
-	g.lastErr, g.lastErrAt = storableText(err.Error(), MaxReasonLen), now
+	g.pollErr, g.pollErrAt = storableText(err.Error(), MaxReasonLen), now
+	g.mu.Unlock()
+}
+
+func (g *gate) controlled() {
+	g.mu.Lock()
+	g.ctlErr, g.ctlErrAt = "", time.Time{}
+	g.mu.Unlock()
+}
+
+func (g *gate) controlFailed(err error, now time.Time) {
+	g.mu.Lock()
+	g.ctlErr, g.ctlErrAt = storableText(err.Error(), MaxReasonLen), now
 	g.mu.Unlock()
 }
 
@@ -603,7 +618,10 @@ func (g *gate) failed(err error, now time.Time) {
 func (g *gate) health(h *Health) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	h.LastPoll, h.LastError, h.LastErrorAt = g.lastPoll, g.lastErr, g.lastErrAt
+	h.LastPoll, h.LastError, h.LastErrorAt = g.lastPoll, g.pollErr, g.pollErrAt
+	if g.ctlErr != "" && g.ctlErrAt.After(h.LastErrorAt) {
+		h.LastError, h.LastErrorAt = g.ctlErr, g.ctlErrAt
+	}
 	h.Paused = slices.Clone(g.pauses)
 	h.Nodes = len(g.nodes)
 	types := map[string]bool{}

@@ -17,12 +17,13 @@ type gateClient struct {
 	*Client
 	st  *memStore
 	clk *stepClock
+	log *syncBuffer
 }
 
 func newGateClient(t *testing.T, st *memStore, mut func(*Config)) *gateClient {
 	t.Helper()
-	logger, _ := bufferLogger()
-	g := &gateClient{st: st, clk: newStepClock()}
+	logger, buf := bufferLogger()
+	g := &gateClient{st: st, clk: newStepClock(), log: buf}
 	cfg := Config{
 		Store: st, TxContext: fakeTxContext{}, Workers: 1, PollInterval: 2 * time.Millisecond, ControlInterval: 10 * time.Millisecond,
 		RetryPolicy: RetryPolicyFunc(func(int) time.Duration { return time.Millisecond }),
@@ -567,4 +568,25 @@ func TestValidateRoutes(t *testing.T) {
 			t.Errorf("%v: %v; want an ErrInvalidConfig saying %q", tc.routes, err, tc.want)
 		}
 	}
+}
+
+// A control refresh that keeps failing (control tables not migrated, say)
+// warns once, shows in Health, and pauses keep their last state.
+func TestControlRefreshFailureWarnsOnce(t *testing.T) {
+	st := newMemStore()
+	g := newGateClient(t, st, nil)
+	if err := g.Handle(EventName("A"), newCounter().handle); err != nil {
+		t.Fatal(err)
+	}
+	g.start(t)
+	st.setFail("Pauses", errors.New("no such table: outbox_pauses"))
+	waitFor(t, "several failed refreshes", func() bool { return st.callCount("Pauses") >= 5 })
+	if n := strings.Count(g.log.String(), "level=WARN msg=\"outbox: control refresh failed"); n != 1 {
+		t.Fatalf("%d warnings for a refresh that keeps failing; want 1\n%s", n, g.log.String())
+	}
+	if h, _ := g.Health(context.Background()); !strings.Contains(h.LastError, "no such table") {
+		t.Fatalf("Health.LastError = %q", h.LastError)
+	}
+	st.setFail("Pauses", nil)
+	waitFor(t, "the refresh to work again", func() bool { return strings.Contains(g.log.String(), "control refresh works again") })
 }

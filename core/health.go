@@ -19,8 +19,8 @@ type Health struct {
 	LastPoll    time.Time
 	LastPollAge time.Duration
 	// LastError is the last database error of the poller or of the
-	// control refresh, and LastErrorAt when it happened; both zero once a
-	// later poll succeeds.
+	// control refresh (the later of the two), and LastErrorAt when it
+	// happened; an error is forgotten once its part succeeds again.
 	LastError   string
 	LastErrorAt time.Time
 	// OldestPendingAge is the age of the oldest NEW or RETRY event, Dead

@@ -136,7 +136,7 @@ func (p *poller) loop(ctx context.Context) {
 		case err != nil:
 			backoff = min(max(2*backoff, time.Second), p.cfg.MaxPollBackoff)
 			wait = backoff
-			p.claims.gate.failed(err, utcNow(p.cfg.Clock))
+			p.claims.gate.pollFailed(err, utcNow(p.cfg.Clock))
 			p.log.Error("outbox: poll failed, backing off", "error", err, "retry_in", wait)
 		case more:
 			backoff, wait = 0, 0
