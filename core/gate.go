@@ -131,8 +131,8 @@ func (g *gate) request() (types, skip []string, ok bool) {
 	if types != nil && len(types) == 0 {
 		return nil, nil, false
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
+	g.mu.RLock()
+	defer g.mu.RUnlock()
 	if g.paused[PauseAll] {
 		return nil, nil, false
 	}
@@ -179,6 +179,9 @@ func (g *gate) sideClaims(now time.Time, room int) []sideClaim {
 	var out []sideClaim
 	for _, t := range sortedKeys(g.breakers) {
 		b := g.breakers[t]
+		if room <= 0 {
+			break
+		}
 		if g.paused[t] || b.state == BreakerClosed || b.probe != "" {
 			continue
 		}
@@ -194,7 +197,7 @@ func (g *gate) sideClaims(now time.Time, room int) []sideClaim {
 		out = append(out, sideClaim{typ: t, limit: 1, probe: true})
 		room--
 	}
-	real := time.Now()
+	at := time.Now() // the limits' rates are in real time
 	for _, t := range sortedKeys(g.limits) {
 		if room <= 0 {
 			break
@@ -208,7 +211,7 @@ func (g *gate) sideClaims(now time.Time, room int) []sideClaim {
 			n = min(n, l.concurrency-g.inFlight[t])
 		}
 		if l.rate > 0 {
-			l.refill(real)
+			l.refill(at)
 			n = min(n, int(l.tokens))
 		}
 		if n <= 0 {
