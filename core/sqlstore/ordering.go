@@ -180,7 +180,7 @@ func headState(d *dialect, t, a, key, seq string, deadSkips bool) string {
 func lateralHeads(d *dialect, t string, deadSkips, typed bool) string {
 	cond := walkCond(deadSkips)
 	state := func(a string) string { return headState(d, t, a+".", a+".ordering_key", a+".seq", deadSkips) }
-	cols, typ := func(a string) string { return "" }, ""
+	cols, typ := func(string) string { return "" }, ""
 	if typed {
 		cols, typ = func(a string) string { return ", " + a + "event_type" }, ", typ"
 	}
