@@ -274,7 +274,15 @@ type RoutePolicy struct {
 	// Concurrency is the most deliveries running at once across all
 	// instances (0: no limit).
 	Concurrency int
+	// TTL makes the events of the type that this Client writes without an
+	// expiry of their own expire TTL after they occurred (see WithTTL): a
+	// time-to-live per type, set by the writer (0: none).
+	TTL time.Duration
 }
+
+// limits reports whether p limits deliveries (a Rate or a Concurrency),
+// as opposed to setting a TTL only.
+func (p RoutePolicy) limits() bool { return p.Rate > 0 || p.Concurrency > 0 }
 
 // maxRoutes bounds Config.Routes.
 const maxRoutes = 1000
@@ -294,8 +302,10 @@ func validRoutes(rs map[string]RoutePolicy) error {
 			return configErr("Routes[%q].Burst is %d; want 0 (the default) to %d", t, p.Burst, maxQueueSize)
 		case p.Concurrency < 0 || p.Concurrency > maxWorkers:
 			return configErr("Routes[%q].Concurrency is %d; want 0 (none) to %d", t, p.Concurrency, maxWorkers)
-		case p.Rate == 0 && p.Concurrency == 0:
-			return configErr("Routes[%q] sets no limit: want a Rate or a Concurrency", t)
+		case p.TTL < 0 || p.TTL > maxKeep:
+			return configErr("Routes[%q].TTL is %s; want 0 (none) to %s", t, fmtValue(p.TTL), fmtValue(maxKeep))
+		case !p.limits() && p.TTL == 0:
+			return configErr("Routes[%q] sets nothing: want a Rate, a Concurrency or a TTL", t)
 		}
 	}
 	return nil

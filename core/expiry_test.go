@@ -136,3 +136,43 @@ func TestOrderingKeyKeptWhenUnordered(t *testing.T) {
 		t.Errorf("an event without its own key got headers %v; want none", r.Envelope.Headers())
 	}
 }
+
+// RoutePolicy.TTL is a time-to-live per type, set by the writer on the
+// events that carry no expiry of their own.
+func TestRouteTTL(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.Routes = map[string]RoutePolicy{"E": {TTL: time.Minute}} })
+	if err := h.reg.Handle(EventName("E"), func(context.Context, Envelope) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.reg.Handle(EventName("F"), func(context.Context, Envelope) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	h.start(t)
+	now := h.clk.Now()
+	own := now.Add(time.Hour)
+	ids := h.commit(t,
+		MustEnvelope(EventName("E"), WithJSON([]byte(`{}`)), WithOccurredAt(now.Add(-2*time.Minute))), // past its TTL
+		MustEnvelope(EventName("E"), WithJSON([]byte(`{}`)), WithOccurredAt(now)),
+		MustEnvelope(EventName("E"), WithJSON([]byte(`{}`)), WithOccurredAt(now.Add(-2*time.Minute)), WithExpiresAt(own)), // its own expiry wins
+		MustEnvelope(EventName("F"), WithJSON([]byte(`{}`)), WithOccurredAt(now.Add(-2*time.Minute))),                    // no TTL
+	)
+	if r := h.waitStatus(t, ids[0], StatusDead); !strings.Contains(r.LastError, ErrExpired.Error()) {
+		t.Errorf("event past its type's TTL: error %q; want ErrExpired", r.LastError)
+	}
+	r := h.waitStatus(t, ids[1], StatusDone)
+	if got := r.Envelope.ExpiresAt(); !got.Equal(now.Add(time.Minute)) {
+		t.Errorf("ExpiresAt = %v; want occurred + TTL (%v)", got, now.Add(time.Minute))
+	}
+	if r := h.waitStatus(t, ids[2], StatusDone); !r.Envelope.ExpiresAt().Equal(own) {
+		t.Errorf("an event's own expiry = %v; want %v kept", r.Envelope.ExpiresAt(), own)
+	}
+	if r := h.waitStatus(t, ids[3], StatusDone); !r.Envelope.ExpiresAt().IsZero() {
+		t.Error("a type without a TTL got an expiry")
+	}
+	for _, p := range []RoutePolicy{{TTL: -time.Second}, {TTL: 20 * 365 * 24 * time.Hour}, {}} {
+		cfg := Config{Store: h.st, TxContext: fakeTxContext{}, Routes: map[string]RoutePolicy{"E": p}}
+		if err := cfg.Validate(); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("Routes[E] = %+v: Validate = %v; want ErrInvalidConfig", p, err)
+		}
+	}
+}

@@ -86,7 +86,7 @@ func newGate(cfg Config, reg *Registry) *gate {
 		reg: reg, claimAll: cfg.ClaimAll || cfg.UnroutedRetry < 0, owner: cfg.Owner, mode: cfg.Mode.String(), clock: cfg.Clock,
 		log: cfg.Logger.With("outbox_owner", cfg.Owner), metrics: cfg.Metrics,
 		breakerFailures: cfg.BreakerFailures, breakerInterval: cfg.BreakerInterval,
-		policies: cfg.Routes, paused: map[string]bool{}, breakers: map[string]*breaker{},
+		policies: limitingRoutes(cfg.Routes), paused: map[string]bool{}, breakers: map[string]*breaker{},
 		limits: map[string]*limiter{}, inFlight: map[string]int{}, hotProbes: cfg.Mode == ModeHotPathOnly,
 	}
 	g.mu.Lock()
@@ -94,6 +94,21 @@ func newGate(cfg Config, reg *Registry) *gate {
 	g.mu.Unlock()
 	g.calm.Store(true)
 	return g
+}
+
+// limitingRoutes returns the entries of routes that limit deliveries
+// (a TTL is the writer's), nil if none does.
+func limitingRoutes(routes map[string]RoutePolicy) map[string]RoutePolicy {
+	var out map[string]RoutePolicy
+	for t, p := range routes {
+		if p.limits() {
+			if out == nil {
+				out = make(map[string]RoutePolicy)
+			}
+			out[t] = p
+		}
+	}
+	return out
 }
 
 // settle updates calm; g.mu is held.

@@ -554,7 +554,7 @@ func TestValidateRoutes(t *testing.T) {
 		want   string
 	}{
 		{map[string]RoutePolicy{"A": {Rate: 10}, "B": {Concurrency: 2}}, ""},
-		{map[string]RoutePolicy{"A": {}}, "sets no limit"},
+		{map[string]RoutePolicy{"A": {}}, "sets nothing"},
 		{map[string]RoutePolicy{"A": {Rate: -1}}, "Rate is -1"},
 		{map[string]RoutePolicy{"A": {Concurrency: -1}}, "Concurrency is -1"},
 		{map[string]RoutePolicy{"A": {Rate: 1, Burst: -1}}, "Burst is -1"},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 )
 
 // WriterHook observes and shapes what a writer writes. Embed NopHook to
@@ -50,6 +51,8 @@ type writer struct {
 	hot     *dispatcher
 	hooks   []WriterHook
 	ordered bool
+	// ttl is the time-to-live of the types with one (RoutePolicy.TTL).
+	ttl     map[string]time.Duration
 	clock   Clock
 	logger  *slog.Logger
 	metrics Metrics
@@ -74,6 +77,14 @@ func newWriter(cfg Config, c *claims, hot *dispatcher) (*writer, error) {
 	}
 	w := &writer{tx: cfg.TxContext, store: cfg.Store, hot: hot, hooks: append([]WriterHook(nil), cfg.Hooks...),
 		ordered: cfg.Ordered, clock: cfg.Clock, logger: cfg.Logger, metrics: cfg.Metrics, claims: c}
+	for t, p := range cfg.Routes {
+		if p.TTL > 0 {
+			if w.ttl == nil {
+				w.ttl = make(map[string]time.Duration)
+			}
+			w.ttl[t] = p.TTL
+		}
+	}
 	return w, nil
 }
 
@@ -129,6 +140,11 @@ func (w *writer) Write(ctx context.Context, events ...Envelope) ([]string, error
 			return nil, fmt.Errorf("%w: event id %s appears twice in one write", ErrDuplicateEvent, e.ID())
 		}
 		seen[e.ID()] = struct{}{}
+		if ttl, ok := w.ttl[e.Type()]; ok && e.ExpiresAt().IsZero() {
+			if e, err = e.WithAddedHeaders(map[string]string{HeaderExpiresAt: e.OccurredAt().Add(ttl).UTC().Format(time.RFC3339Nano)}, true); err != nil {
+				return nil, fmt.Errorf("outbox: the TTL of %s: %w", e.Type(), err)
+			}
+		}
 		marked[i] = e.inOrder(w.ordered)
 	}
 	events = marked
