@@ -218,7 +218,6 @@ func (NopMetrics) KeyBlocked() {}
 // Backlog does nothing.
 func (NopMetrics) Backlog(Backlog) {}
 
-// metricsOr returns m, or NopMetrics if m is nil.
 // DeliveryDuration does nothing.
 func (NopMetrics) DeliveryDuration(EventLabels, string, time.Duration) {}
 
@@ -228,6 +227,7 @@ func (NopMetrics) BreakerState(string, string) {}
 // Paused does nothing.
 func (NopMetrics) Paused(string, bool) {}
 
+// metricsOr returns m, or NopMetrics if m is nil.
 func metricsOr(m Metrics) Metrics {
 	if m == nil {
 		return NopMetrics{}

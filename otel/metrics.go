@@ -15,7 +15,9 @@ import (
 // the event's tenant (with MetricsOptions.TenantAttribute), the path (hot,
 // cold) of outbox.enqueued, the queue (hot, cold) of outbox.queue.depth,
 // the subscriber and its outcome (ok, failed) of outbox.subscriber.runs,
-// and the Client's MetricsOptions.DataSource.
+// the Client's MetricsOptions.DataSource, a delivery's result (done,
+// retry, dead, release) on outbox.delivery.duration, a circuit breaker's
+// state (closed, half-open, open) and a pause's scope.
 const (
 	EventTypeKey  = attribute.Key("outbox.event_type")
 	TenantKey     = attribute.Key("outbox.tenant")
@@ -24,7 +26,13 @@ const (
 	SubscriberKey = attribute.Key("outbox.subscriber")
 	OutcomeKey    = attribute.Key("outbox.outcome")
 	DataSourceKey = attribute.Key("outbox.datasource")
+	ResultKey     = attribute.Key("outbox.result")
+	StateKey      = attribute.Key("outbox.breaker.state")
+	ScopeKey      = attribute.Key("outbox.pause.scope")
 )
+
+// results are the values of ResultKey (outbox.Metrics.DeliveryDuration).
+var results = [...]string{"done", "retry", "dead", "release"}
 
 // MetricsOptions configures NewMetrics.
 type MetricsOptions struct {
@@ -49,11 +57,12 @@ type Metrics struct {
 	outbox.NopMetrics // what Metrics gains later does nothing here until it is implemented
 
 	written, enqueued, dropped, delivered, failed, dead metric.Int64Counter
-	subscriberRuns                                      metric.Int64Counter
+	expired, subscriberRuns, breakerMoves               metric.Int64Counter
 	stale, heartbeats, renewed, keyBlocked              metric.Int64Counter
 	delivery, latency, claim                            metric.Float64Histogram
 	claimSize, ackBatch                                 metric.Int64Histogram
 	queue, pending, due, deadNow, blocked               metric.Int64Gauge
+	retrying, inFlight, breaker, paused                 metric.Int64Gauge
 	oldest                                              metric.Float64Gauge
 
 	base   []attribute.KeyValue
@@ -66,7 +75,8 @@ type Metrics struct {
 
 type typeAttrs struct {
 	plain, hot, cold metric.MeasurementOption
-	kv               []attribute.KeyValue // of plain
+	results          [len(results)]metric.MeasurementOption // plain with each ResultKey
+	kv               []attribute.KeyValue                   // of plain
 }
 
 // NewMetrics creates the instruments on mp's meter for one Client; give
@@ -126,12 +136,14 @@ func NewMetrics(mp metric.MeterProvider, opts ...MetricsOptions) (*Metrics, erro
 	m.delivered = counter("outbox.delivered", "Deliveries whose listener succeeded.")
 	m.failed = counter("outbox.failed", "Deliveries that failed and will be retried.")
 	m.dead = counter("outbox.dead", "Events moved to DEAD.")
+	m.expired = counter("outbox.expired", "Events that expired before their delivery and went to DEAD undelivered (counted in outbox.dead too).")
+	m.breakerMoves = counter("outbox.breaker.transitions", "Moves of a route's circuit breaker into a state (open, half-open, closed).")
 	m.subscriberRuns = counter("outbox.subscriber.runs", "Runs of the subscribers of fan-out deliveries (Client.Subscribe), by subscriber and outcome (ok, failed).")
 	m.stale = counter("outbox.stale_updates", "Status updates that changed nothing because the claim had been taken over.")
 	m.heartbeats = counter("outbox.heartbeats", "Heartbeats that renewed claims.")
 	m.renewed = counter("outbox.renewed_claims", "Claims renewed by heartbeats.")
 	m.keyBlocked = counter("outbox.key_blocked", "Ordered events that went DEAD and now hold back their ordering key.")
-	m.delivery = seconds("outbox.delivery.duration", "Duration of one delivery: interceptors and listener.", latency[:14])
+	m.delivery = seconds("outbox.delivery.duration", "Duration of one delivery: interceptors and listener, by result (done, retry, dead, release: cut off by Close).", latency[:14])
 	m.latency = seconds("outbox.commit_to_delivery.duration", "Age of the event when its delivery starts.", latency)
 	m.claim = seconds("outbox.claim.duration", "Duration of one claim query of the poller.", latency[:13])
 	m.claimSize = size("outbox.claim.size", "Events claimed by one claim of the poller.")
@@ -141,6 +153,10 @@ func NewMetrics(mp metric.MeterProvider, opts ...MetricsOptions) (*Metrics, erro
 	m.due = gauge("outbox.due", "Pending events that are due (not waiting for a delay or a retry's backoff), at the last sample.", "{event}")
 	m.deadNow = gauge("outbox.dead.current", "DEAD events in the table, at the last sample.", "{event}")
 	m.blocked = gauge("outbox.blocked_keys", "Ordering keys held back by a DEAD event, at the last sample.", "{key}")
+	m.retrying = gauge("outbox.retrying", "RETRY events in the table (counted in outbox.pending too), at the last sample.", "{event}")
+	m.inFlight = gauge("outbox.in_flight", "Pending events claimed by some instance (queued or being delivered), at the last sample.", "{event}")
+	m.breaker = gauge("outbox.breaker", "1 for the state a route's circuit breaker is in (closed, half-open, open), 0 for the others.", "1")
+	m.paused = gauge("outbox.paused", "1 while this Client obeys a stored pause of the scope, 0 once it is removed.", "1")
 	if err == nil {
 		m.oldest, err = meter.Float64Gauge("outbox.oldest_pending.age", metric.WithDescription("Age of the oldest pending event, at the last sample."), metric.WithUnit("s"))
 	}
@@ -168,6 +184,9 @@ func (m *Metrics) attrs(l outbox.EventLabels) *typeAttrs {
 		plain: metric.WithAttributeSet(attribute.NewSet(kv...)),
 		hot:   metric.WithAttributeSet(attribute.NewSet(append(kv[:len(kv):len(kv)], PathKey.String(outbox.PathHot.String()))...)),
 		cold:  metric.WithAttributeSet(attribute.NewSet(append(kv[:len(kv):len(kv)], PathKey.String(outbox.PathCold.String()))...)),
+	}
+	for i, r := range results {
+		a.results[i] = metric.WithAttributeSet(attribute.NewSet(append(kv[:len(kv):len(kv)], ResultKey.String(r))...))
 	}
 	actual, _ := m.byType.LoadOrStore(l, a)
 	return actual.(*typeAttrs)
@@ -216,9 +235,50 @@ func (m *Metrics) Failed(l outbox.EventLabels) { m.failed.Add(bg, 1, m.attrs(l).
 // Dead adds 1 to outbox.dead.
 func (m *Metrics) Dead(l outbox.EventLabels) { m.dead.Add(bg, 1, m.attrs(l).plain) }
 
-// ListenerDuration records outbox.delivery.duration.
-func (m *Metrics) ListenerDuration(l outbox.EventLabels, d time.Duration) {
-	m.delivery.Record(bg, d.Seconds(), m.attrs(l).plain)
+// Expired adds 1 to outbox.expired.
+func (m *Metrics) Expired(l outbox.EventLabels) { m.expired.Add(bg, 1, m.attrs(l).plain) }
+
+// ListenerDuration does nothing: DeliveryDuration, called for the same
+// delivery with its result, records outbox.delivery.duration.
+func (m *Metrics) ListenerDuration(outbox.EventLabels, time.Duration) {}
+
+// DeliveryDuration records outbox.delivery.duration with the delivery's
+// result (an unknown result is recorded without one).
+func (m *Metrics) DeliveryDuration(l outbox.EventLabels, result string, d time.Duration) {
+	a := m.attrs(l)
+	opt := a.plain
+	for i, r := range results {
+		if r == result {
+			opt = a.results[i]
+		}
+	}
+	m.delivery.Record(bg, d.Seconds(), opt)
+}
+
+// breakerStates are the states of a circuit breaker, for outbox.breaker.
+var breakerStates = [...]string{outbox.BreakerClosed, outbox.BreakerHalfOpen, outbox.BreakerOpen}
+
+// BreakerState sets outbox.breaker of eventType's route to 1 for state
+// and 0 for the others, and adds 1 to outbox.breaker.transitions.
+func (m *Metrics) BreakerState(eventType, state string) {
+	kv := m.attrs(outbox.EventLabels{Type: eventType}).kv
+	for _, st := range breakerStates {
+		v := int64(0)
+		if st == state {
+			v = 1
+		}
+		m.breaker.Record(bg, v, metric.WithAttributes(append(kv[:len(kv):len(kv)], StateKey.String(st))...))
+	}
+	m.breakerMoves.Add(bg, 1, metric.WithAttributes(append(kv[:len(kv):len(kv)], StateKey.String(state))...))
+}
+
+// Paused sets outbox.paused of scope to 1 while paused, else 0.
+func (m *Metrics) Paused(scope string, paused bool) {
+	v := int64(0)
+	if paused {
+		v = 1
+	}
+	m.paused.Record(bg, v, metric.WithAttributes(append(m.base[:len(m.base):len(m.base)], ScopeKey.String(scope))...))
 }
 
 // CommitToDelivery records outbox.commit_to_delivery.duration.
@@ -254,8 +314,11 @@ func (m *Metrics) QueueDepths(hot, cold int) {
 func (m *Metrics) KeyBlocked() { m.keyBlocked.Add(bg, 1, m.common) }
 
 // Backlog records outbox.pending, outbox.due, outbox.oldest_pending.age,
-// outbox.dead.current and outbox.blocked_keys.
+// outbox.dead.current, outbox.blocked_keys, outbox.retrying and
+// outbox.in_flight.
 func (m *Metrics) Backlog(b outbox.Backlog) {
+	m.retrying.Record(bg, b.Retrying, m.common)
+	m.inFlight.Record(bg, b.InFlight, m.common)
 	m.pending.Record(bg, b.Pending, m.common)
 	m.due.Record(bg, b.Due, m.common)
 	m.oldest.Record(bg, b.OldestPending.Seconds(), m.common)
