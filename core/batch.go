@@ -17,7 +17,7 @@ import (
 // and never waits for more. buf is the worker's own memory for batches,
 // reused from one to the next.
 func (d *dispatcher) run(to *timeouts, buf *batchBuf, q queued) (next queued, more bool) {
-	if d.expired(q) {
+	if d.expired(q) || d.outlived(q) {
 		return queued{}, false
 	}
 	if q.suspect {
@@ -37,7 +37,7 @@ func (d *dispatcher) run(to *timeouts, buf *batchBuf, q queued) (next queued, mo
 		if !ok {
 			break
 		}
-		if d.expired(t) {
+		if d.expired(t) || d.outlived(t) {
 			continue
 		}
 		if t.suspect || !sameListener(d.route(t.env), bl) {
@@ -52,6 +52,16 @@ func (d *dispatcher) run(to *timeouts, buf *batchBuf, q queued) (next queued, mo
 		d.deliverBatch(to.ctx, buf, bl, batch)
 	}
 	return next, more
+}
+
+// outlived settles q, unstarted, if its event expired while it waited
+// (Envelope.Expired): it goes to DEAD, using no attempt.
+func (d *dispatcher) outlived(q queued) bool {
+	if q.env.NumHeaders() == 0 || !q.env.Expired(utcNow(d.clock)) {
+		return false
+	}
+	d.claims.settle(d.runCtx, q.hold, q.env, d.claims.decide(q.attempts, false, expiredError(q.env), q.subscribers))
+	return true
 }
 
 // batchBuf is a worker's memory for the batches it delivers: a relay

@@ -143,6 +143,8 @@ func (c *claims) admit(r Record) (outcome, bool) {
 	switch {
 	case r.Err != nil:
 		return c.decide(r.Attempts, false, &undecodableError{err: r.Err}, r.Subscribers), false
+	case r.Envelope.Expired(utcNow(c.clock)):
+		return c.decide(r.Attempts, false, expiredError(r.Envelope), r.Subscribers), false
 	case c.spent(r.Attempts):
 		return c.decide(r.Attempts, false, fmt.Errorf("%w (%d attempts used, the last ones without an outcome: does the listener kill or hang its process?)",
 			ErrClaimExpired, r.Attempts), r.Subscribers), false
@@ -220,7 +222,7 @@ func (c *claims) decide(attempt int, count bool, err error, subs []string) outco
 	switch {
 	case c.unrouted > 0 && errors.Is(err, ErrUnroutable):
 		o.verdict, o.at, o.delay = settleRetry, now.Add(c.unrouted), c.unrouted
-	case errors.Is(err, ErrUnroutable), errors.As(err, &bad):
+	case errors.Is(err, ErrUnroutable), errors.As(err, &bad), errors.Is(err, ErrExpired):
 	case errors.Is(err, ErrPermanent):
 		o.count = count
 	case errors.As(err, &ra):
@@ -232,6 +234,12 @@ func (c *claims) decide(attempt int, count bool, err error, subs []string) outco
 		o.verdict, o.at, o.count = settleRetry, now.Add(o.delay), count
 	}
 	return o
+}
+
+// expiredError is the failure recorded for e, which expired before its
+// delivery.
+func expiredError(e Envelope) error {
+	return fmt.Errorf("%w (expired at %s)", ErrExpired, e.ExpiresAt().Format(time.RFC3339Nano))
 }
 
 // undecodableError is the failure of a stored row that cannot be decoded
@@ -343,6 +351,10 @@ func (c *claims) report(e Envelope, id string, o outcome) {
 	case errors.As(o.err, &bad):
 		c.metrics.Dead(EventLabels{}) // its type cannot be read
 		c.log.Error("outbox: stored event cannot be decoded, moved to DEAD", "event_id", id, "error", bad.err)
+	case errors.Is(o.err, ErrExpired):
+		c.metrics.Dead(labelsOf(e))
+		c.metrics.Expired(labelsOf(e))
+		c.log.Debug("outbox: event expired before delivery, moved to DEAD", eventAttrs(e), "expires_at", e.ExpiresAt())
 	case errors.Is(o.err, ErrUnroutable):
 		c.metrics.Dead(labelsOf(e))
 		c.log.Error("outbox: event has no listener, moved to DEAD", eventAttrs(e), "aggregate_type", e.AggregateType())

@@ -259,32 +259,16 @@ func (c *Client) Audit(ctx context.Context, q AuditQuery) ([]AuditEntry, error) 
 	return ctl.Audit(ctx, q)
 }
 
-// overrides returns the Store's Overrides, or ErrUnsupported.
-func (c *Client) overrides() (Overrides, error) {
-	o, ok := c.cfg.Store.(Overrides)
-	if !ok {
-		return nil, fmt.Errorf("%w: the Store (%T) has no overrides", ErrUnsupported, c.cfg.Store)
-	}
-	return o, nil
-}
-
 // ForceDead moves pending events (NEW or RETRY, claimed or not) to DEAD
 // at once, undelivered, with ForcedNote and reason as their last error,
 // and returns how many it moved; ids in any other status are left alone.
 // A delivery running meanwhile stores nothing. It is recorded in the
 // audit trail.
 func (c *Client) ForceDead(ctx context.Context, reason string, ids ...string) (int64, error) {
-	o, err := c.overrides()
-	if err != nil {
-		return 0, err
-	}
-	reason = storableText(reason, MaxReasonLen)
-	n, err := o.ForceDead(ctx, ids, utcNow(c.cfg.Clock), withReason(ForcedNote, reason))
-	if err != nil {
-		return n, fmt.Errorf("outbox: force dead: %w", err)
-	}
-	c.record(ctx, AuditEntry{Action: "force-dead", Target: idsTarget(ids), Reason: reason, Count: n})
-	return n, nil
+	return c.override(ctx, AuditEntry{Action: "force-dead", Target: idsTarget(ids), Reason: reason},
+		func(o Overrides, now time.Time, reason string) (int64, error) {
+			return o.ForceDead(ctx, ids, now, withReason(ForcedNote, reason))
+		})
 }
 
 // DeleteEvents removes events in any status for good and returns how many
@@ -292,18 +276,8 @@ func (c *Client) ForceDead(ctx context.Context, reason string, ids ...string) (i
 // go on. It is recorded in the audit trail; DeadEvents.Delete removes
 // DEAD events only.
 func (c *Client) DeleteEvents(ctx context.Context, reason string, ids ...string) (int64, error) {
-	o, err := c.overrides()
-	if err != nil {
-		return 0, err
-	}
-	reason = storableText(reason, MaxReasonLen)
-	n, err := o.Remove(ctx, ids)
-	if err != nil {
-		return n, fmt.Errorf("outbox: delete events: %w", err)
-	}
-	c.wakeIf(n)
-	c.record(ctx, AuditEntry{Action: "delete", Target: idsTarget(ids), Reason: reason, Count: n})
-	return n, nil
+	return c.override(ctx, AuditEntry{Action: "delete", Target: idsTarget(ids), Reason: reason},
+		func(o Overrides, _ time.Time, _ string) (int64, error) { return o.Remove(ctx, ids) })
 }
 
 // SkipHead gives up a pending event without delivering it: it becomes
@@ -312,21 +286,36 @@ func (c *Client) DeleteEvents(ctx context.Context, reason string, ids ...string)
 // pending. (A DEAD head is skipped with DeadEvents.Skip.) It is recorded
 // in the audit trail.
 func (c *Client) SkipHead(ctx context.Context, id, reason string) error {
-	o, err := c.overrides()
-	if err != nil {
-		return err
-	}
-	reason = storableText(reason, MaxReasonLen)
-	n, err := o.SkipPending(ctx, []string{id}, utcNow(c.cfg.Clock), withReason(SkipNote, reason))
-	if err != nil {
-		return fmt.Errorf("outbox: skip %s: %w", id, err)
-	}
-	if n == 0 {
+	n, err := c.override(ctx, AuditEntry{Action: "skip-head", Target: id, Reason: reason},
+		func(o Overrides, now time.Time, reason string) (int64, error) {
+			return o.SkipPending(ctx, []string{id}, now, withReason(SkipNote, reason))
+		})
+	if err == nil && n == 0 {
 		return fmt.Errorf("%w: no pending event with id %s", ErrNotFound, id)
 	}
-	c.wakeIf(n)
-	c.record(ctx, AuditEntry{Action: "skip-head", Target: id, Reason: reason, Count: n})
-	return nil
+	return err
+}
+
+// override runs change, an operator's change of events through the
+// Store's Overrides at the current time with e's reason made storable,
+// wakes the poller if events changed (ordered events may go on), and
+// records e in the audit trail with the count.
+func (c *Client) override(ctx context.Context, e AuditEntry, change func(o Overrides, now time.Time, reason string) (int64, error)) (int64, error) {
+	o, ok := c.cfg.Store.(Overrides)
+	if !ok {
+		return 0, fmt.Errorf("%w: the Store (%T) has no overrides", ErrUnsupported, c.cfg.Store)
+	}
+	e.Reason = storableText(e.Reason, MaxReasonLen)
+	n, err := change(o, utcNow(c.cfg.Clock), e.Reason)
+	if err != nil {
+		return n, fmt.Errorf("outbox: %s: %w", e.Action, err)
+	}
+	if n > 0 {
+		c.dead.woke(n)
+		e.Count = n
+		c.record(ctx, e)
+	}
+	return n, nil
 }
 
 // ForcedNote is the last error of an event an operator moved to DEAD
@@ -350,14 +339,6 @@ func idsTarget(ids []string) string {
 		return "ids " + strings.Join(ids, ",")
 	}
 	return fmt.Sprintf("ids %s and %d more", strings.Join(ids[:shown], ","), len(ids)-shown)
-}
-
-// wakeIf wakes this Client's poller when n events changed: ordered events
-// may go on.
-func (c *Client) wakeIf(n int64) {
-	if n > 0 && c.dead.wake != nil {
-		c.dead.wake()
-	}
 }
 
 // record appends e to the audit trail, with the actor of ctx and the

@@ -110,6 +110,10 @@ type Envelope struct {
 	orderKey    string
 	orderKeySet bool
 	ordered     bool
+	// checked says that checkWritable passed on this value (NewEnvelope,
+	// WithAddedHeaders): a write need not check it again. An Envelope's
+	// tenant and headers change only through those, which check again.
+	checked bool
 }
 
 // ID is the event id: a monotonic ULID unless WithID set another.
@@ -170,10 +174,56 @@ func (e Envelope) OrderingKey() string {
 // stored so. Stores keep the key of ordered events only.
 func (e Envelope) Ordered() bool { return e.ordered && e.OrderingKey() != "" }
 
-// inOrder returns e marked as ordered (or not) by the writing Client.
+// inOrder returns e marked as ordered (or not) by the writing Client. An
+// event written unordered keeps the key WithOrderingKey set in its header
+// HeaderOrderingKey (stores keep the key of ordered events only), so that
+// it has the same OrderingKey — a broker's message key, a partition —
+// when it is read back for a retry as when it was written.
 func (e Envelope) inOrder(ordered bool) Envelope {
 	e.ordered = ordered && e.OrderingKey() != ""
+	if !e.ordered && e.orderKeySet {
+		if v, ok := e.headers[HeaderOrderingKey]; !ok || v != e.orderKey {
+			e.headers = maps.Clone(e.headers)
+			if e.headers == nil {
+				e.headers = make(map[string]string, 1)
+			}
+			e.headers[HeaderOrderingKey] = e.orderKey
+		}
+	}
 	return e
+}
+
+// Headers the outbox keeps in an event's headers (the relay package
+// reserves every name that starts with "Outbox-": it sends none of them
+// as they are).
+const (
+	// HeaderOrderingKey holds the key WithOrderingKey set on an event
+	// written unordered (see Envelope.OrderingKey).
+	HeaderOrderingKey = "Outbox-Ordering-Key"
+	// HeaderExpiresAt holds the time after which the event is not
+	// delivered (see WithExpiresAt), in RFC 3339 with nanoseconds, UTC.
+	HeaderExpiresAt = "Outbox-Expires-At"
+)
+
+// ExpiresAt is the time after which the event is never delivered
+// (WithExpiresAt, WithTTL), or the zero time if it does not expire. A
+// malformed HeaderExpiresAt (written by another program) reads as none.
+func (e Envelope) ExpiresAt() time.Time {
+	v, ok := e.headers[HeaderExpiresAt]
+	if !ok {
+		return time.Time{}
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return time.Time{}
+	}
+	return t.UTC()
+}
+
+// Expired reports whether the event expired at now (see ExpiresAt).
+func (e Envelope) Expired(now time.Time) bool {
+	at := e.ExpiresAt()
+	return !at.IsZero() && !now.Before(at)
 }
 
 // Header returns the value of header key and whether it is set.
@@ -228,6 +278,7 @@ type envelopeBuilder struct {
 	payloads int
 	jsonVal  any
 	hasVal   bool
+	ttl      time.Duration // WithTTL: set HeaderExpiresAt once occurredAt is known
 	err      error
 }
 
@@ -300,6 +351,32 @@ func WithOccurredAt(t time.Time) EnvelopeOption {
 // WithAvailableAt delays delivery until t.
 func WithAvailableAt(t time.Time) EnvelopeOption {
 	return func(b *envelopeBuilder) { b.env.availableAt = t.UTC() }
+}
+
+// WithExpiresAt makes the event expire at t: from then on it is never
+// delivered, and a Client that claims it moves it to DEAD with ErrExpired,
+// using no attempt. The time is kept in the header HeaderExpiresAt.
+func WithExpiresAt(t time.Time) EnvelopeOption {
+	return func(b *envelopeBuilder) {
+		if t.IsZero() {
+			b.fail("expiry time is zero")
+			return
+		}
+		WithHeader(HeaderExpiresAt, t.UTC().Format(time.RFC3339Nano))(b)
+	}
+}
+
+// WithTTL makes the event expire ttl after it occurred (WithOccurredAt,
+// else when NewEnvelope builds it); see WithExpiresAt. ttl must be
+// positive.
+func WithTTL(ttl time.Duration) EnvelopeOption {
+	return func(b *envelopeBuilder) {
+		if ttl <= 0 {
+			b.fail("time to live must be positive, got %s", ttl)
+			return
+		}
+		b.ttl = ttl
+	}
 }
 
 // WithHeader adds one header; the key must not be empty. An envelope
@@ -412,7 +489,26 @@ func NewEnvelope(t EventType, opts ...EnvelopeOption) (Envelope, error) {
 	if e.occurredAt.IsZero() {
 		e.occurredAt = time.Now().UTC()
 	}
+	if b.ttl > 0 {
+		WithExpiresAt(e.occurredAt.Add(b.ttl))(&b)
+		if err := e.checkWritable(); err != nil {
+			return Envelope{}, err
+		}
+	}
+	e.checked = true
 	return *e, nil
+}
+
+// NewJSON builds an Envelope of type t with the JSON payload v in one
+// call: v is marshalled with encoding/json, unless it is a
+// json.RawMessage, which is taken as the JSON text it is (validated).
+// opts set the other fields, as for NewEnvelope.
+func NewJSON(t EventType, v any, opts ...EnvelopeOption) (Envelope, error) {
+	payload := WithJSONValue(v)
+	if raw, ok := v.(json.RawMessage); ok {
+		payload = WithJSON(raw)
+	}
+	return NewEnvelope(t, append(opts[:len(opts):len(opts)], payload)...)
 }
 
 // checkWritable checks what a write must refuse in an Envelope however
@@ -538,10 +634,14 @@ func RestoreEnvelope(f EnvelopeFields) (Envelope, error) {
 		f.Headers = nil
 	}
 	ordered := f.OrderingKey != ""
+	key, keySet := f.OrderingKey, ordered
+	if !ordered {
+		key, keySet = f.Headers[HeaderOrderingKey] // written unordered, see Envelope.inOrder
+	}
 	return Envelope{
 		id: f.ID, eventType: f.Type, aggregateType: f.AggregateType, aggregateID: f.AggregateID,
 		tenantID: f.TenantID, schemaVersion: max(f.SchemaVersion, 0), occurredAt: f.OccurredAt.UTC(), availableAt: f.AvailableAt.UTC(),
 		headers: f.Headers, payload: f.Payload, kind: f.Kind,
-		orderKey: f.OrderingKey, orderKeySet: ordered, ordered: ordered,
+		orderKey: key, orderKeySet: keySet, ordered: ordered,
 	}, nil
 }

@@ -55,6 +55,10 @@ var (
 	// returning: the delivery is a failed attempt, as a panic is, and the
 	// worker that ran it is replaced.
 	ErrGoexit = errors.New("outbox: the listener called runtime.Goexit instead of returning")
+	// ErrExpired is the error recorded for an event that reached its
+	// expiry (WithExpiresAt, WithTTL) before it was delivered: it goes to
+	// DEAD without being delivered, using no attempt.
+	ErrExpired = errors.New("outbox: expired before delivery")
 )
 
 // ErrPermanent marks a failure that no retry can mend: the event is one

@@ -527,6 +527,7 @@ func (m *countingMetrics) EventDropped(EventLabels)           { m.inc("HotDroppe
 func (m *countingMetrics) Delivered(EventLabels)              { m.inc("DispatchSuccess", 1) }
 func (m *countingMetrics) Failed(EventLabels)                 { m.inc("DispatchFailure", 1) }
 func (m *countingMetrics) Dead(EventLabels)                   { m.inc("DispatchDead", 1) }
+func (m *countingMetrics) Expired(EventLabels)                { m.inc("Expired", 1) }
 func (m *countingMetrics) EventsWritten(_ EventLabels, n int) { m.inc("EventsWritten", n) }
 func (m *countingMetrics) StaleUpdates(n int)                 { m.inc("StaleUpdates", n) }
 func (m *countingMetrics) KeyBlocked()                        { m.inc("KeyBlocked", 1) }

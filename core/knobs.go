@@ -372,6 +372,9 @@ func reservedEnv(name string) bool {
 // "OUTBOX_", then checks the bounds of every knob it set. Variables that
 // are not set leave their knob alone.
 //
+// The names of DEV-PLAN-017 (OUTBOX_RELAY_POLL_INTERVAL, …) are accepted
+// as aliases of the knobs they mean (see EnvAliases).
+//
 // Every variable that starts with prefix must be a knob's, or one of also
 // (names after the prefix that the caller reads itself). Any other fails
 // with an error that names the closest known variable, so that a misspelt
@@ -384,25 +387,40 @@ func (c *Config) LoadEnv(prefix string, environ []string, also ...string) error 
 		environ = os.Environ()
 	}
 	var set []Knob
+	setBy := make(map[string]string) // knob name -> the variable that set it
 	for _, kv := range environ {
 		name, value, _ := strings.Cut(kv, "=")
 		key, ok := strings.CutPrefix(name, prefix)
 		if !ok || reservedEnv(name) || slices.Contains(also, key) {
 			continue
 		}
-		i := slices.IndexFunc(knobs, func(k Knob) bool { return k.Env == key })
+		a, aliased := envAlias(key)
+		i := slices.IndexFunc(knobs, func(k Knob) bool { return k.Env == key || aliased && k.Name == a.Knob })
 		if i < 0 {
 			return unknownEnv(prefix, name, also)
 		}
 		if strings.TrimSpace(value) == "" {
 			return configErr("%s is set but empty", name)
 		}
+		if aliased {
+			var err error
+			if value, err = a.value(value); err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			if value == "" {
+				continue // a switch left on: nothing to set
+			}
+		}
+		if other, dup := setBy[knobs[i].Name]; dup {
+			return configErr("%s and %s both set %s: keep one", other, name, knobs[i].Name)
+		}
+		setBy[knobs[i].Name] = name
 		if err := knobs[i].Set(c, value); err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
 		set = append(set, knobs[i])
 	}
-	return checkKnobs(*c, set, func(k Knob, err error) error { return fmt.Errorf("%s: %w", prefix+k.Env, err) })
+	return checkKnobs(*c, set, func(k Knob, err error) error { return fmt.Errorf("%s: %w", setBy[k.Name], err) })
 }
 
 // unknownEnv is the error for a variable, with the given prefix, that
@@ -423,9 +441,12 @@ func unknownEnv(prefix, name string, also []string) error {
 }
 
 func envNames() []string {
-	names := make([]string, len(knobs))
-	for i, k := range knobs {
-		names[i] = k.Env
+	names := make([]string, 0, len(knobs)+len(envAliases))
+	for _, k := range knobs {
+		names = append(names, k.Env)
+	}
+	for _, a := range envAliases {
+		names = append(names, a.Env)
 	}
 	return names
 }

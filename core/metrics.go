@@ -47,9 +47,13 @@ type Metrics interface {
 	// The event's own outcome is counted by Delivered, Failed or Dead.
 	SubscriberRun(l EventLabels, name string, ok bool)
 	// Dead counts an event moved to DEAD: its last attempt failed, it has
-	// no listener, it cannot be decoded, or its deliveries kept ending
-	// without an outcome.
+	// no listener, it cannot be decoded, it expired, or its deliveries
+	// kept ending without an outcome.
 	Dead(l EventLabels)
+	// Expired counts an event that expired before its delivery
+	// (WithExpiresAt): it went to DEAD, undelivered, and is counted by
+	// Dead too.
+	Expired(l EventLabels)
 	// ListenerDuration observes how long one delivery ran: interceptors
 	// and listener, whatever its outcome.
 	ListenerDuration(l EventLabels, d time.Duration)
@@ -167,6 +171,9 @@ func (NopMetrics) SubscriberRun(EventLabels, string, bool) {}
 
 // Dead does nothing.
 func (NopMetrics) Dead(EventLabels) {}
+
+// Expired does nothing.
+func (NopMetrics) Expired(EventLabels) {}
 
 // ListenerDuration does nothing.
 func (NopMetrics) ListenerDuration(EventLabels, time.Duration) {}

@@ -115,5 +115,6 @@ func (e Envelope) WithAddedHeaders(h map[string]string, replace bool) (Envelope,
 	if err := e.checkWritable(); err != nil {
 		return Envelope{}, err
 	}
+	e.checked = true
 	return e, nil
 }

@@ -80,11 +80,14 @@ func newWriter(cfg Config, c *claims, hot *dispatcher) (*writer, error) {
 // checkEvents refuses a write of events before it reaches the database: a
 // zero Envelope, or one outside the limits NewEnvelope keeps (see
 // checkWritable) — one made otherwise (RestoreEnvelope) has not been
-// checked yet.
+// checked yet; one made by NewEnvelope or WithAddedHeaders has been.
 func checkEvents(events []Envelope) error {
 	for i, e := range events {
 		if e.IsZero() {
 			return fmt.Errorf("%w: event %d is the zero Envelope; build it with NewEnvelope", ErrInvalidEnvelope, i)
+		}
+		if e.checked {
+			continue
 		}
 		if err := e.checkWritable(); err != nil {
 			return err

@@ -189,7 +189,6 @@ func EnvVars() []EnvVar {
 // exist, with what replaces them. LoadEnv rejects them rather than ignore
 // a setting an operator relies on.
 var removedEnv = map[string]string{
-	"RELAY_ENABLED":     "set MODE=writer-only instead of RELAY_ENABLED=false",
 	"HOT_PATH_ENABLED":  "set MODE=poller-only instead of HOT_PATH_ENABLED=false",
 	"POLLER_ENABLED":    "set MODE=hot-path-only instead of POLLER_ENABLED=false",
 	"OWN_RECLAIM_AFTER": "the poller no longer has this delay (stopping hands claims back at once); remove it",
@@ -206,10 +205,12 @@ var removedEnv = map[string]string{
 // Every other variable that starts with prefix fails, with an error
 // naming the closest known one (a misspelt OUTBOX_POLL_INTERVL is never
 // ignored), and so does a variable that earlier versions read
-// (RELAY_ENABLED, HOT_PATH_ENABLED, POLLER_ENABLED: use MODE;
+// (HOT_PATH_ENABLED, POLLER_ENABLED: use MODE;
 // PURGE_ENABLED: DISABLE_PURGE; BATCH_SIZE: POLL_BATCH_SIZE;
 // POLL_MAX_BACKOFF: MAX_POLL_BACKOFF; OWN_RECLAIM_AFTER), an empty one, or
-// one whose value does not parse or is out of bounds. With the default
+// one whose value does not parse or is out of bounds. The names of
+// DEV-PLAN-017 (RELAY_ENABLED, RELAY_POLL_INTERVAL, CLEANER_RETENTION, …)
+// are read as aliases of the knobs they mean (outbox.EnvAliases). With the default
 // data source's prefix, OUTBOX_, the variables of named data sources
 // (OUTBOX_ORDERS_WORKERS) are left to them. Errors name the variable and
 // wrap outbox.ErrInvalidConfig.
@@ -222,7 +223,8 @@ func (c *Config) LoadEnv(prefix string, environ []string) error {
 		ownNames[i] = o.Name
 	}
 	known := func(key string) bool {
-		return slices.Contains(ownNames, key) || slices.ContainsFunc(outbox.Knobs(), func(k outbox.Knob) bool { return k.Env == key })
+		return slices.Contains(ownNames, key) || slices.ContainsFunc(outbox.Knobs(), func(k outbox.Knob) bool { return k.Env == key }) ||
+			slices.ContainsFunc(outbox.EnvAliases(), func(a outbox.EnvAlias) bool { return a.Env == key })
 	}
 	values := map[string]string{}
 	var knobs []string

@@ -128,7 +128,7 @@ func TestLoadEnvRejectsBadValuesClearly(t *testing.T) {
 		{"OUTBOX_", map[string]string{"OUTBOX_MODE": "relay"}, `OUTBOX_MODE: outbox: invalid configuration: Mode: "relay": want one of full, writer-only, poller-only, hot-path-only`},
 		{"OUTBOX_", map[string]string{"OUTBOX_DEAD_POLICY": "retry"}, `want one of blocks-key, skips-key`},
 		{"OUTBOX_", map[string]string{"OUTBOX_MIGRATE": "yes"}, `OUTBOX_MIGRATE="yes": outbox: invalid configuration: want true or false`},
-		{"OUTBOX_", map[string]string{"OUTBOX_RELAY_ENABLED": "false"}, `OUTBOX_RELAY_ENABLED is no longer supported: set MODE=writer-only instead`},
+		{"OUTBOX_", map[string]string{"OUTBOX_RELAY_ENABLED": "false", "OUTBOX_MODE": "full"}, `both set Mode: keep one`},
 		{"OUTBOX_", map[string]string{"OUTBOX_HOT_PATH_ENABLED": "false"}, `OUTBOX_HOT_PATH_ENABLED is no longer supported: set MODE=poller-only instead`},
 		{"OUTBOX_", map[string]string{"OUTBOX_POLLER_ENABLED": "false"}, `OUTBOX_POLLER_ENABLED is no longer supported: set MODE=hot-path-only instead`},
 		{"OUTBOX_", map[string]string{"OUTBOX_OWN_RECLAIM_AFTER": "1s"}, `OUTBOX_OWN_RECLAIM_AFTER is no longer supported`},

@@ -458,8 +458,8 @@ func TestBadConfigurationFailsTheApp(t *testing.T) {
 			return []fx.Option{db(t), outboxfx.DataSource("orders", env(map[string]string{"OUTBOX_ORDERS_MODE": "relay"}))}
 		}, `OUTBOX_ORDERS_MODE: outbox: invalid configuration: Mode: "relay": want one of full, writer-only, poller-only, hot-path-only`},
 		{"removed variable", func(t *testing.T) []fx.Option {
-			return []fx.Option{db(t), outboxfx.DataSource("orders", env(map[string]string{"OUTBOX_ORDERS_RELAY_ENABLED": "false"}))}
-		}, `OUTBOX_ORDERS_RELAY_ENABLED is no longer supported: set MODE=writer-only`},
+			return []fx.Option{db(t), outboxfx.DataSource("orders", env(map[string]string{"OUTBOX_ORDERS_HOT_PATH_ENABLED": "false"}))}
+		}, `OUTBOX_ORDERS_HOT_PATH_ENABLED is no longer supported: set MODE=poller-only`},
 		{"mode out of range in code", func(t *testing.T) []fx.Option {
 			return []fx.Option{db(t), outboxfx.DataSource("orders", outboxfx.WithConfig(outboxfx.Config{Config: outbox.Config{Mode: 9}}))}
 		}, `Mode is 9; want one of full, writer-only, poller-only, hot-path-only`},
