@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"strings"
@@ -56,15 +55,6 @@ func oneScope(name string, pos []string) (string, error) {
 	return pos[0], nil
 }
 
-// unsupported says that the table's store keeps no control tables: they
-// come with migrate --apply.
-func (c *cli) unsupported(err error) error {
-	if errors.Is(err, outbox.ErrUnsupported) {
-		return failErr("%v (this table's database has no control tables: run `outboxctl migrate --apply` with this version)", err)
-	}
-	return err
-}
-
 // scopeName is how messages name a pause's scope.
 func scopeName(scope string) string {
 	if scope == outbox.PauseAll {
@@ -92,7 +82,7 @@ func (c *cli) pause(args []string) error {
 		return err
 	}
 	if err := s.client.Pause(c.ctx, scope, *reason); err != nil {
-		return c.unsupported(err)
+		return err
 	}
 	return c.printPauseChange("paused", scope)
 }
@@ -115,7 +105,7 @@ func (c *cli) resume(args []string) error {
 		if isNotFound(err) {
 			return notFoundErr("%s is not paused (`outboxctl pauses` lists the pauses)", scopeName(scope))
 		}
-		return c.unsupported(err)
+		return err
 	}
 	return c.printPauseChange("resumed", scope)
 }
@@ -135,7 +125,7 @@ func (c *cli) pauses(args []string) error {
 	}
 	ps, err := s.client.Pauses(c.ctx)
 	if err != nil {
-		return c.unsupported(err)
+		return err
 	}
 	return c.printPauses(outboxadmin.NewPauses(ps))
 }
@@ -163,7 +153,7 @@ func (c *cli) audit(args []string) error {
 	}
 	es, err := s.client.Audit(c.ctx, outbox.AuditQuery{BeforeID: *before, Limit: *limit + 1})
 	if err != nil {
-		return c.unsupported(err)
+		return err
 	}
 	var next int64
 	if len(es) > *limit {
@@ -271,7 +261,7 @@ func (c *cli) forceDead(args []string) error {
 	}
 	moved, err := s.client.ForceDead(c.ctx, reason, ids...)
 	if err != nil {
-		return c.unsupported(err)
+		return err
 	}
 	return c.printAction("force-dead", moved, ids, fmt.Sprintf("moved %d of %d %s to DEAD", moved, n, plural(n, "event")))
 }
@@ -299,7 +289,7 @@ func (c *cli) deleteEvents(args []string) error {
 	}
 	deleted, err := s.client.DeleteEvents(c.ctx, reason, ids...)
 	if err != nil {
-		return c.unsupported(err)
+		return err
 	}
 	return c.printAction("delete", deleted, ids, fmt.Sprintf("deleted %d of %d %s", deleted, n, plural(n, "event")))
 }
@@ -317,7 +307,7 @@ func (c *cli) skipHead(args []string) error {
 		return err
 	}
 	if err := s.client.SkipHead(c.ctx, ids[0], reason); err != nil {
-		return c.unsupported(err)
+		return err
 	}
 	return c.printAction("skip-head", 1, ids, "skipped event "+ids[0]+": DONE without delivery; the later events of its key go on")
 }
