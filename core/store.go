@@ -192,6 +192,14 @@ type Stats struct {
 // writers, which a reader does not control.
 const MaxStatsTypes = 200
 
+// MaxNodeTypes bounds the event types the stores keep of a Node
+// (Controls.Beat): a Node that routes more is kept as one that routes
+// every type (Types nil). Its list serves reports and shares, never what
+// it claims: while it lives no type is reported unrouted, and it is
+// counted in the share of every route's limits, which only lowers the
+// others' shares.
+const MaxNodeTypes = 1000
+
 // TypeBacklog is the pending backlog of one event type.
 type TypeBacklog struct {
 	Type string

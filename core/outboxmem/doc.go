@@ -28,8 +28,10 @@
 // sqlstore): claims with an owner and a lease, status updates fenced by
 // the claim's owner, due order by (available_at, id), error text truncated
 // with [outbox.TruncateError], timestamps kept in UTC at microsecond
-// precision, purging of DONE and DEAD events by completion time. Records
-// are returned as copies. A Store is safe for concurrent use.
+// precision, purging of DONE and DEAD events by completion time, the
+// control tables of [outbox.Controls] (pauses, nodes, an audit trail that
+// no purge deletes) and the operator's [outbox.Overrides]. Records are
+// returned as copies. A Store is safe for concurrent use.
 //
 // The package depends on the standard library only.
 package outboxmem

@@ -44,6 +44,8 @@ type Store struct {
 	// cursor is the ordering key after which the next ordered claim looks
 	// for heads first, so that keys take turns.
 	cursor string
+	// ctl holds the control tables (see control.go).
+	ctl controls
 }
 
 // New returns an empty Store.

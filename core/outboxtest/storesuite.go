@@ -77,6 +77,15 @@ func RunStoreSuite(t *testing.T, newFixture func(t *testing.T) Fixture) {
 		{"OrderedBlockedKeyTakenByDeadSkips", storeBlockedKeyDeadSkips},
 		{"OrderedBlockedKeysCostNothing", storeBlockedKeysCostNothing},
 		{"OrderedParkedKeySwept", storeParkedKeySwept},
+		{"ControlPauses", storeControlPauses},
+		{"ControlNodes", storeControlNodes},
+		{"ControlAudit", storeControlAudit},
+		{"ControlHostileText", storeControlHostileText},
+		{"ForceDead", func(t *testing.T, f Fixture) { storeEndPending(t, f, outbox.StatusDead) }},
+		{"Remove", storeRemove},
+		{"SkipPending", func(t *testing.T, f Fixture) { storeEndPending(t, f, outbox.StatusDone) }},
+		{"OrderedForceDeadBlocksKey", storeOrderedForceDeadBlocks},
+		{"OrderedSkipOrRemoveFreesKey", storeOrderedOverrideFreesKey},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -178,6 +178,15 @@ type dialect struct {
 	// heads are still claimable, selectList what RETURNING reads. Nil
 	// where the dialect's own claim takes heads (MySQL).
 	lockHeads func(table, set, claimable, selectList string) (head, tail string)
+
+	// Control tables (see control.go). upsert returns the clause that
+	// ends an INSERT so that a row whose key (the column key) exists is
+	// updated instead, its columns cols set to the inserted values.
+	// lastInsertID, when set, is the query that returns the key the last
+	// INSERT of the connection generated (MySQL has no INSERT …
+	// RETURNING); where it is empty, the INSERT returns it.
+	upsert       func(key string, cols []string) string
+	lastInsertID string
 }
 
 func (d *dialect) Name() string   { return d.name }

@@ -10,6 +10,14 @@
 // and sqlx adapters); outboxpgx binds them to pgx with no database/sql in
 // between. Most users never import this package directly.
 //
+// # Control tables
+//
+// Beside the outbox table the Store keeps the control tables of
+// [outbox.Controls] — <table>_pauses, <table>_nodes and <table>_audit —
+// which Migrate creates and Schema lists with the outbox table's DDL, and
+// implements the operator's [outbox.Overrides] on the outbox table. The
+// audit trail is kept: no purge deletes it. See docs/databases.md.
+//
 // # Dialects
 //
 // PostgreSQL, MySQL and SQLite are the Dialect values; the registry finds

@@ -127,6 +127,8 @@ var mysqlDialect = &dialect{
 		return []any{now, recent, cursor, limit}
 	},
 	sweepReadCommitted: true,
+	upsert:             mysqlUpsert,
+	lastInsertID:       "SELECT LAST_INSERT_ID()",
 }
 
 // mysqlTimeFormat is how timestamps are bound: DATETIME(6) text in UTC.

@@ -60,8 +60,7 @@ func buildOrderQueries(d *dialect, t, selectList string) *orderQueries {
 	o := &orderQueries{
 		heads:         d.heads(d, t, false),
 		headsSkipDead: d.heads(d, t, true),
-		skip: newIDsSQL(d, "UPDATE "+t+" SET status = 1, done_at = ?, last_error = ?, locked_by = NULL, locked_at = NULL"+
-			" WHERE status = 3 AND "),
+		skip:          newIDsSQL(d, "UPDATE "+t+" SET status = 1, "+endSet+" WHERE status = 3 AND "),
 		// The blocking rows are read from the order index (its own
 		// condition written out for SQLite): the ordered rows that are not
 		// DONE, not every DEAD one.

@@ -94,6 +94,7 @@ var postgresDialect = &dialect{
 			" (pg_relation_size(c.oid) / current_setting('block_size')::int) AS BIGINT) ELSE 0 END" +
 			" FROM pg_class c WHERE c.oid = to_regclass($1)", []any{table}
 	},
+	upsert: excludedUpsert,
 }
 
 // postgresURL takes a postgres:// URL as it is: pgx's stdlib driver reads

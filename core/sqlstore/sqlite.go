@@ -77,6 +77,7 @@ var sqliteDialect = &dialect{
 	rowsEstimate: func(table string) (string, []any) {
 		return "SELECT COALESCE((SELECT MAX(rowid) FROM " + table + ") - (SELECT MIN(rowid) FROM " + table + ") + 1, 0)", nil
 	},
+	upsert: excludedUpsert,
 }
 
 func scanUnixMicro(src any) (time.Time, error) {

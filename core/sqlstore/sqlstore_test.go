@@ -59,9 +59,18 @@ func TestSchemaUsesTheTableName(t *testing.T) {
 		t.Fatal(err)
 	}
 	stmts := s.Schema()
-	if len(stmts) != 10 {
-		t.Fatalf("%d statements, want table, drop of the old claim index, 8 indexes:\n%s", len(stmts), strings.Join(stmts, "\n---\n"))
+	if len(stmts) != 13 {
+		t.Fatalf("%d statements, want table, drop of the old claim index, 8 indexes, 3 control tables:\n%s", len(stmts), strings.Join(stmts, "\n---\n"))
 	}
+	for i, name := range []string{"pauses", "nodes", "audit"} {
+		if st := stmts[10+i]; !strings.HasPrefix(st, "CREATE TABLE IF NOT EXISTS app.my_outbox_"+name+" (") {
+			t.Errorf("control table statement: %s", st)
+		}
+	}
+	if got := s.ControlTables(); !slices.Equal(got, []string{"app.my_outbox_pauses", "app.my_outbox_nodes", "app.my_outbox_audit"}) {
+		t.Errorf("ControlTables = %v", got)
+	}
+	stmts = stmts[:10]
 	if !strings.HasPrefix(stmts[0], "CREATE TABLE IF NOT EXISTS app.my_outbox (") {
 		t.Errorf("table statement: %s", stmts[0])
 	}
@@ -95,7 +104,9 @@ func TestNoStatementReadsTheDatabaseClock(t *testing.T) {
 		}
 		q := s.q
 		all := []string{q.recoverClaim, q.freshClaim, q.markRetry, q.markDead, q.get, q.statsPending, q.statsDead, q.statsDone, q.purge, q.purgeTenant, q.insert.sql(colAll, 3, true), q.insert.sql(0, 3, false)}
-		for _, b := range []*idsSQL{q.markDone, q.renew, q.release, q.replay, q.deleteDead, q.existing, q.undoInsert} {
+		c := s.ctl
+		all = append(all, c.setPause, c.deletePause, c.listPauses, c.beat, c.forget, c.leave, c.listNodes, c.appendAudit, c.auditPage)
+		for _, b := range []*idsSQL{q.markDone, q.renew, q.release, q.replay, q.deleteDead, q.existing, q.undoInsert, c.forceDead, c.skipPending} {
 			query, _ := b.bind(nil, []string{"a", "b"})
 			all = append(all, query)
 		}
@@ -242,9 +253,10 @@ func (noDB) Exec(context.Context, string, ...any) (int64, error)      { return 0
 func (noDB) Query(context.Context, string, ...any) (Rows, error)      { return nil, errNoDB }
 func (noDB) ReadCommitted(context.Context, func(tx Conn) error) error { return errNoDB }
 
-// TestIdentifierLimits: a table name whose derived index names the
-// database would cut (PostgreSQL keeps 63 characters; two cut names
-// collide and an index is silently not created) is refused up front.
+// TestIdentifierLimits: a table name whose derived index or control
+// table names the database would cut (PostgreSQL keeps 63 characters; two
+// cut names collide and an index is silently not created) or refuse
+// (MySQL keeps 64) is refused up front.
 func TestIdentifierLimits(t *testing.T) {
 	for _, tc := range []struct {
 		d       Dialect
@@ -257,7 +269,8 @@ func TestIdentifierLimits(t *testing.T) {
 		{PostgreSQL, strings.Repeat("p", 54), false, nil},
 		{PostgreSQL, "app." + strings.Repeat("p", 53), true, nil},
 		{PostgreSQL, strings.Repeat("s", 64) + ".t", false, nil},
-		{MySQL, strings.Repeat("m", 64), true, []string{"outbox_seq_idx", "outbox_due_idx", "outbox_lease_idx", "outbox_purge_idx", "outbox_order_idx", "outbox_walk_idx", "outbox_park_idx", "outbox_tnt_idx"}},
+		{MySQL, strings.Repeat("m", 58), false, nil}, // its control table m…m_pauses would have 65 characters
+		{MySQL, strings.Repeat("m", 57), true, []string{"outbox_seq_idx", "outbox_due_idx", "outbox_lease_idx", "outbox_purge_idx", "outbox_order_idx", "outbox_walk_idx", "outbox_park_idx", "outbox_tnt_idx"}},
 		{SQLite, strings.Repeat("q", 64), true, []string{strings.Repeat("q", 64) + "_due_idx", strings.Repeat("q", 64) + "_lease_idx", strings.Repeat("q", 64) + "_purge_idx",
 			strings.Repeat("q", 64) + "_owed_idx", strings.Repeat("q", 64) + "_order_idx", strings.Repeat("q", 64) + "_walk_idx", strings.Repeat("q", 64) + "_park_idx", strings.Repeat("q", 64) + "_tnt_idx"}},
 	} {

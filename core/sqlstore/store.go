@@ -38,6 +38,8 @@ type Store struct {
 	indexes []string
 	// ord is where ordered claims walk the keys (see ordering.go).
 	ord orderState
+	// ctl holds the control tables' statements (see control.go).
+	ctl *controlSQL
 }
 
 // Option configures a Store.
@@ -94,11 +96,15 @@ func New(db DB, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	ctl, err := buildControl(spec, o.Table)
+	if err != nil {
+		return nil, err
+	}
 	var w Conn = db
 	if spec.oneWriter {
 		w = newSerialConn(db)
 	}
-	return &Store{db: db, w: w, d: spec, table: o.Table, q: buildQueries(spec, o.Table), schema: schema, indexes: indexes}, nil
+	return &Store{db: db, w: w, d: spec, table: o.Table, q: buildQueries(spec, o.Table), schema: append(schema, ctl.schema...), indexes: indexes, ctl: ctl}, nil
 }
 
 // Table returns the name of the store's table.

@@ -80,7 +80,8 @@ func ExecIn[T outboxsql.Executor](txOf func(ctx context.Context) (T, error)) fun
 // OpenWith returns the Store that open, an adapter's Open on db (a
 // database of b), returns for a fresh table, whose name it passes with
 // outboxsql.WithTable. It fails t unless the Store has b's dialect and that
-// table. The table is dropped at cleanup; the Store is not migrated.
+// table. The table and its control tables are dropped at cleanup; the
+// Store is not migrated.
 func (b Backend) OpenWith(t *testing.T, db *sql.DB, open func(opts ...outboxsql.Option) (*outboxsql.Store, error)) *outboxsql.Store {
 	t.Helper()
 	table := TableName("outbox_open")
@@ -88,7 +89,7 @@ func (b Backend) OpenWith(t *testing.T, db *sql.DB, open func(opts ...outboxsql.
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _, _ = db.ExecContext(context.Background(), "DROP TABLE IF EXISTS "+table) })
+	t.Cleanup(func() { DropTables(db, store) })
 	if store.Dialect() != b.Dialect || store.Table() != table {
 		t.Fatalf("Open: dialect %v, table %q; want %v, %q", store.Dialect(), store.Table(), b.Dialect, table)
 	}

@@ -200,7 +200,7 @@ func (c closingServers) Run() int {
 }
 
 // NewStore returns a Store of b's dialect on a new table with a random name
-// in db, migrated, and dropped at cleanup.
+// in db, migrated, and dropped at cleanup with its control tables.
 func (b Backend) NewStore(t *testing.T, db *sql.DB, opts ...outboxsql.Option) *outboxsql.Store {
 	t.Helper()
 	table := TableName("outbox_test")
@@ -208,11 +208,19 @@ func (b Backend) NewStore(t *testing.T, db *sql.DB, opts ...outboxsql.Option) *o
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { DropTables(db, store) })
 	if err := store.Migrate(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _, _ = db.ExecContext(context.Background(), "DROP TABLE IF EXISTS "+table) })
 	return store
+}
+
+// DropTables drops the table of store and its control tables from db,
+// those that exist: a test's cleanup.
+func DropTables(db *sql.DB, store *outboxsql.Store) {
+	for _, table := range append([]string{store.Table()}, store.ControlTables()...) {
+		_, _ = db.ExecContext(context.Background(), "DROP TABLE IF EXISTS "+table)
+	}
 }
 
 // Unavailable skips t with a loud reason, or fails it when
