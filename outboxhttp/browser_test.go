@@ -252,7 +252,7 @@ func TestBrowser(t *testing.T) {
 
 	br.do(t, "load the page", chromedp.Navigate(page), visible(`body[data-ready="true"]`), visible(row(s.invoice)))
 	mode, dead, matching := br.text(t, "#mode"), br.text(t, "#stat-DEAD"), br.text(t, "#dead-matching")
-	if mode != "replay & delete enabled" || dead != "5" || matching != "5 DEAD events" {
+	if mode != "operator actions enabled" || dead != "5" || matching != "5 DEAD events" {
 		t.Errorf("mode %q, DEAD count %q, matching %q", mode, dead, matching)
 	}
 	if due := br.text(t, "#stat-due"); due != "3" { // the NEW events; the RETRY one is due in an hour

@@ -293,6 +293,22 @@
     }
   }
 
+  // eventActions are the buttons of the operator actions on event e in
+  // any status: force DEAD and skip for a pending one, delete for any.
+  function eventActions(e) {
+    const pending = e.status === "NEW" || e.status === "RETRY";
+    const button = (action, label, cls, run) => el("button", { type: "button", class: "small " + cls, dataset: { action, id: e.id },
+      onclick: () => { $("detail").close(); run(); } }, label);
+    return [
+      pending ? button("force-dead", "Force DEAD", "danger", () => act("force-dead", [e.id], "Move event to DEAD?",
+        "It goes DEAD at once, undelivered; a delivery running now stores nothing. It can be replayed later.", "Force DEAD", "required")) : null,
+      pending ? button("skip-head", "Skip", "", () => act("skip-head", [e.id], "Skip event?",
+        "It becomes DONE without being delivered, so the later events of its ordering key go on.", "Skip", "required")) : null,
+      button("delete-any", "Delete", "danger", () => act("delete", [e.id], "Delete " + e.status + " event for good?",
+        "It is removed from the outbox table, whatever its status, and is never delivered.", "Delete", "optional")),
+    ].filter(Boolean);
+  }
+
   function idLink(id) {
     return el("a", { class: "id", href: "#", onclick: (e) => { e.preventDefault(); showEvent(id); } }, id);
   }
@@ -370,23 +386,11 @@
     const v = state.events;
     const after = v.pages[v.pages.length - 1];
     const res = await api(src() + "/events" + query({ ...v.filter, after, limit: 50 }));
-    const rows = res.events.map((e) => {
-      const cells = [el("td", { class: "id" }, idLink(e.id)),
-        el("td", { class: "st" }, el("span", { class: "status " + e.status }, e.status)),
-        typeCell(e), aggregateCell(e), el("td", { class: "num" }, e.attempts),
-        timeCell(e.created_at), timeCell(e.available_at), errorCell(e)];
-      if (canMutate()) {
-        const pending = e.status === "NEW" || e.status === "RETRY";
-        cells.push(el("td", { class: "actions3" },
-          pending ? el("button", { type: "button", class: "small danger", dataset: { action: "force-dead", id: e.id }, onclick: () => act("force-dead", [e.id],
-            "Move event to DEAD?", "It goes DEAD at once, undelivered; a delivery running now stores nothing. It can be replayed later.", "Force DEAD", "required") }, "Force DEAD") : null,
-          pending ? el("button", { type: "button", class: "small", dataset: { action: "skip-head", id: e.id }, onclick: () => act("skip-head", [e.id],
-            "Skip event?", "It becomes DONE without being delivered, so the later events of its ordering key go on.", "Skip", "required") }, "Skip") : null,
-          el("button", { type: "button", class: "small danger", dataset: { action: "delete-any", id: e.id }, onclick: () => act("delete", [e.id],
-            "Delete " + e.status + " event for good?", "It is removed from the outbox table, whatever its status, and is never delivered.", "Delete", "optional") }, "Delete")));
-      }
-      return el("tr", { dataset: { id: e.id } }, ...cells);
-    });
+    const rows = res.events.map((e) => el("tr", { dataset: { id: e.id } },
+      el("td", { class: "id" }, idLink(e.id)),
+      el("td", { class: "st" }, el("span", { class: "status " + e.status }, e.status)),
+      typeCell(e), aggregateCell(e), el("td", { class: "num" }, e.attempts),
+      timeCell(e.created_at), timeCell(e.available_at), errorCell(e)));
     $("events-table").tBodies[0].replaceChildren(...rows);
     $("events-empty").hidden = rows.length > 0;
     pager("events", v.pages, res.next_after);
@@ -422,6 +426,7 @@
       ? "Payload (" + plural(e.payload_size, "byte") + ", base64)" : "Payload (JSON)";
     $("detail-payload").textContent = payload;
     $("detail-payload-title").hidden = $("detail-payload").hidden = !e.payload_kind;
+    if (canMutate()) $("detail-actions").replaceChildren(...eventActions(e));
     $("detail").showModal();
   }
 
