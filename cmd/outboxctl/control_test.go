@@ -175,8 +175,8 @@ func TestReplayDryRunAndRate(t *testing.T) {
 	})
 }
 
-// --rate paces the replay: a token bucket lets 10 events a second through
-// after a first chunk of one, so 12 events take a second at least. (A
+// --rate paces the replay: a token bucket, empty at the start, lets 10
+// events a second through, so 12 events take more than a second. (A
 // lower bound only: the test never fails for being slow.)
 func TestReplayRatePaces(t *testing.T) {
 	e := newEnv(t, outboxsqltest.Backends()[0])

@@ -58,7 +58,9 @@ func newPacer(f rateFlag, pageSize int) *pacer {
 		return nil
 	}
 	chunk := max(1, min(pageSize, int(f.perSecond/10)))
-	return &pacer{lim: rate.NewLimiter(rate.Limit(f.perSecond), chunk), chunk: chunk}
+	lim := rate.NewLimiter(rate.Limit(f.perSecond), chunk)
+	lim.AllowN(time.Now(), chunk) // the bucket starts empty: the first chunk waits its turn too
+	return &pacer{lim: lim, chunk: chunk}
 }
 
 // chunks cuts ids into the pacer's chunks: the whole page without pacing.
