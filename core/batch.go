@@ -17,7 +17,7 @@ import (
 // and never waits for more. buf is the worker's own memory for batches,
 // reused from one to the next.
 func (d *dispatcher) run(to *timeouts, buf *batchBuf, q queued) (next queued, more bool) {
-	if d.expired(q) || d.outlived(q) {
+	if d.expired(q) || d.outlived(q) || d.heldBack(q) {
 		return queued{}, false
 	}
 	if q.suspect {
@@ -37,7 +37,7 @@ func (d *dispatcher) run(to *timeouts, buf *batchBuf, q queued) (next queued, mo
 		if !ok {
 			break
 		}
-		if d.expired(t) || d.outlived(t) {
+		if d.expired(t) || d.outlived(t) || d.heldBack(t) {
 			continue
 		}
 		if t.suspect || !sameListener(d.route(t.env), bl) {

@@ -43,6 +43,8 @@ type claims struct {
 	metrics       Metrics
 	clock         Clock
 	held          *holds
+	// gate decides what this Client may claim and start (see gate).
+	gate *gate
 
 	acks     chan *hold         // deliveries that succeeded, for ackLoop
 	flushNow chan chan struct{} // see flushAcksNow
@@ -57,13 +59,23 @@ type claims struct {
 // of cfg (defaults applied, see Config.WithDefaults). ackRoom is how many
 // acknowledgements may wait for the ack writer.
 func newClaims(cfg Config, ackRoom int) *claims {
-	return &claims{
+	return newClaimsOf(cfg, ackRoom, nil)
+}
+
+// newClaimsOf is newClaims of a Client that routes events by reg (nil: a
+// Client that delivers nothing).
+func newClaimsOf(cfg Config, ackRoom int, reg *Registry) *claims {
+	c := &claims{
 		store: cfg.Store, owner: cfg.Owner, lease: cfg.Lease, maxAttempts: cfg.MaxAttempts, retry: cfg.RetryPolicy,
 		ordered: cfg.Ordered, deadPolicy: cfg.DeadPolicy, unrouted: cfg.UnroutedRetry, ackBatch: cfg.AckBatchSize, ackInterval: cfg.AckInterval,
 		log: cfg.Logger.With("outbox_owner", cfg.Owner), metrics: cfg.Metrics, clock: cfg.Clock,
 		held: newHolds(), acks: make(chan *hold, ackRoom), flushNow: make(chan chan struct{}),
 		ackDone: make(chan struct{}), wake: make(chan struct{}, 1),
+		gate: newGate(cfg, reg),
 	}
+	c.held.ended = c.gate.ended
+	c.gate.wake = c.wakePoller
+	return c
 }
 
 // insert adds events in the caller's transaction tx at now: claimed by
@@ -86,15 +98,20 @@ type claimed struct {
 	rows, takenOver int
 }
 
-// claim claims up to limit due events (recovering expired claims when
-// recover is set). The events that may not start are settled here: a row
-// that cannot be decoded, and one taken over with its attempts spent (see
-// admit).
-func (c *claims) claim(ctx context.Context, now time.Time, limit int, skipRecent time.Duration, recover bool) (claimed, error) {
+// claimFilter is the type filter of a claim (see ClaimRequest.Types and
+// SkipTypes), as the gate decides it.
+type claimFilter struct{ types, skip []string }
+
+// claim claims up to limit due events of the types f lets through
+// (recovering expired claims when recover is set). The events that may
+// not start are settled here: a row that cannot be decoded, and one taken
+// over with its attempts spent (see admit).
+func (c *claims) claim(ctx context.Context, now time.Time, limit int, skipRecent time.Duration, recover bool, f claimFilter) (claimed, error) {
 	began := time.Now() // the claim's real duration: the monotonic clock
 	recs, err := c.store.Claim(ctx, ClaimRequest{
 		Owner: c.owner, Now: now, Lease: c.lease, SkipRecent: skipRecent, Limit: limit,
 		NoRecovery: !recover, Ordered: c.ordered, DeadSkips: c.deadPolicy == DeadSkipsKey,
+		Types: f.types, SkipTypes: f.skip,
 	})
 	if err != nil {
 		return claimed{}, err
@@ -258,6 +275,7 @@ func (e *undecodableError) Unwrap() error { return e.err }
 // stopping hard (ctx only lends its values), so that an outcome already
 // decided is not thrown away.
 func (c *claims) settle(ctx context.Context, hd *hold, e Envelope, o outcome) {
+	c.gate.observe(e, o)
 	if o.verdict == settleDone {
 		c.metrics.Delivered(labelsOf(e))
 		c.acks <- hd
@@ -463,7 +481,17 @@ func (c *claims) hold(e Envelope, claimed time.Time, mates *claimMates) *hold {
 		return nil
 	}
 	hd.ordered = e.Ordered()
+	if c.gate.held(e.Type()) {
+		c.held.count(hd, e.Type())
+	}
 	return hd
+}
+
+// giveBack releases the claim of e, held by hd, unstarted: the gate holds
+// its type back (a pause, an open breaker). No attempt is used.
+func (c *claims) giveBack(ctx context.Context, hd *hold, e Envelope) {
+	c.log.Debug("outbox: event held back (paused, or its circuit breaker is open), given back unstarted", eventAttrs(e))
+	c.settle(ctx, hd, e, released())
 }
 
 // letGo forgets hd: the queue refused its event, and its row stays

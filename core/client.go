@@ -3,6 +3,7 @@ package outbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 )
 
@@ -25,6 +26,11 @@ type Client struct {
 	purge      *PurgeScheduler
 	dead       *DeadEvents
 	sampler    *backlogSampler
+	// claims are the parts' claims, with the gate; control keeps the
+	// gate in step with the stored pauses and the live nodes (nil for a
+	// Client that delivers nothing).
+	claims  *claims
+	control *controller
 
 	mu      sync.Mutex
 	started bool
@@ -48,10 +54,12 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Mode == ModeWriterOnly {
 		cl = newClaims(cfg, 0)
 	} else {
-		cl = newClaims(cfg, ackRoom(cfg))
+		cl = newClaimsOf(cfg, ackRoom(cfg), &c.registry)
 		c.d = newDispatcher(cfg, &c.registry, cl)
 		c.dead.wake = cl.wakePoller
+		c.control = newController(cfg, cl.gate)
 	}
+	c.claims = cl
 	if cfg.Mode == ModeFull || cfg.Mode == ModePollerOnly {
 		c.poller = newPoller(cfg, cl, c.d)
 		if cfg.Purger != nil && !cfg.DisablePurge {
@@ -134,14 +142,19 @@ func (c *Client) Start(ctx context.Context) error {
 			return err
 		}
 	}
+	if c.control != nil {
+		if err := c.control.start(ctx); err != nil {
+			return errors.Join(err, c.d.Close(ctx))
+		}
+	}
 	if c.poller != nil {
 		if err := c.poller.Start(ctx); err != nil {
-			return errors.Join(err, c.d.Close(ctx))
+			return errors.Join(err, c.control.close(ctx), c.d.Close(ctx))
 		}
 	}
 	if c.purge != nil {
 		if err := c.purge.Start(ctx); err != nil {
-			return errors.Join(err, c.poller.Close(ctx), c.d.Close(ctx))
+			return errors.Join(err, c.poller.Close(ctx), c.control.close(ctx), c.d.Close(ctx))
 		}
 	}
 	if c.sampler != nil {
@@ -181,6 +194,9 @@ func (c *Client) Close(ctx context.Context) error {
 	if c.d != nil {
 		errs = append(errs, c.d.Close(ctx))
 	}
+	if c.control != nil {
+		errs = append(errs, c.control.close(ctx))
+	}
 	return errors.Join(errs...)
 }
 
@@ -197,9 +213,18 @@ func (c *Client) Get(ctx context.Context, id string) (Record, error) {
 }
 
 // Stats counts the table's events by status and finds the oldest pending
-// one and the keys blocked by a DEAD event (see Stats.BlockedKeys).
+// one and the keys blocked by a DEAD event (see Stats.BlockedKeys), and
+// the pending event types that no live instance routes (Stats.Unrouted).
 func (c *Client) Stats(ctx context.Context) (Stats, error) {
-	return c.cfg.Store.Stats(ctx, utcNow(c.cfg.Clock))
+	now := utcNow(c.cfg.Clock)
+	st, err := c.cfg.Store.Stats(ctx, now)
+	if err != nil {
+		return st, err
+	}
+	if st.Unrouted, err = c.unrouted(ctx, st.Types, now); err != nil {
+		return st, fmt.Errorf("outbox: stats: live nodes: %w", err)
+	}
+	return st, nil
 }
 
 // PollOnce claims one batch and queues it for delivery, as the poller does

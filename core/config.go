@@ -154,9 +154,37 @@ type Config struct {
 	// attempt, so that another program sharing the table — or a later
 	// version of this one — can deliver it (default DefaultUnroutedRetry).
 	// The first event of each type a Client cannot route is logged as a
-	// warning. A negative value sends such events to DEAD at once instead,
-	// for a table that this Client alone delivers from.
+	// warning. A Client meets such events only if it claims every type
+	// (ClaimAll, or a negative UnroutedRetry). A negative value sends them
+	// to DEAD at once instead, and claims every type, for a table that
+	// this Client alone delivers from.
 	UnroutedRetry time.Duration
+	// ClaimAll claims events of every type, as a Client did before it
+	// claimed only the types it routes (default false): an event no route
+	// handles is then left pending for UnroutedRetry by each Client that
+	// claims it. Without it, a Client claims only the event types it
+	// routes (every type with a catch-all HandleAll), so that services
+	// with different routes share a table, and an event nobody routes
+	// stays pending, visible in Client.Stats as Unrouted. A negative
+	// UnroutedRetry (DEAD at once) claims every type too.
+	ClaimAll bool
+	// ControlInterval spaces this Client's reads of the stored pauses
+	// (default 1s): another instance's Pause is obeyed within about that
+	// long. The heartbeat that reports this Client as a live Node runs
+	// every Lease/3.
+	ControlInterval time.Duration
+	// BreakerFailures opens a route's circuit breaker after that many
+	// consecutive failed deliveries of its event type (default 0: no
+	// breakers). An open route's events are left pending, their attempts
+	// unused; every BreakerInterval (default 30s) one probe event is
+	// delivered, and its success closes the breaker. See
+	// docs/operations.md.
+	BreakerFailures int
+	BreakerInterval time.Duration
+	// Routes limits the delivery of event types across every instance on
+	// the table (see RoutePolicy): each live instance that routes a type
+	// takes an equal share of its limits.
+	Routes map[string]RoutePolicy
 	// EnvelopeOptions, if set, gives options that WriteFrom adds to every
 	// envelope it builds from a domain event, drawn from the writer's
 	// context: headers (a trace id, the operator), the tenant.
@@ -188,6 +216,9 @@ func (c Config) Validate() error {
 	if err := checkKnobs(c, knobs, knobErr); err != nil {
 		return err
 	}
+	if err := validRoutes(c.Routes); err != nil {
+		return err
+	}
 	if c.TxContext == nil && c.Mode != ModePollerOnly {
 		return configErr("client needs a TxContext to write (or Mode: ModePollerOnly)")
 	}
@@ -215,4 +246,57 @@ func (c Config) WithDefaults() Config {
 		c.Purger, _ = c.Store.(Purger)
 	}
 	return c
+}
+
+// Defaults of the control knobs.
+const (
+	// DefaultControlInterval spaces the reads of the stored pauses unless
+	// Config.ControlInterval sets another interval.
+	DefaultControlInterval = time.Second
+	// DefaultBreakerInterval is how long an open circuit breaker waits
+	// before its probe unless Config.BreakerInterval sets another wait.
+	DefaultBreakerInterval = 30 * time.Second
+)
+
+// RoutePolicy limits the deliveries of one event type across every
+// instance on the table (Config.Routes). Each live instance that routes
+// the type (see Node) takes an equal share: Rate/n deliveries a second and
+// Concurrency/n at once, the remainder of Concurrency going to the first
+// instances by owner id; an instance whose share of Concurrency is 0
+// delivers none of the type. When an instance stops without Close, the
+// others take its share once its node ages out (about three Leases).
+type RoutePolicy struct {
+	// Rate is the most deliveries a second across all instances (0: no
+	// rate limit); Burst how many may start at once after a quiet spell
+	// (default: a second's worth, at least 1).
+	Rate  float64
+	Burst int
+	// Concurrency is the most deliveries running at once across all
+	// instances (0: no limit).
+	Concurrency int
+}
+
+// maxRoutes bounds Config.Routes.
+const maxRoutes = 1000
+
+// validRoutes checks Config.Routes.
+func validRoutes(rs map[string]RoutePolicy) error {
+	if len(rs) > maxRoutes {
+		return configErr("Routes has %d entries; want at most %d", len(rs), maxRoutes)
+	}
+	for t, p := range rs {
+		switch {
+		case t == "" || len(t) > MaxEventTypeLen:
+			return configErr("Routes: event type %q: want 1 to %d bytes", t, MaxEventTypeLen)
+		case p.Rate < 0 || p.Rate > 1e6 || p.Rate != p.Rate:
+			return configErr("Routes[%q].Rate is %v; want 0 (none) to 1000000 a second", t, p.Rate)
+		case p.Burst < 0 || p.Burst > maxQueueSize:
+			return configErr("Routes[%q].Burst is %d; want 0 (the default) to %d", t, p.Burst, maxQueueSize)
+		case p.Concurrency < 0 || p.Concurrency > maxWorkers:
+			return configErr("Routes[%q].Concurrency is %d; want 0 (none) to %d", t, p.Concurrency, maxWorkers)
+		case p.Rate == 0 && p.Concurrency == 0:
+			return configErr("Routes[%q] sets no limit: want a Rate or a Concurrency", t)
+		}
+	}
+	return nil
 }

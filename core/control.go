@@ -359,5 +359,7 @@ func (c *Client) record(ctx context.Context, e AuditEntry) {
 // paused tells this Client's engine that the stored pauses changed, so
 // that it reads them at once rather than at its next refresh.
 func (c *Client) paused(ctx context.Context) {
-	_ = ctx
+	if c.control != nil {
+		c.control.refresh(ctx)
+	}
 }

@@ -113,8 +113,11 @@ func unroutable(e Envelope) error {
 // delivery off, and the row is given back (not the listener's failure).
 func (d *dispatcher) settle(ctx context.Context, dl delivery, err error) {
 	q := dl.q
-	d.metrics.ListenerDuration(labelsOf(q.env), time.Since(dl.started))
-	d.claims.settle(ctx, q.hold, q.env, d.outcome(ctx, dl, err))
+	took := time.Since(dl.started)
+	o := d.outcome(ctx, dl, err)
+	d.metrics.ListenerDuration(labelsOf(q.env), took)
+	d.metrics.DeliveryDuration(labelsOf(q.env), o.verdict.String(), took)
+	d.claims.settle(ctx, q.hold, q.env, o)
 }
 
 // outcome is what the delivery dl that returned err comes to: released if

@@ -329,6 +329,17 @@ func (d *dispatcher) work() {
 // while it waited (see claims.expired).
 func (d *dispatcher) expired(q queued) bool { return d.claims.expired(q.hold, q.env) }
 
+// heldBack reports (and gives back unstarted, its attempt unused) a
+// queued event that the gate holds back now: its type was paused, or its
+// circuit breaker opened, since it was claimed.
+func (d *dispatcher) heldBack(q queued) bool {
+	if d.claims.gate.admits(q.env) {
+		return false
+	}
+	d.claims.giveBack(d.runCtx, q.hold, q.env)
+	return true
+}
+
 // suspectLane delivers the events of the suspects queue one at a time.
 func (d *dispatcher) suspectLane() {
 	returned := false
@@ -342,7 +353,7 @@ func (d *dispatcher) suspectLane() {
 				returned = true
 				return
 			}
-			if d.expired(q) {
+			if d.expired(q) || d.heldBack(q) {
 				continue
 			}
 			d.deliverSuspect(to, q)

@@ -80,6 +80,20 @@
 // serialized, as they are when each updates its aggregate's row first. Every
 // Client of a table must agree on Ordered.
 //
+// # Operations
+//
+// A Client claims only the event types it routes (every type with a
+// catch-all [Client.HandleAll], or with [Config.ClaimAll]), so services
+// with different routes share a table; an event type nobody routes stays
+// pending and shows in [Stats.Unrouted]. An operator pauses an event type,
+// or everything, on every instance with [Client.Pause] (stored in the
+// database, obeyed within [Config.ControlInterval]); [Config.BreakerFailures]
+// gives each route a circuit breaker that leaves its events pending, their
+// attempts unused, while its downstream fails, probing it once per
+// [Config.BreakerInterval]; [Config.Routes] limits a route's rate and
+// concurrency across every instance; [Client.Health] reports it all.
+// docs/operations.md says how each works.
+//
 // # Modes
 //
 // [Config.Mode] chooses what runs in a process:

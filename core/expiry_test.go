@@ -46,7 +46,7 @@ func TestExpiredEventsAreNeverDelivered(t *testing.T) {
 	}
 	tx.Commit()
 	h.clk.Advance(2 * time.Minute)
-	got, err := h.d.claims.claim(context.Background(), h.clk.Now(), 10, 0, true)
+	got, err := h.d.claims.claim(context.Background(), h.clk.Now(), 10, 0, true, claimFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,6 +26,10 @@ type memStore struct {
 	calls map[string]int
 	after map[string]func() // method name → run once the call returns
 	seq   int64
+	// The control tables (Controls).
+	pauses map[string]Pause
+	nodes  map[string]Node
+	audit  []AuditEntry
 }
 
 func newMemStore() *memStore {
@@ -138,6 +142,9 @@ func (s *memStore) Claim(_ context.Context, req ClaimRequest) ([]Record, error) 
 		out = append(out, *r)
 	}
 	for _, r := range s.sorted() {
+		if !typeClaimed(req, r.Envelope.Type()) {
+			continue
+		}
 		if !req.NoRecovery && len(out) < req.Limit && pending(r) && r.LockedBy != "" && req.Now.Sub(r.LockedAt) >= req.Lease {
 			if r.LastError != ErrInFlight.Error() {
 				r.LastError = ErrClaimExpired.Error()
@@ -146,11 +153,128 @@ func (s *memStore) Claim(_ context.Context, req ClaimRequest) ([]Record, error) 
 		}
 	}
 	for _, r := range s.sorted() {
-		if r.Envelope.Ordered() && (!req.Ordered || !s.head(r, req.DeadSkips)) {
+		if r.Envelope.Ordered() && (!req.Ordered || !s.head(r, req.DeadSkips)) || !typeClaimed(req, r.Envelope.Type()) {
 			continue
 		}
 		if len(out) < req.Limit && pending(r) && r.LockedBy == "" && !r.AvailableAt.After(req.Now) && !r.CreatedAt.After(req.Now.Add(-req.SkipRecent)) {
 			take(r)
+		}
+	}
+	return out, nil
+}
+
+// typeClaimed reports whether req's type filters let events of type t
+// through.
+func typeClaimed(req ClaimRequest, t string) bool {
+	return (req.Types == nil || slices.Contains(req.Types, t)) && !slices.Contains(req.SkipTypes, t)
+}
+
+// SetPause, DeletePause, Pauses, Beat, Leave, Nodes, AppendAudit and
+// Audit are the control tables (Controls).
+func (s *memStore) SetPause(_ context.Context, p Pause) error {
+	err := s.enter("SetPause")
+	defer s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if s.pauses == nil {
+		s.pauses = map[string]Pause{}
+	}
+	s.pauses[p.Scope] = p
+	return nil
+}
+
+func (s *memStore) DeletePause(_ context.Context, scope string) (bool, error) {
+	err := s.enter("DeletePause")
+	defer s.mu.Unlock()
+	if err != nil {
+		return false, err
+	}
+	_, ok := s.pauses[scope]
+	delete(s.pauses, scope)
+	return ok, nil
+}
+
+func (s *memStore) Pauses(context.Context) ([]Pause, error) {
+	err := s.enter("Pauses")
+	defer s.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	var out []Pause
+	for _, k := range sortedKeys(s.pauses) {
+		out = append(out, s.pauses[k])
+	}
+	return out, nil
+}
+
+func (s *memStore) Beat(_ context.Context, n Node, forgetBefore time.Time) error {
+	err := s.enter("Beat")
+	defer s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if s.nodes == nil {
+		s.nodes = map[string]Node{}
+	}
+	if old, ok := s.nodes[n.Owner]; ok {
+		n.Started = old.Started
+	}
+	s.nodes[n.Owner] = n
+	for k, o := range s.nodes {
+		if o.Seen.Before(forgetBefore) {
+			delete(s.nodes, k)
+		}
+	}
+	return nil
+}
+
+func (s *memStore) Leave(_ context.Context, owner string) error {
+	err := s.enter("Leave")
+	defer s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	delete(s.nodes, owner)
+	return nil
+}
+
+func (s *memStore) Nodes(_ context.Context, since time.Time) ([]Node, error) {
+	err := s.enter("Nodes")
+	defer s.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	var out []Node
+	for _, k := range sortedKeys(s.nodes) {
+		if n := s.nodes[k]; !n.Seen.Before(since) {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+func (s *memStore) AppendAudit(_ context.Context, e AuditEntry) (int64, error) {
+	err := s.enter("AppendAudit")
+	defer s.mu.Unlock()
+	if err != nil {
+		return 0, err
+	}
+	e.ID = int64(len(s.audit) + 1)
+	s.audit = append(s.audit, e)
+	return e.ID, nil
+}
+
+func (s *memStore) Audit(_ context.Context, q AuditQuery) ([]AuditEntry, error) {
+	err := s.enter("Audit")
+	defer s.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	var out []AuditEntry
+	for i := len(s.audit) - 1; i >= 0 && len(out) < q.Limit; i-- {
+		if q.BeforeID == 0 || s.audit[i].ID < q.BeforeID {
+			out = append(out, s.audit[i])
 		}
 	}
 	return out, nil
@@ -381,8 +505,23 @@ func (s *memStore) Stats(context.Context, time.Time) (Stats, error) {
 		return Stats{}, err
 	}
 	st := Stats{ByStatus: map[Status]int64{}}
+	types := map[string]*TypeBacklog{}
 	for _, r := range s.rows {
 		st.ByStatus[r.Status]++
+		if pending(r) {
+			tb := types[r.Envelope.Type()]
+			if tb == nil {
+				tb = &TypeBacklog{Type: r.Envelope.Type(), Oldest: r.CreatedAt}
+				types[tb.Type] = tb
+			}
+			tb.Pending++
+			if r.CreatedAt.Before(tb.Oldest) {
+				tb.Oldest = r.CreatedAt
+			}
+			if r.LockedBy != "" {
+				st.Claimed++
+			}
+		}
 		if pending(r) && (st.OldestPending.IsZero() || r.CreatedAt.Before(st.OldestPending)) {
 			st.OldestPending = r.CreatedAt
 		}
@@ -392,6 +531,9 @@ func (s *memStore) Stats(context.Context, time.Time) (Stats, error) {
 				st.OldestBlocked = r.DoneAt
 			}
 		}
+	}
+	for _, k := range sortedKeys(types) {
+		st.Types = append(st.Types, *types[k])
 	}
 	return st, nil
 }

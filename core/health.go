@@ -66,25 +66,39 @@ type RouteState struct {
 }
 
 // Health reports the Client's health (see Health). It reads the table's
-// backlog (Store.Stats) and pauses; an error means the database could not
-// be read, and the Health returned then holds what is known without it.
+// backlog (Store.Stats) unless the backlog sampler's last sample is
+// recent (see Config.MetricsInterval); the pauses, routes and nodes are
+// this Client's view, refreshed every ControlInterval and Lease/3. An
+// error means the database could not be read, and the Health returned then
+// holds what is known without it.
 func (c *Client) Health(ctx context.Context) (Health, error) {
 	c.mu.Lock()
 	h := Health{Started: c.started && !c.closed, Mode: c.cfg.Mode.String(), Owner: c.cfg.Owner}
 	c.mu.Unlock()
 	now := utcNow(c.cfg.Clock)
-	st, err := c.cfg.Store.Stats(ctx, now)
-	if err != nil {
-		return h, fmt.Errorf("outbox: health: %w", err)
+	c.claims.gate.health(&h)
+	if !h.LastPoll.IsZero() {
+		h.LastPollAge = max(now.Sub(h.LastPoll), 0)
+	}
+	if c.control == nil { // a writer-only Client reads the pauses itself
+		if _, ok := c.cfg.Store.(Controls); ok {
+			ps, err := c.Pauses(ctx)
+			if err != nil {
+				return h, fmt.Errorf("outbox: health: %w", err)
+			}
+			h.Paused = ps
+		}
+	}
+	st, fresh := c.sampler.latest(now)
+	if !fresh {
+		var err error
+		if st, err = c.cfg.Store.Stats(ctx, now); err != nil {
+			return h, fmt.Errorf("outbox: health: %w", err)
+		}
 	}
 	if !st.OldestPending.IsZero() {
 		h.OldestPendingAge = max(now.Sub(st.OldestPending), 0)
 	}
 	h.Dead, h.BlockedKeys = st.ByStatus[StatusDead], st.BlockedKeys
-	if _, ok := c.cfg.Store.(Controls); ok {
-		if h.Paused, err = c.Pauses(ctx); err != nil {
-			return h, fmt.Errorf("outbox: health: %w", err)
-		}
-	}
 	return h, nil
 }

@@ -41,13 +41,20 @@ func (d *dispatcher) dropHot(e Envelope) {
 
 // takesHot reports whether the hot path takes events now, so that the
 // writer inserts them claimed by this process: not while the dispatcher is
-// not running or its hot queue is full. The rows are then left unclaimed
+// not running or its hot queue is full, nor when the gate holds one of
+// them back (a pause, an open circuit breaker, a limited route). The rows are then left unclaimed
 // for any poller (and, with a full queue, counted as dropped from the hot
 // path).
 func (d *dispatcher) takesHot(events []Envelope) bool {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
 	if !d.started || d.closed {
+		return false
+	}
+	if !d.claims.gate.hot(events) {
+		// Paused, held back by a circuit breaker, or limited: the claims
+		// that keep those decide when the events go.
+		d.claims.wakePoller()
 		return false
 	}
 	if len(d.hot) == cap(d.hot) {

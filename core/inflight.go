@@ -14,6 +14,9 @@ import (
 type holds struct {
 	mu sync.Mutex
 	m  map[string]*hold
+	// ended, if set, is told the type of each counted hold that ends
+	// (see gate.held); it runs under mu.
+	ended func(typ string)
 }
 
 // hold is one held event. Its times are guarded by holds.mu.
@@ -31,6 +34,8 @@ type hold struct {
 	// mates, if not nil, counts this hold among the events of its claim
 	// that a suspect waits for (see claimMates): it ends with the hold.
 	mates *claimMates
+	// typ is the event type of a hold the gate counts (see gate.held).
+	typ string
 }
 
 // claimMates are the events of one claim that its suspects (events in
@@ -81,6 +86,7 @@ func (h *holds) acquireAmong(id string, claimed, now time.Time, mates *claimMate
 	}
 	if held {
 		old.endMate() // replaced: it ends here
+		h.end(old)
 	}
 	nh := &hold{id: id, renewed: claimed, mates: mates}
 	if mates != nil {
@@ -96,8 +102,17 @@ func (h *holds) release(hd *hold) {
 	if h.m[hd.id] == hd {
 		delete(h.m, hd.id)
 		hd.endMate()
+		h.end(hd)
 	}
 	h.mu.Unlock()
+}
+
+// end tells ended of hd, if it is counted; h.mu is held.
+func (h *holds) end(hd *hold) {
+	if hd.typ != "" && h.ended != nil {
+		h.ended(hd.typ)
+		hd.typ = ""
+	}
 }
 
 // endMate ends hd among its claim's mates, if it is one; holds.mu is held.
@@ -106,6 +121,14 @@ func (hd *hold) endMate() {
 		hd.mates.end()
 		hd.mates = nil
 	}
+}
+
+// count marks hd as a hold of type typ that the gate counts (see
+// holds.ended).
+func (h *holds) count(hd *hold, typ string) {
+	h.mu.Lock()
+	hd.typ = typ
+	h.mu.Unlock()
 }
 
 // start records that hd's listener starts; its claim is renewed until

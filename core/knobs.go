@@ -42,7 +42,7 @@ type Knob struct {
 
 // Knobs returns the description of every tunable setting of Config, in
 // the order of the fields. The settings that are not plain values (Store,
-// TxContext, Purger, RetryPolicy, Interceptors, Hooks, EnvelopeOptions,
+// TxContext, Purger, RetryPolicy, Interceptors, Hooks, Routes, EnvelopeOptions,
 // Clock, Logger, Metrics) are not knobs.
 func Knobs() []Knob { return slices.Clone(knobs) }
 
@@ -179,6 +179,14 @@ var knobs = []Knob{
 	withNegative(numKnob("UnroutedRetry", "leaves an event no route of this Client handles pending, offered again after this long, using no attempt (negative: DEAD at once)",
 		func(c *Config) *time.Duration { return &c.UnroutedRetry }, DefaultUnroutedRetry, time.Second, day),
 		"DEAD at once", func(c Config) bool { return c.UnroutedRetry < 0 }),
+	boolKnob("ClaimAll", "claims events of every type, also those no route of this Client handles (see UnroutedRetry)",
+		func(c *Config) *bool { return &c.ClaimAll }),
+	numKnob("ControlInterval", "spaces the reads of the stored pauses (and the node heartbeat's checks)",
+		func(c *Config) *time.Duration { return &c.ControlInterval }, DefaultControlInterval, 10*time.Millisecond, time.Hour),
+	numKnob("BreakerFailures", "consecutive failed deliveries of a route that open its circuit breaker (0: no breakers)",
+		func(c *Config) *int { return &c.BreakerFailures }, 0, 1, maxAttempts),
+	numKnob("BreakerInterval", "how long an open circuit breaker waits before it probes its route with one delivery",
+		func(c *Config) *time.Duration { return &c.BreakerInterval }, DefaultBreakerInterval, time.Millisecond, day),
 	withNegative(numKnob("MetricsInterval", "spaces the samples of the backlog reported to Metrics (negative: never)",
 		func(c *Config) *time.Duration { return &c.MetricsInterval }, DefaultMetricsInterval, time.Millisecond, day),
 		"off", func(c Config) bool { return c.MetricsInterval < 0 }),

@@ -45,7 +45,7 @@ func validConfig() outbox.Config {
 // snake case, a doc line and a default that Set reads.
 func TestKnobsDescribeEveryField(t *testing.T) {
 	notKnobs := map[string]bool{"Store": true, "TxContext": true, "Purger": true, "RetryPolicy": true, "Interceptors": true,
-		"Hooks": true, "EnvelopeOptions": true, "Clock": true, "Logger": true, "Metrics": true}
+		"Hooks": true, "EnvelopeOptions": true, "Clock": true, "Logger": true, "Metrics": true, "Routes": true}
 	typ := reflect.TypeFor[outbox.Config]()
 	knobs := outbox.Knobs()
 	var want []string

@@ -83,6 +83,17 @@ type Metrics interface {
 	// Backlog reports the state of the table, sampled by the Client every
 	// Config.MetricsInterval.
 	Backlog(b Backlog)
+	// DeliveryDuration observes how long one delivery ran, as
+	// ListenerDuration does, with its result: "done", "retry", "dead" or
+	// "release" (cut off by Close).
+	DeliveryDuration(l EventLabels, result string, d time.Duration)
+	// BreakerState reports that the circuit breaker of the route of
+	// eventType moved to state (BreakerOpen, BreakerHalfOpen,
+	// BreakerClosed).
+	BreakerState(eventType, state string)
+	// Paused reports that this Client started (paused) or stopped
+	// obeying a stored pause of scope (an event type, or PauseAll).
+	Paused(scope string, paused bool)
 
 	// embedsNopMetrics is NopMetrics's: implementations embed it (see
 	// above).
@@ -142,6 +153,11 @@ type Backlog struct {
 	// BlockedKeys counts the ordering keys held back by a DEAD event (see
 	// Stats.BlockedKeys); 0 unless the table has ordered events.
 	BlockedKeys int64
+	// Retrying counts the RETRY events (Pending includes them), InFlight
+	// the pending events claimed by some instance: queued or being
+	// delivered (Stats.Claimed).
+	Retrying int64
+	InFlight int64
 }
 
 // NopMetrics implements Metrics doing nothing. Every implementation of
@@ -203,6 +219,15 @@ func (NopMetrics) KeyBlocked() {}
 func (NopMetrics) Backlog(Backlog) {}
 
 // metricsOr returns m, or NopMetrics if m is nil.
+// DeliveryDuration does nothing.
+func (NopMetrics) DeliveryDuration(EventLabels, string, time.Duration) {}
+
+// BreakerState does nothing.
+func (NopMetrics) BreakerState(string, string) {}
+
+// Paused does nothing.
+func (NopMetrics) Paused(string, bool) {}
+
 func metricsOr(m Metrics) Metrics {
 	if m == nil {
 		return NopMetrics{}

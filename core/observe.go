@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"maps"
+	"sync"
 	"time"
 )
 
@@ -20,6 +21,22 @@ type backlogSampler struct {
 	log      *slog.Logger
 	interval time.Duration
 	bg       background
+
+	mu       sync.Mutex
+	last     Stats
+	sampleAt time.Time // when last was read (zero: never)
+}
+
+// latest returns the last sample if it was read within two intervals of
+// now.
+func (s *backlogSampler) latest(now time.Time) (Stats, bool) {
+	if s == nil {
+		return Stats{}, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fresh := !s.sampleAt.IsZero() && now.Sub(s.sampleAt) <= 2*s.interval
+	return s.last, fresh
 }
 
 // newBacklogSampler returns the sampler cfg (defaults applied, see
@@ -61,6 +78,9 @@ func (s *backlogSampler) sample(ctx context.Context) {
 		}
 		return
 	}
+	s.mu.Lock()
+	s.last, s.sampleAt = st, now
+	s.mu.Unlock()
 	s.metrics.Backlog(backlogOf(st, now))
 }
 
@@ -71,6 +91,8 @@ func backlogOf(st Stats, now time.Time) Backlog {
 		Due:         st.Due,
 		Dead:        st.ByStatus[StatusDead],
 		BlockedKeys: st.BlockedKeys,
+		Retrying:    st.ByStatus[StatusRetry],
+		InFlight:    st.Claimed,
 	}
 	if !st.OldestPending.IsZero() {
 		b.OldestPending = max(now.Sub(st.OldestPending), 0)

@@ -129,13 +129,14 @@ func (p *poller) loop(ctx context.Context) {
 			timer.Stop() // Reset below; a stale tick is at worst one more poll
 		}
 		_, more, busy, err := p.poll(ctx)
-		wait := p.cfg.PollInterval
+		wait := p.claims.gate.wait(p.cfg.PollInterval) // a limited route's next token
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return
 		case err != nil:
 			backoff = min(max(2*backoff, time.Second), p.cfg.MaxPollBackoff)
 			wait = backoff
+			p.claims.gate.failed(err, utcNow(p.cfg.Clock))
 			p.log.Error("outbox: poll failed, backing off", "error", err, "retry_in", wait)
 		case more:
 			backoff, wait = 0, 0
@@ -147,6 +148,9 @@ func (p *poller) loop(ctx context.Context) {
 			backoff, wait = 0, min(wait, pollBusyWait)
 		default:
 			backoff = 0
+		}
+		if err == nil {
+			p.claims.gate.polled(utcNow(p.cfg.Clock))
 		}
 		timer.Reset(wait)
 	}
@@ -179,17 +183,34 @@ func (p *poller) poll(ctx context.Context) (queued int, more, busy bool, err err
 	}
 	defer p.unreserve(limit)
 	now := utcNow(p.cfg.Clock)
+	types, skip, claimsAny := p.claims.gate.request()
+	if !claimsAny { // everything is paused, or nothing routed
+		queued, err = p.pollRoutes(ctx, now)
+		return queued, false, false, err
+	}
 	recover := p.recoveryDue(now)
-	got, err := p.claims.claim(ctx, now, limit, p.cfg.SkipRecent, recover)
+	got, err := p.claims.claim(ctx, now, limit, p.cfg.SkipRecent, recover, claimFilter{types: types, skip: skip})
 	if err != nil {
 		return 0, false, false, fmt.Errorf("outbox: claim: %w", err)
 	}
 	if recover {
 		p.recovered(now, got, limit)
 	}
+	side, err := p.pollRoutes(ctx, now)
+	if err != nil {
+		return side, false, false, err
+	}
+	queued, more, busy = p.enqueue(ctx, got, limit, concurrent)
+	return queued + side, more, busy, nil
+}
+
+// enqueue queues the records of the claim got, of at most limit rows,
+// and reports whether another poll should follow at once (more), or soon
+// for what the queue refused (busy).
+func (p *poller) enqueue(ctx context.Context, got claimed, limit int, concurrent bool) (queued int, more, busy bool) {
 	recs := got.recs
 	if len(recs) == 0 {
-		return 0, false, false, nil
+		return 0, false, false
 	}
 	// Events taken over from an owner that stored no outcome go after the
 	// fresh ones, and those that were in flight when it stopped (suspects:
@@ -216,13 +237,43 @@ func (p *poller) poll(ctx context.Context) (queued int, more, busy bool, err err
 		if !p.queue.enqueueClaimed(r, mates) {
 			// Full or closing: give the rest back to every poller.
 			p.release(ctx, recs[i:])
-			return queued, false, true, nil // poll again soon for what was released
+			return queued, false, true // poll again soon for what was released
 		}
 		queued++
 	}
 	// A claim that came back full suggests more. So does one that ran
 	// beside another claim: rows that one locked were skipped here.
-	return queued, (got.rows == limit || concurrent) && queued > 0, false, nil
+	return queued, (got.rows == limit || concurrent) && queued > 0, false
+}
+
+// pollRoutes runs the claims of single routes that the gate asks for (see
+// gate.sideClaims): a half-open circuit breaker's probe, and the share of
+// a limited route, within the cold queue's room. They recover expired
+// claims of their routes too: the main claim leaves those routes out.
+func (p *poller) pollRoutes(ctx context.Context, now time.Time) (queued int, err error) {
+	p.mu.Lock()
+	free, _ := p.queue.room()
+	sides := p.claims.gate.sideClaims(now, free-p.reserved)
+	total := 0
+	for _, s := range sides {
+		total += s.limit
+	}
+	p.reserved += total
+	p.mu.Unlock()
+	defer p.unreserve(total)
+	for i, s := range sides {
+		got, err := p.claims.claim(ctx, now, s.limit, 0, true, claimFilter{types: []string{s.typ}})
+		p.claims.gate.claimedSide(s, got.recs)
+		if err != nil {
+			for _, rest := range sides[i+1:] {
+				p.claims.gate.claimedSide(rest, nil)
+			}
+			return queued, fmt.Errorf("outbox: claim of %s: %w", s.typ, err)
+		}
+		n, _, _ := p.enqueue(ctx, got, s.limit, false)
+		queued += n
+	}
+	return queued, nil
 }
 
 // suspicion orders the records of a claim: fresh ones (0), then those

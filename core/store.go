@@ -1,8 +1,11 @@
 package outbox
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -332,6 +335,20 @@ type Purger interface {
 	// StatusDead), of req.TenantID when set, whose completion time (or
 	// creation time, if none) is before req.Before, and returns how many.
 	Purge(ctx context.Context, req PurgeRequest) (int64, error)
+}
+
+// SetTypes sets Types to the backlogs of types, most pending first, then
+// by type, at most MaxStatsTypes of them (TypesTruncated when types has
+// more), for Stores filling Stats. It reorders types.
+func (s *Stats) SetTypes(types []TypeBacklog) {
+	slices.SortFunc(types, func(a, b TypeBacklog) int {
+		return cmp.Or(cmp.Compare(b.Pending, a.Pending), strings.Compare(a.Type, b.Type))
+	})
+	s.TypesTruncated = len(types) > MaxStatsTypes
+	s.Types = types[:min(len(types), MaxStatsTypes):min(len(types), MaxStatsTypes)]
+	if len(s.Types) == 0 {
+		s.Types = nil
+	}
 }
 
 // AddDeadSubscribers adds n DEAD events owing the subscribers names to

@@ -73,7 +73,8 @@ func TestLoadEnvSetsEveryField(t *testing.T) {
 		"POLL_INTERVAL": "750ms", "POLL_BATCH_SIZE": "100", "SKIP_RECENT": "2s",
 		"LEASE": "1m", "MAX_POLL_BACKOFF": "30s",
 		"RETENTION": "3d", "DEAD_RETENTION": "30d", "PURGE_BATCH_SIZE": "250", "PURGE_INTERVAL": "15m",
-		"UNROUTED_RETRY": "1m", "METRICS_INTERVAL": "30s",
+		"UNROUTED_RETRY": "1m", "CLAIM_ALL": "true", "CONTROL_INTERVAL": "2s", "BREAKER_FAILURES": "5", "BREAKER_INTERVAL": "45s",
+		"METRICS_INTERVAL": "30s",
 	}
 	env := map[string]string{
 		// Another data source's variables and the default's are not read.
@@ -98,7 +99,8 @@ func TestLoadEnvSetsEveryField(t *testing.T) {
 		DrainTimeout: 10 * time.Second, ListenerTimeout: 20 * time.Second, AckBatchSize: 64, AckInterval: 20 * time.Millisecond,
 		ListenerBatchSize: 10, PollInterval: 750 * time.Millisecond, PollBatchSize: 100, SkipRecent: 2 * time.Second, Lease: time.Minute,
 		MaxPollBackoff: 30 * time.Second, Retention: 72 * time.Hour, DeadRetention: 720 * time.Hour, PurgeBatchSize: 250,
-		PurgeInterval: 15 * time.Minute, UnroutedRetry: time.Minute, MetricsInterval: 30 * time.Second,
+		PurgeInterval: 15 * time.Minute, UnroutedRetry: time.Minute, ClaimAll: true, ControlInterval: 2 * time.Second,
+		BreakerFailures: 5, BreakerInterval: 45 * time.Second, MetricsInterval: 30 * time.Second,
 	}}
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("LoadEnv:\n got %+v\nwant %+v", c, want)

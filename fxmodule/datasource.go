@@ -437,7 +437,7 @@ func (ds *dataSource) start(ctx context.Context) error {
 	case c.Mode == outbox.ModeWriterOnly && ds.routes > 0:
 		ds.log.Warn("outbox: writer-only data source: its routes are never called (another process or CDC delivers)", "routes", ds.routes)
 	case c.Mode != outbox.ModeWriterOnly && ds.routes == 0:
-		ds.log.Warn("outbox: no listener routed to this data source: every event it claims is left pending for another program (contribute routes to group " + RouteGroup(ds.name) + ")")
+		ds.log.Warn("outbox: no listener routed to this data source: it claims no event, leaving them pending for another program (contribute routes to group " + RouteGroup(ds.name) + ")")
 	}
 	if c.Mode == outbox.ModeHotPathOnly {
 		ds.log.Warn("outbox: no poller (hot-path-only): retries, delayed and replayed events are left to pollers of other processes")

@@ -127,7 +127,7 @@ func TestMigrateIsIdempotent(t *testing.T) {
 		}
 		idx = append(idx, n)
 	}
-	if strings.Join(idx, ",") != "events_out_due_idx,events_out_lease_idx,events_out_order_idx,events_out_owed_idx,events_out_park_idx,events_out_purge_idx,events_out_tnt_idx,events_out_walk_idx" {
+	if strings.Join(idx, ",") != "events_out_due_idx,events_out_lease_idx,events_out_order_idx,events_out_owed_idx,events_out_park_idx,events_out_purge_idx,events_out_tnt_idx,events_out_type_idx,events_out_walk_idx" {
 		t.Fatalf("indexes %v", idx)
 	}
 	// Schema() is what Migrate runs: applying it in a transaction by hand works too.

@@ -225,7 +225,9 @@ func (s *Store) Insert(ctx context.Context, tx outbox.Tx, now time.Time, owner s
 // events old enough for SkipRecent, oldest due first. Ordered events are
 // claimed only by a req.Ordered claim, and only as the head of their key
 // (its first event that is not DONE, nor DEAD unless req.DeadSkips), keys
-// taking turns. The result is ordered by due time, then id.
+// taking turns. With req.Types or req.SkipTypes, only the events whose
+// types they let through are claimed, recovered ones too; a key whose head
+// they leave out waits. The result is ordered by due time, then id.
 func (s *Store) Claim(ctx context.Context, req outbox.ClaimRequest) ([]outbox.Record, error) {
 	if req.Limit <= 0 {
 		return nil, nil
@@ -236,6 +238,10 @@ func (s *Store) Claim(ctx context.Context, req outbox.ClaimRequest) ([]outbox.Re
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("outboxmem: claim: %w", err)
 	}
+	allowed := typeFilter(req)
+	if req.Types != nil && !slices.ContainsFunc(req.Types, allowed) {
+		return nil, nil // no type to claim
+	}
 	now := ts(req.Now)
 	leaseCutoff, recentCutoff := ts(now.Add(-req.Lease)), ts(now.Add(-req.SkipRecent))
 	s.mu.Lock()
@@ -243,7 +249,7 @@ func (s *Store) Claim(ctx context.Context, req outbox.ClaimRequest) ([]outbox.Re
 	var expired []*row
 	if !req.NoRecovery {
 		for _, r := range s.claimed {
-			if !r.lockedAt.After(leaseCutoff) {
+			if !r.lockedAt.After(leaseCutoff) && allowed(r.f.Type) {
 				expired = append(expired, r)
 			}
 		}
@@ -251,7 +257,7 @@ func (s *Store) Claim(ctx context.Context, req outbox.ClaimRequest) ([]outbox.Re
 	expired = firstN(expired, req.Limit, func(a, b *row) int { return cmp.Or(a.lockedAt.Compare(b.lockedAt), byID(a, b)) })
 	var heads []*row
 	if req.Ordered {
-		heads = s.claimableHeads(s.heads(req.DeadSkips), now, recentCutoff, req.Limit-len(expired))
+		heads = s.claimableHeads(s.heads(req.DeadSkips), allowed, now, recentCutoff, req.Limit-len(expired))
 	}
 	for _, r := range expired {
 		s.change(r, func(r *row) {
@@ -272,7 +278,7 @@ func (s *Store) Claim(ctx context.Context, req outbox.ClaimRequest) ([]outbox.Re
 		if r.availableAt.After(now) {
 			break
 		}
-		if r.createdAt.After(recentCutoff) {
+		if r.createdAt.After(recentCutoff) || !allowed(r.f.Type) {
 			continue
 		}
 		r.lockedBy, r.lockedAt = req.Owner, now
@@ -289,6 +295,14 @@ func (s *Store) Claim(ctx context.Context, req outbox.ClaimRequest) ([]outbox.Re
 		recs[i] = r.record()
 	}
 	return recs, nil
+}
+
+// typeFilter returns whether req's type filters (Types, SkipTypes) let an
+// event of a type be claimed.
+func typeFilter(req outbox.ClaimRequest) func(typ string) bool {
+	return func(typ string) bool {
+		return (req.Types == nil || slices.Contains(req.Types, typ)) && !slices.Contains(req.SkipTypes, typ)
+	}
 }
 
 // firstN returns the n first rows of rs by cmp, sorted, reordering rs. A
@@ -348,10 +362,11 @@ func (s *Store) heads(deadSkips bool) map[string]*row {
 	return heads
 }
 
-// claimableHeads returns up to limit heads that are pending, unclaimed and
-// due, taking keys in order from the one after the store's cursor (and
-// around), and moves the cursor to the last key taken.
-func (s *Store) claimableHeads(heads map[string]*row, now, recentCutoff time.Time, limit int) []*row {
+// claimableHeads returns up to limit heads that are pending, unclaimed,
+// due and of a type allowed lets through, taking keys in order from the
+// one after the store's cursor (and around), and moves the cursor to the
+// last key taken.
+func (s *Store) claimableHeads(heads map[string]*row, allowed func(string) bool, now, recentCutoff time.Time, limit int) []*row {
 	keys := make([]string, 0, len(heads))
 	for k := range heads {
 		keys = append(keys, k)
@@ -365,7 +380,7 @@ func (s *Store) claimableHeads(heads map[string]*row, now, recentCutoff time.Tim
 		}
 		k := keys[(start+i)%len(keys)]
 		h := heads[k]
-		if pending(h) && h.lockedBy == "" && !h.availableAt.After(now) && !h.createdAt.After(recentCutoff) {
+		if pending(h) && h.lockedBy == "" && !h.availableAt.After(now) && !h.createdAt.After(recentCutoff) && allowed(h.f.Type) {
 			out = append(out, h)
 			s.cursor = k
 		}
@@ -677,8 +692,23 @@ func (s *Store) Stats(ctx context.Context, now time.Time) (outbox.Stats, error) 
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	types := map[string]*outbox.TypeBacklog{}
 	for _, r := range s.rows {
 		st.ByStatus[r.status]++
+		if pending(r) {
+			if r.lockedBy != "" {
+				st.Claimed++
+			}
+			tb := types[r.f.Type]
+			if tb == nil {
+				tb = &outbox.TypeBacklog{Type: r.f.Type}
+				types[r.f.Type] = tb
+			}
+			tb.Pending++
+			if tb.Oldest.IsZero() || r.createdAt.Before(tb.Oldest) {
+				tb.Oldest = r.createdAt
+			}
+		}
 		if pending(r) && !r.availableAt.After(now) {
 			st.Due++
 		}
@@ -695,6 +725,11 @@ func (s *Store) Stats(ctx context.Context, now time.Time) (outbox.Stats, error) 
 			}
 		}
 	}
+	backlogs := make([]outbox.TypeBacklog, 0, len(types))
+	for _, tb := range types {
+		backlogs = append(backlogs, *tb)
+	}
+	st.SetTypes(backlogs)
 	return st, nil
 }
 

@@ -55,6 +55,11 @@ func RunEndToEndSuite(t *testing.T, newFixture func(t *testing.T) Fixture) {
 		{"OrderedDeadEventBlocksItsKeyUntilSkippedOrReplayed", e2eOrderedDeadBlocks},
 		{"OrderedHotPathTakesFreeKeysOnly", e2eOrderedHotPath},
 		{"OrderedDelayedEventHoldsItsKey", e2eOrderedDelayed},
+		{"TwoServicesWithDifferentRoutesShareATable", e2eTwoServices},
+		{"OutageWithCircuitBreakerEndsWithNoDead", e2eOutage},
+		{"RateLimitSharedAcrossThreeNodes", e2eRateAcrossNodes},
+		{"ConcurrencyLimitSharedAcrossThreeNodes", e2eConcurrencyAcrossNodes},
+		{"PauseObeyedByThreeOrderedNodes", e2ePauseAcrossNodes},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.fn(t, newFixture(t))
@@ -461,12 +466,15 @@ func (m *subscriberRuns) counts() map[string]int {
 // e2eUnroutable: an event no route of the Client handles is left pending
 // for another program by default, no attempt used; with UnroutedRetry
 // negative it goes DEAD at once.
+// e2eUnroutable: a Client that claims every type (ClaimAll) leaves an
+// event it cannot route pending, or sends it DEAD with UnroutedRetry
+// negative.
 func e2eUnroutable(t *testing.T, f Fixture) {
 	for _, tc := range []struct {
 		retry time.Duration
 		want  outbox.Status
 	}{{0, outbox.StatusRetry}, {-1, outbox.StatusDead}} {
-		c := startNode(t, f, nil, outbox.Config{UnroutedRetry: tc.retry})
+		c := startNode(t, f, nil, outbox.Config{UnroutedRetry: tc.retry, ClaimAll: true})
 		e := ping(t)
 		write(t, f, c, e)
 		Eventually(t, 10*time.Second, "unroutable event "+tc.want.String(), func() bool {

@@ -86,6 +86,10 @@ func RunStoreSuite(t *testing.T, newFixture func(t *testing.T) Fixture) {
 		{"SkipPending", func(t *testing.T, f Fixture) { storeEndPending(t, f, outbox.StatusDone) }},
 		{"OrderedForceDeadBlocksKey", storeOrderedForceDeadBlocks},
 		{"OrderedSkipOrRemoveFreesKey", storeOrderedOverrideFreesKey},
+		{"ClaimTypes", storeClaimTypes},
+		{"ClaimHostileTypes", storeClaimHostileTypes},
+		{"OrderedClaimTypes", storeOrderedClaimTypes},
+		{"StatsTypes", storeStatsTypes},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -65,8 +65,9 @@ type dialect struct {
 	claimLock string
 	// claim, when set, replaces the shared single-statement claim
 	// (UPDATE … WHERE event_id IN (SELECT … LIMIT n) RETURNING …), for
-	// databases that need several statements.
-	claim func(ctx context.Context, s *Store, req outbox.ClaimRequest) ([]outbox.Record, error)
+	// databases that need several statements. f is the claim's filter on
+	// event types (see filter.go).
+	claim func(ctx context.Context, s *Store, req outbox.ClaimRequest, f typeFilter) ([]outbox.Record, error)
 	// purgeSQL, when set, replaces the shared purge statement
 	// (DELETE … WHERE event_id IN (SELECT … LIMIT n)). It receives the
 	// table name and the condition on the tenant ("" for every tenant, or
@@ -103,10 +104,13 @@ type dialect struct {
 	// idsArray, when set, is the condition "event_id is one of the ids of
 	// one array parameter", bound as an array literal (see idsSQL).
 	idsArray string
-	// pendingRows returns the query that lists the pending rows of table
-	// (status, available_at, created_at) from the indexes that hold them,
-	// never reading the DONE rows (Stats).
-	pendingRows func(table string) string
+	// pendingRows returns the query that lists the columns cols of the
+	// pending rows of table from the indexes that hold them, never reading
+	// the DONE rows (Stats).
+	pendingRows func(table, cols string) string
+	// claimedWhere is the condition, served by an index, of the claimed
+	// pending rows (Stats.Claimed).
+	claimedWhere string
 	// owedWhere returns the condition, served by an index, of the DEAD
 	// rows of table that owe subscribers.
 	owedWhere func(table string) string
@@ -150,7 +154,7 @@ type dialect struct {
 	// after a cursor (see walkHeads).
 	seq     string
 	openKey func(alias, key string) string
-	heads   func(d *dialect, table string, deadSkips bool) string
+	heads   func(d *dialect, table string, deadSkips, typed bool) string
 	// headArgs orders the walk's arguments (now and recent already bound
 	// with timeArg) as heads' statement takes them.
 	headArgs func(cursor string, limit int, now, recent any) []any

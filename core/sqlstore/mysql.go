@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -102,10 +103,13 @@ var mysqlDialect = &dialect{
 	// REPEATABLE READ, whose snapshot may predate it.
 	sharedLock: " LOCK IN SHARE MODE",
 	// The pending rows are the ranges of their statuses in the purge index,
-	// which holds the columns Stats reads of them.
-	pendingRows: func(table string) string {
-		return "SELECT status, available_at, created_at FROM " + table + " WHERE status IN (0, 2)"
+	// which holds the columns Stats reads of them but their event types
+	// (Stats.Types reads those from the rows).
+	pendingRows: func(table, cols string) string {
+		return "SELECT " + cols + " FROM " + table + " WHERE status IN (0, 2)"
 	},
+	// The claimed rows are those of the lease index.
+	claimedWhere: "lease_at IS NOT NULL",
 	// The ids from the purge index alone (MariaDB checks dead_owes only
 	// after reading the row otherwise), then those rows.
 	owedWhere: func(table string) string {
@@ -354,12 +358,12 @@ func mysqlErrorNumber(err error) uint64 {
 // are not kept locked: each SELECT … FOR UPDATE SKIP LOCKED (rows another
 // claim holds are skipped, not waited for) is followed by an UPDATE of the
 // rows it selected, by primary key.
-func mysqlClaim(ctx context.Context, s *Store, req outbox.ClaimRequest) ([]outbox.Record, error) {
+func mysqlClaim(ctx context.Context, s *Store, req outbox.ClaimRequest, f typeFilter) ([]outbox.Record, error) {
 	// InnoDB may end one of two concurrent claims with a deadlock (their
 	// updates touch the same secondary index pages); the claim changed
 	// nothing then, and runs again.
 	for attempt := 1; ; attempt++ {
-		recs, err := mysqlClaimOnce(ctx, s, req)
+		recs, err := mysqlClaimOnce(ctx, s, req, f)
 		if err == nil || attempt == mysqlClaimAttempts || mysqlErrorNumber(err) != 1213 { // ER_LOCK_DEADLOCK
 			return recs, err
 		}
@@ -370,12 +374,17 @@ func mysqlClaim(ctx context.Context, s *Store, req outbox.ClaimRequest) ([]outbo
 const mysqlClaimAttempts = 3
 
 // mysqlClaimOnce is one run of mysqlClaim.
-func mysqlClaimOnce(ctx context.Context, s *Store, req outbox.ClaimRequest) ([]outbox.Record, error) {
+func mysqlClaimOnce(ctx context.Context, s *Store, req outbox.ClaimRequest, f typeFilter) ([]outbox.Record, error) {
 	a := s.claimArgs(req)
 	var recs []outbox.Record
 	err := s.db.ReadCommitted(ctx, func(tx Conn) error {
 		if !req.NoRecovery {
-			recovered, err := mysqlClaimStep(ctx, s, tx, mysqlRecoverWhere, a.recoverWhere, req.Limit, recoverSet, a.recoverSet)
+			where, args := mysqlRecoverWhere, a.recoverWhere
+			if f.on() {
+				cond, typeArgs := mysqlTypeCond(f)
+				where, args = "lease_at <= ?"+cond+" ORDER BY lease_at", slices.Concat(args, typeArgs)
+			}
+			recovered, err := mysqlClaimStep(ctx, s, tx, where, args, req.Limit, recoverSet, a.recoverSet)
 			if err != nil {
 				return err
 			}
@@ -385,6 +394,14 @@ func mysqlClaimOnce(ctx context.Context, s *Store, req outbox.ClaimRequest) ([]o
 			return nil
 		}
 		fresh := func(n int) ([]outbox.Record, error) {
+			switch {
+			case f.typed:
+				return mysqlTypedClaim(ctx, s, tx, f, a, n)
+			case f.on():
+				cond, typeArgs := mysqlTypeCond(f)
+				return mysqlClaimStep(ctx, s, tx, "due_at <= ? AND created_at <= ?"+cond+" ORDER BY due_at, event_id",
+					slices.Concat(a.freshWhere, typeArgs), n, freshSet, a.freshSet)
+			}
 			return mysqlClaimStep(ctx, s, tx, mysqlFreshWhere, a.freshWhere, n, freshSet, a.freshSet)
 		}
 		if !req.Ordered {
@@ -393,7 +410,7 @@ func mysqlClaimOnce(ctx context.Context, s *Store, req outbox.ClaimRequest) ([]o
 			return err
 		}
 		heads := func(n int) ([]outbox.Record, error) {
-			return s.claimHeads(ctx, tx, tx, req, n, func(ids []string) ([]outbox.Record, error) {
+			return s.claimHeads(ctx, tx, tx, req, f, n, func(ids []string) ([]outbox.Record, error) {
 				now := req.Now.UTC()
 				where := "status IN (0, 2) AND locked_by IS NULL AND available_at <= ? AND created_at <= ? AND event_id IN (?" + strings.Repeat(", ?", len(ids)-1) + ")"
 				args := []any{s.t(now), s.t(now.Add(-req.SkipRecent))}
@@ -449,4 +466,71 @@ func mysqlClaimStep(ctx context.Context, s *Store, tx Conn, where string, whereA
 	update := "UPDATE " + s.table + " SET " + set + " WHERE event_id IN (?" + strings.Repeat(", ?", len(recs)-1) + ")"
 	_, err = tx.Exec(ctx, update, args...)
 	return recs, err
+}
+
+// mysqlTypeCond returns the condition (starting with " AND ") that the
+// row's event type passes filter f, and its arguments: the types compared
+// as bytes (utf8mb4_bin pads: "A" would equal "A ").
+func mysqlTypeCond(f typeFilter) (string, []any) {
+	types, in := f.skip, " NOT IN ("
+	if f.typed {
+		types, in = f.types, " IN ("
+	}
+	args := make([]any, len(types))
+	for i, t := range types {
+		args[i] = t
+	}
+	return " AND CAST(event_type AS BINARY)" + in + "?" + strings.Repeat(", ?", len(types)-1) + ")", args
+}
+
+// mysqlTypedClaim is the fresh claim of up to n rows of f's types, in tx:
+// one locking read of the type index (outbox_type_idx) per type, each
+// stopping after n rows, then the first n of them in due order are claimed
+// (the others are unlocked when the claim's transaction ends).
+func mysqlTypedClaim(ctx context.Context, s *Store, tx Conn, f typeFilter, a claimParams, n int) ([]outbox.Record, error) {
+	type due struct {
+		id string
+		at timeCol
+	}
+	var found []due
+	for _, typ := range f.types {
+		err := s.eachRowOn(ctx, tx, mysqlTypedRead(s.table), []any{typ, len(typ), a.freshWhere[0], a.freshWhere[1], n}, func(rows Rows) error {
+			d := due{at: timeCol{d: s.d}}
+			if err := rows.Scan(&d.id, &d.at); err != nil {
+				return err
+			}
+			if d.at.err != nil {
+				return d.at.err
+			}
+			found = append(found, d)
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	slices.SortFunc(found, func(x, y due) int {
+		if c := x.at.t.Compare(y.at.t); c != 0 {
+			return c
+		}
+		return strings.Compare(x.id, y.id)
+	})
+	found = found[:min(len(found), n)]
+	if len(found) == 0 {
+		return nil, nil
+	}
+	args := make([]any, len(found))
+	for i, d := range found {
+		args[i] = d.id
+	}
+	return mysqlClaimStep(ctx, s, tx, "event_id IN (?"+strings.Repeat(", ?", len(found)-1)+")", args, len(found), freshSet, a.freshSet)
+}
+
+// mysqlTypedRead returns the read of the due rows of one event type (its
+// bytes and length: utf8mb4_bin pads) of table, in due order from the type
+// index, locking them. Arguments: the type, its length, now, the created
+// cutoff, the limit.
+func mysqlTypedRead(table string) string {
+	return "SELECT event_id, due_at FROM " + table + " WHERE event_type = ? AND LENGTH(event_type) = ? AND due_at <= ? AND created_at <= ?" +
+		" ORDER BY due_at, event_id LIMIT ? FOR UPDATE SKIP LOCKED"
 }

@@ -46,21 +46,26 @@ type orderState struct {
 
 // orderQueries are the statements of ordered delivery, built once.
 type orderQueries struct {
-	heads, headsSkipDead string   // the walk of heads (see walkHeads)
-	pending              *keysSQL // PendingKeys
-	lock                 *idsSQL  // lockHeads (PostgreSQL and SQLite)
-	skip                 *idsSQL  // Skip
-	repark               *keysSQL // repark
-	sweep                string   // sweepParked
-	keysOf               *idsSQL  // the ordering keys of events, for repark
-	blocked              string   // Stats: blocked keys
+	heads, headsSkipDead string // the walk of heads (see walkHeads)
+	// The walk of heads that also reads each head's event type, for a
+	// claim with type filters.
+	typedHeads, typedHeadsSkipDead string
+	pending                        *keysSQL // PendingKeys
+	lock                           *idsSQL  // lockHeads (PostgreSQL and SQLite)
+	skip                           *idsSQL  // Skip
+	repark                         *keysSQL // repark
+	sweep                          string   // sweepParked
+	keysOf                         *idsSQL  // the ordering keys of events, for repark
+	blocked                        string   // Stats: blocked keys
 }
 
 func buildOrderQueries(d *dialect, t, selectList string) *orderQueries {
 	o := &orderQueries{
-		heads:         d.heads(d, t, false),
-		headsSkipDead: d.heads(d, t, true),
-		skip:          newIDsSQL(d, "UPDATE "+t+" SET status = 1, "+endSet+" WHERE status = 3 AND "),
+		heads:              d.heads(d, t, false, false),
+		headsSkipDead:      d.heads(d, t, true, false),
+		typedHeads:         d.heads(d, t, false, true),
+		typedHeadsSkipDead: d.heads(d, t, true, true),
+		skip:               newIDsSQL(d, "UPDATE "+t+" SET status = 1, "+endSet+" WHERE status = 3 AND "),
 		// The blocking rows are read from the order index (its own
 		// condition written out for SQLite): the ordered rows that are not
 		// DONE, not every DEAD one.
@@ -93,12 +98,16 @@ const (
 // indexes are partial (PostgreSQL, SQLite): the unclaimed unordered rows
 // (the due index), the claimed rows (the lease index) and the unclaimed
 // ordered rows (the order index), each condition written as its index's.
-func partialPendingRows(t string) string {
-	const sel = "SELECT status, available_at, created_at FROM "
+func partialPendingRows(t, cols string) string {
+	sel := "SELECT " + cols + " FROM "
 	return sel + t + " WHERE status IN (0, 2) AND locked_by IS NULL AND ordering_key IS NULL" +
 		" UNION ALL " + sel + t + " WHERE status IN (0, 2) AND locked_at IS NOT NULL" +
 		" UNION ALL " + sel + t + " WHERE ordering_key IS NOT NULL AND status IN (0, 2, 3) AND status <> 3 AND locked_at IS NULL"
 }
+
+// partialClaimedWhere is dialect.claimedWhere where the lease index is
+// partial (PostgreSQL, SQLite): its condition.
+const partialClaimedWhere = "status IN (0, 2) AND locked_at IS NOT NULL"
 
 // partialOwedWhere is dialect.owedWhere where the owed index is partial
 // (PostgreSQL, SQLite): its condition.
@@ -125,7 +134,10 @@ func (s *Store) blockingWhere(o string) string { return blockingWhere(s.d, s.tab
 // head is claimable now (1 or 0), and a number that gives the walk's
 // order. Its arguments are the cursor, the cap, now and the created-at
 // cutoff of SkipRecent, in the order each statement says. With
-// deadSkips, DEAD events are not heads (outbox.DeadSkipsKey).
+// deadSkips, DEAD events are not heads (outbox.DeadSkipsKey). With typed,
+// each row ends with the head's event type: a claim with type filters
+// claims only the heads whose type they let through, and the keys of the
+// others wait.
 
 // headArgs orders the walk's arguments as the dialect's statement takes
 // them (dialect.headArgs).
@@ -165,28 +177,41 @@ func headState(d *dialect, t, a, key, seq string, deadSkips bool) string {
 // with a recursive query whose each step reads the first entry after the
 // previous key: the next key's head, in one index descent (PostgreSQL
 // evaluates it lazily, LATERAL fetches the row).
-func lateralHeads(d *dialect, t string, deadSkips bool) string {
+func lateralHeads(d *dialect, t string, deadSkips, typed bool) string {
 	cond := walkCond(deadSkips)
 	state := func(a string) string { return headState(d, t, a+".", a+".ordering_key", a+".seq", deadSkips) }
-	return d.rebind("WITH RECURSIVE k(n, key, id, ok) AS ("+
-		"(SELECT 1, h.ordering_key, h.event_id, "+state("h")+" FROM "+t+
+	cols, typ := func(a string) string { return "" }, ""
+	if typed {
+		cols, typ = func(a string) string { return ", " + a + "event_type" }, ", typ"
+	}
+	return d.rebind("WITH RECURSIVE k(n, key, id, ok"+typ+") AS ("+
+		"(SELECT 1, h.ordering_key, h.event_id, "+state("h")+cols("h.")+" FROM "+t+
 		" h WHERE h.ordering_key > ? AND h."+strings.ReplaceAll(cond, " AND ", " AND h.")+" ORDER BY h.ordering_key, h.seq LIMIT 1)"+
-		" UNION ALL SELECT k.n + 1, x.ordering_key, x.event_id, "+state("x")+" FROM k CROSS JOIN LATERAL"+
-		" (SELECT ordering_key, event_id, status, locked_by, available_at, created_at, seq FROM "+t+
+		" UNION ALL SELECT k.n + 1, x.ordering_key, x.event_id, "+state("x")+cols("x.")+" FROM k CROSS JOIN LATERAL"+
+		" (SELECT ordering_key, event_id, status, locked_by, available_at, created_at, seq"+cols("")+" FROM "+t+
 		" WHERE ordering_key > k.key AND "+cond+" ORDER BY ordering_key, seq LIMIT 1) x"+
-		" WHERE k.n < ?) SELECT n, key, id, ok FROM k", 1)
+		" WHERE k.n < ?) SELECT n, key, id, ok"+typ+" FROM k", 1)
+}
+
+// typedCol returns the walk's last column, the head's event type (of the
+// row called h), when typed, else "".
+func typedCol(typed bool) string {
+	if typed {
+		return ", h.event_type"
+	}
+	return ""
 }
 
 // scalarHeads walks the walk index (or, with deadSkips, the order index)
 // with a recursive query of scalar subqueries (SQLite has no LATERAL): the
 // next key, then its head.
-func scalarHeads(d *dialect, t string, deadSkips bool) string {
+func scalarHeads(d *dialect, t string, deadSkips, typed bool) string {
 	open := walkCond(deadSkips)
 	return "WITH RECURSIVE k(n, key) AS (" +
 		"SELECT 1, (SELECT MIN(ordering_key) FROM " + t + " WHERE ordering_key > ? AND " + open + ")" +
 		" UNION ALL SELECT k.n + 1, (SELECT MIN(ordering_key) FROM " + t + " WHERE ordering_key > k.key AND " + open + ")" +
 		" FROM k WHERE k.key IS NOT NULL AND k.n < ?)" +
-		" SELECT k.n, k.key, h.event_id, " + headState(d, t, "h.", "k.key", "h."+d.seq, deadSkips) +
+		" SELECT k.n, k.key, h.event_id, " + headState(d, t, "h.", "k.key", "h."+d.seq, deadSkips) + typedCol(typed) +
 		" FROM k JOIN " + t + " h ON h.event_id = (SELECT event_id FROM " + t + " WHERE ordering_key = k.key AND " + open +
 		" ORDER BY " + d.seq + " LIMIT 1)"
 }
@@ -196,12 +221,12 @@ func scalarHeads(d *dialect, t string, deadSkips bool) string {
 // one entry per group for GROUP BY with MIN(seq)): its first entry per key
 // is the head. With deadSkips the head is the first event that is not
 // DEAD, looked up per key.
-func groupHeads(d *dialect, t string, deadSkips bool) string {
+func groupHeads(d *dialect, t string, deadSkips, typed bool) string {
 	col, head := "walk_key", "g.head"
 	if deadSkips {
 		col, head = "open_key", "(SELECT MIN(s.seq) FROM "+t+" s WHERE s.open_key = g.k AND s.status <> 3)"
 	}
-	return "SELECT 0, g.k, h.event_id, " + headState(d, t, "h.", "g.k", "h.seq", deadSkips) +
+	return "SELECT 0, g.k, h.event_id, " + headState(d, t, "h.", "g.k", "h.seq", deadSkips) + typedCol(typed) +
 		" FROM (SELECT " + col + " AS k, MIN(seq) AS head FROM " + t + " WHERE " + col + " > ? GROUP BY " + col + " ORDER BY " + col + " LIMIT ?) g" +
 		" LEFT JOIN " + t + " h ON h.seq = " + head
 }
@@ -216,9 +241,14 @@ type head struct {
 
 // walkHeads runs the walk from cursor on c, at most limit keys, and
 // returns the heads in the walk's order.
-func (s *Store) walkHeads(ctx context.Context, c Conn, req outbox.ClaimRequest, cursor string, limit int) ([]head, error) {
+func (s *Store) walkHeads(ctx context.Context, c Conn, req outbox.ClaimRequest, f typeFilter, cursor string, limit int) ([]head, error) {
 	query := s.q.ord.heads
-	if req.DeadSkips {
+	switch {
+	case f.on() && req.DeadSkips:
+		query = s.q.ord.typedHeadsSkipDead
+	case f.on():
+		query = s.q.ord.typedHeads
+	case req.DeadSkips:
 		query = s.q.ord.headsSkipDead
 	}
 	now := req.Now.UTC()
@@ -229,16 +259,22 @@ func (s *Store) walkHeads(ctx context.Context, c Conn, req outbox.ClaimRequest, 
 	var hs []head
 	for rows.Next() {
 		var h head
-		var key, id nullBytes
+		var key, id, typ nullBytes
 		var state int64 // see headState
-		if err := rows.Scan(&h.n, &key, &id, &state); err != nil {
+		dest := []any{&h.n, &key, &id, &state}
+		if f.on() {
+			dest = append(dest, &typ)
+		}
+		if err := rows.Scan(dest...); err != nil {
 			_ = rows.Close()
 			return nil, err
 		}
 		if !key.valid { // the walk ran past the last key
 			continue
 		}
-		h.key, h.id, h.ok, h.blocked = key.s, id.s, state == 1 && id.valid, state == 2
+		// A head whose type the filter leaves out is not claimed: its key
+		// waits (nothing behind it is a head).
+		h.key, h.id, h.ok, h.blocked = key.s, id.s, state == 1 && id.valid && (!f.on() || f.allows(typ.s)), state == 2
 		hs = append(hs, h)
 	}
 	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
@@ -261,7 +297,7 @@ func (s *Store) walkHeads(ctx context.Context, c Conn, req outbox.ClaimRequest, 
 // events out; a key it finds blocked (an event written behind a DEAD one
 // since, or a table written before parking) is parked on w, and costs the
 // walks after it nothing.
-func (s *Store) claimHeads(ctx context.Context, c, w Conn, req outbox.ClaimRequest, need int,
+func (s *Store) claimHeads(ctx context.Context, c, w Conn, req outbox.ClaimRequest, f typeFilter, need int,
 	lock func(ids []string) ([]outbox.Record, error)) ([]outbox.Record, error) {
 	var out []outbox.Record
 	ends := 0 // times the walk passed the last key
@@ -270,7 +306,7 @@ func (s *Store) claimHeads(ctx context.Context, c, w Conn, req outbox.ClaimReque
 		// keys right after it are mostly free (their heads went out a while
 		// ago).
 		step := min(need+need/4+8, 1000)
-		ids, blocked, end, err := s.walkStep(ctx, c, req, need, step)
+		ids, blocked, end, err := s.walkStep(ctx, c, req, f, need, step)
 		if err != nil {
 			return out, err
 		}
@@ -295,10 +331,10 @@ func (s *Store) claimHeads(ctx context.Context, c, w Conn, req outbox.ClaimReque
 // walkStep walks up to step keys from the cursor and returns the ids of up
 // to need claimable heads, the keys it found blocked, and whether the walk
 // passed the last key. It moves the cursor past the keys it handled.
-func (s *Store) walkStep(ctx context.Context, c Conn, req outbox.ClaimRequest, need, step int) (ids, blocked []string, end bool, err error) {
+func (s *Store) walkStep(ctx context.Context, c Conn, req outbox.ClaimRequest, f typeFilter, need, step int) (ids, blocked []string, end bool, err error) {
 	s.ord.mu.Lock()
 	defer s.ord.mu.Unlock()
-	hs, err := s.walkHeads(ctx, c, req, s.ord.cursor, step)
+	hs, err := s.walkHeads(ctx, c, req, f, s.ord.cursor, step)
 	if err != nil {
 		return nil, nil, false, err
 	}
@@ -343,17 +379,17 @@ func (s *Store) lockHeads(ctx context.Context, req outbox.ClaimRequest, ids []st
 // sharedOrderedClaim is the ordered claim of PostgreSQL and SQLite: the
 // recovery of expired claims, then heads of keys and unordered due rows,
 // which take turns at filling the rest of the limit.
-func sharedOrderedClaim(ctx context.Context, s *Store, req outbox.ClaimRequest) ([]outbox.Record, error) {
+func sharedOrderedClaim(ctx context.Context, s *Store, req outbox.ClaimRequest, f typeFilter) ([]outbox.Record, error) {
 	a := s.claimArgs(req)
-	recs, err := s.recoverExpired(ctx, req, a, make([]outbox.Record, 0, req.Limit))
+	recs, err := s.recoverExpired(ctx, req, f, a, make([]outbox.Record, 0, req.Limit))
 	if err != nil || len(recs) == req.Limit {
 		return recs, err
 	}
 	heads := func(n int) ([]outbox.Record, error) {
-		return s.claimHeads(ctx, s.db, s.w, req, n, func(ids []string) ([]outbox.Record, error) { return s.lockHeads(ctx, req, ids) })
+		return s.claimHeads(ctx, s.db, s.w, req, f, n, func(ids []string) ([]outbox.Record, error) { return s.lockHeads(ctx, req, ids) })
 	}
 	fresh := func(n int) ([]outbox.Record, error) {
-		return s.queryRecords(ctx, s.w, make([]outbox.Record, 0, n), s.q.freshClaim, slices.Concat(a.freshSet, a.freshWhere, []any{n})...)
+		return s.freshRows(ctx, s.w, f, a, n, make([]outbox.Record, 0, n))
 	}
 	return s.fillOrdered(recs, req.Limit, heads, fresh)
 }

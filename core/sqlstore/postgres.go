@@ -84,9 +84,10 @@ var postgresDialect = &dialect{
 		return "UPDATE " + t + " SET " + set + " WHERE event_id = ANY(ARRAY(SELECT event_id FROM " + t + " WHERE " + claimable,
 			" FOR UPDATE SKIP LOCKED)) RETURNING " + selectList
 	},
-	upgrade:     pgUpgrade,
-	pendingRows: partialPendingRows,
-	owedWhere:   partialOwedWhere,
+	upgrade:      pgUpgrade,
+	pendingRows:  partialPendingRows,
+	claimedWhere: partialClaimedWhere,
+	owedWhere:    partialOwedWhere,
 	// The planner's own estimate: the rows per page of the last VACUUM or
 	// ANALYZE times the pages the table has now (0 before the first).
 	rowsEstimate: func(table string) (string, []any) {

@@ -204,11 +204,14 @@ type queries struct {
 	statsDead    string // Stats: DEAD rows
 	statsOwed    string // Stats: DEAD rows that owe subscribers, per list
 	statsDone    string // Stats: the exact count of DONE rows, on a small table
+	statsClaimed string // Stats: the claimed pending rows
+	statsTypes   string // Stats: the pending rows per event type
 	purge        string // Purge of every tenant
 	purgeTenant  string // Purge of one tenant
 	// The SELECT of the DEAD events Purge deletes (all, or one tenant's).
 	purgeDead, purgeDeadTenant string
-	ord                        *orderQueries // ordered delivery, see ordering.go
+	ord                        *orderQueries  // ordered delivery, see ordering.go
+	filter                     *filterQueries // claims with type filters, see filter.go
 }
 
 func buildQueries(d *dialect, t string) *queries {
@@ -236,16 +239,22 @@ func buildQueries(d *dialect, t string) *queries {
 		// range of status 3) and reads those that owe subscribers
 		// (dialect.owedWhere); never the DONE rows of a large table.
 		statsPending: d.rebind("SELECT status, COUNT(*), SUM(CASE WHEN available_at <= ? THEN 1 ELSE 0 END), MIN(created_at) FROM ("+
-			d.pendingRows(t)+") p GROUP BY status", 1),
-		statsDead: "SELECT COUNT(*) FROM " + t + " WHERE status IN (1, 3) AND status = 3",
-		statsOwed: "SELECT subscribers, COUNT(*) FROM " + t + " WHERE " + d.owedWhere(t) + " GROUP BY subscribers",
-		statsDone: "SELECT COUNT(*) FROM " + t + " WHERE status IN (1, 3) AND status = 1",
+			d.pendingRows(t, "status, available_at, created_at")+") p GROUP BY status", 1),
+		// The claimed rows are those of the lease index; the backlog per
+		// type reads the pending rows as statsPending does (see
+		// statsTypesSQL).
+		statsClaimed: "SELECT COUNT(*) FROM " + t + " WHERE " + d.claimedWhere,
+		statsTypes:   statsTypesSQL(d, t),
+		statsDead:    "SELECT COUNT(*) FROM " + t + " WHERE status IN (1, 3) AND status = 3",
+		statsOwed:    "SELECT subscribers, COUNT(*) FROM " + t + " WHERE " + d.owedWhere(t) + " GROUP BY subscribers",
+		statsDone:    "SELECT COUNT(*) FROM " + t + " WHERE status IN (1, 3) AND status = 1",
 	}
 	claim := func(set, where, order string) string {
 		return d.rebind("UPDATE "+t+" SET "+set+" WHERE "+d.inSubquery("SELECT event_id FROM "+t+
 			" WHERE "+where+" ORDER BY "+order+" LIMIT ?"+d.claimLock)+" RETURNING "+d.selectList(), 1)
 	}
 	q.ord = buildOrderQueries(d, t, d.selectList())
+	q.filter = newFilterQueries(d, t)
 	q.recoverClaim = claim(recoverSet, recoverWhere, "locked_at")
 	q.freshClaim = claim(freshSet, freshWhere, "available_at, event_id")
 	// The purge of DEAD events selects them, then deletes them as Delete
@@ -385,4 +394,18 @@ func arrayLiteral(ids []string) string {
 	}
 	b.WriteByte('}')
 	return b.String()
+}
+
+// statsTypesSQL returns the statement of Stats.Types: the pending rows of
+// table (dialect.pendingRows) per event type, their count and the oldest
+// creation time, most pending first, at most its argument. On a database
+// whose collation pads (padSpace), types that differ only by trailing
+// spaces are apart: grouped by their lengths too.
+func statsTypesSQL(d *dialect, t string) string {
+	group := "event_type"
+	if d.padSpace {
+		group += ", LENGTH(event_type)"
+	}
+	return d.rebind("SELECT event_type, COUNT(*), MIN(created_at) FROM ("+d.pendingRows(t, "event_type, created_at")+") p GROUP BY "+group+
+		" ORDER BY COUNT(*) DESC LIMIT ?", 1)
 }

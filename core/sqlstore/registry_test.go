@@ -46,8 +46,10 @@ func TestRegistryComplete(t *testing.T) {
 		// The walk of heads binds as many arguments as its statement has
 		// placeholders.
 		args := d.headArgs("k", 10, "now", "recent")
-		if n := strings.Count(d.rebind(d.heads(d, "t", false), 1), "?") + strings.Count(d.heads(d, "t", false), "$"); d.placeholder(1) == "?" && n != len(args) {
-			t.Errorf("%s: the walk of heads has %d placeholders and %d arguments", d.name, n, len(args))
+		for _, typed := range []bool{false, true} {
+			if n := strings.Count(d.rebind(d.heads(d, "t", false, typed), 1), "?"); d.placeholder(1) == "?" && n != len(args) {
+				t.Errorf("%s: the walk of heads (typed %v) has %d placeholders and %d arguments", d.name, typed, n, len(args))
+			}
 		}
 		// A dialect without its own claim takes heads with lockHeads.
 		if (d.claim == nil) != (d.lockHeads != nil) {

@@ -69,9 +69,10 @@ var sqliteDialect = &dialect{
 	lockHeads: func(t, set, claimable, selectList string) (string, string) {
 		return "UPDATE " + t + " SET " + set + " WHERE " + claimable, " RETURNING " + selectList
 	},
-	upgrade:     sqliteUpgrade,
-	pendingRows: partialPendingRows,
-	owedWhere:   partialOwedWhere,
+	upgrade:      sqliteUpgrade,
+	pendingRows:  partialPendingRows,
+	claimedWhere: partialClaimedWhere,
+	owedWhere:    partialOwedWhere,
 	// The span of the rowids: the rows inserted since the oldest that is
 	// left, less none of those deleted since.
 	rowsEstimate: func(table string) (string, []any) {

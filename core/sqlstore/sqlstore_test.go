@@ -59,11 +59,11 @@ func TestSchemaUsesTheTableName(t *testing.T) {
 		t.Fatal(err)
 	}
 	stmts := s.Schema()
-	if len(stmts) != 13 {
-		t.Fatalf("%d statements, want table, drop of the old claim index, 8 indexes, 3 control tables:\n%s", len(stmts), strings.Join(stmts, "\n---\n"))
+	if len(stmts) != 14 {
+		t.Fatalf("%d statements, want table, drop of the old claim index, 9 indexes, 3 control tables:\n%s", len(stmts), strings.Join(stmts, "\n---\n"))
 	}
 	for i, name := range []string{"pauses", "nodes", "audit"} {
-		if st := stmts[10+i]; !strings.HasPrefix(st, "CREATE TABLE IF NOT EXISTS app.my_outbox_"+name+" (") {
+		if st := stmts[11+i]; !strings.HasPrefix(st, "CREATE TABLE IF NOT EXISTS app.my_outbox_"+name+" (") {
 			t.Errorf("control table statement: %s", st)
 		}
 	}
@@ -264,14 +264,14 @@ func TestIdentifierLimits(t *testing.T) {
 		ok      bool
 		indexes []string
 	}{
-		{PostgreSQL, strings.Repeat("p", 53), true, []string{strings.Repeat("p", 53) + "_due_idx", strings.Repeat("p", 53) + "_lease_idx", strings.Repeat("p", 53) + "_purge_idx",
+		{PostgreSQL, strings.Repeat("p", 53), true, []string{strings.Repeat("p", 53) + "_due_idx", strings.Repeat("p", 53) + "_lease_idx", strings.Repeat("p", 53) + "_type_idx", strings.Repeat("p", 53) + "_purge_idx",
 			strings.Repeat("p", 53) + "_owed_idx", strings.Repeat("p", 53) + "_order_idx", strings.Repeat("p", 53) + "_walk_idx", strings.Repeat("p", 53) + "_park_idx", strings.Repeat("p", 53) + "_tnt_idx"}},
 		{PostgreSQL, strings.Repeat("p", 54), false, nil},
 		{PostgreSQL, "app." + strings.Repeat("p", 53), true, nil},
 		{PostgreSQL, strings.Repeat("s", 64) + ".t", false, nil},
 		{MySQL, strings.Repeat("m", 58), false, nil}, // its control table m…m_pauses would have 65 characters
-		{MySQL, strings.Repeat("m", 57), true, []string{"outbox_seq_idx", "outbox_due_idx", "outbox_lease_idx", "outbox_purge_idx", "outbox_order_idx", "outbox_walk_idx", "outbox_park_idx", "outbox_tnt_idx"}},
-		{SQLite, strings.Repeat("q", 64), true, []string{strings.Repeat("q", 64) + "_due_idx", strings.Repeat("q", 64) + "_lease_idx", strings.Repeat("q", 64) + "_purge_idx",
+		{MySQL, strings.Repeat("m", 57), true, []string{"outbox_seq_idx", "outbox_due_idx", "outbox_type_idx", "outbox_lease_idx", "outbox_purge_idx", "outbox_order_idx", "outbox_walk_idx", "outbox_park_idx", "outbox_tnt_idx"}},
+		{SQLite, strings.Repeat("q", 64), true, []string{strings.Repeat("q", 64) + "_due_idx", strings.Repeat("q", 64) + "_lease_idx", strings.Repeat("q", 64) + "_type_idx", strings.Repeat("q", 64) + "_purge_idx",
 			strings.Repeat("q", 64) + "_owed_idx", strings.Repeat("q", 64) + "_order_idx", strings.Repeat("q", 64) + "_walk_idx", strings.Repeat("q", 64) + "_park_idx", strings.Repeat("q", 64) + "_tnt_idx"}},
 	} {
 		s, err := New(noDB{}, WithDialect(tc.d), WithTable(tc.table))

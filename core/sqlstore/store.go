@@ -451,6 +451,10 @@ func (s *Store) Claim(ctx context.Context, req outbox.ClaimRequest) ([]outbox.Re
 	if req.Owner == "" {
 		return nil, fmt.Errorf("%w: sqlstore: claim without an owner", outbox.ErrInvalidConfig)
 	}
+	f, ok, err := claimFilter(req)
+	if err != nil || !ok {
+		return nil, err
+	}
 	claim := s.d.claim
 	if claim == nil {
 		claim = sharedClaim
@@ -463,7 +467,7 @@ func (s *Store) Claim(ctx context.Context, req outbox.ClaimRequest) ([]outbox.Re
 			return nil, fmt.Errorf("sqlstore: claim from %s: %w", s.table, s.explain(err))
 		}
 	}
-	recs, err := claim(ctx, s, req)
+	recs, err := claim(ctx, s, req, f)
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: claim from %s: %w", s.table, s.explain(err))
 	}
@@ -488,20 +492,24 @@ func (s *Store) claimArgs(req outbox.ClaimRequest) claimParams {
 
 // sharedClaim runs the recovery, then the fresh claim for the rest of the
 // limit, each one UPDATE … RETURNING.
-func sharedClaim(ctx context.Context, s *Store, req outbox.ClaimRequest) ([]outbox.Record, error) {
+func sharedClaim(ctx context.Context, s *Store, req outbox.ClaimRequest, f typeFilter) ([]outbox.Record, error) {
 	a := s.claimArgs(req)
-	recs, err := s.recoverExpired(ctx, req, a, make([]outbox.Record, 0, req.Limit))
+	recs, err := s.recoverExpired(ctx, req, f, a, make([]outbox.Record, 0, req.Limit))
 	if err != nil || len(recs) == req.Limit {
 		return recs, err
 	}
-	return s.queryRecords(ctx, s.w, recs, s.q.freshClaim, slices.Concat(a.freshSet, a.freshWhere, []any{req.Limit - len(recs)})...)
+	return s.freshRows(ctx, s.w, f, a, req.Limit-len(recs), recs)
 }
 
-// recoverExpired runs the recovery of expired claims, unless req asks for
-// none.
-func (s *Store) recoverExpired(ctx context.Context, req outbox.ClaimRequest, a claimParams, recs []outbox.Record) ([]outbox.Record, error) {
+// recoverExpired runs the recovery of expired claims with filter f,
+// unless req asks for none.
+func (s *Store) recoverExpired(ctx context.Context, req outbox.ClaimRequest, f typeFilter, a claimParams, recs []outbox.Record) ([]outbox.Record, error) {
 	if req.NoRecovery {
 		return recs, nil
+	}
+	if f.on() {
+		query, args := s.q.filter.recoverSQL(f, a, req.Limit)
+		return s.queryRecords(ctx, s.w, recs, query, args...)
 	}
 	return s.queryRecords(ctx, s.w, recs, s.q.recoverClaim, slices.Concat(a.recoverSet, a.recoverWhere, []any{req.Limit})...)
 }
@@ -842,7 +850,38 @@ func (s *Store) Stats(ctx context.Context, now time.Time) (outbox.Stats, error) 
 		return st, fmt.Errorf("sqlstore: stats of %s: %w", s.table, blocked.err)
 	}
 	st.OldestBlocked = blocked.t
+	if st.Claimed, err = s.queryInt(ctx, s.q.statsClaimed); err != nil {
+		return fail(fmt.Errorf("claimed events: %w", err))
+	}
+	if err := s.statsTypes(ctx, &st); err != nil {
+		return fail(fmt.Errorf("pending events per type: %w", err))
+	}
 	return st, nil
+}
+
+// statsTypes fills st.Types and st.TypesTruncated: the pending backlog per
+// event type, most pending first (then by type), at most
+// outbox.MaxStatsTypes of them.
+func (s *Store) statsTypes(ctx context.Context, st *outbox.Stats) error {
+	var types []outbox.TypeBacklog
+	err := s.eachRow(ctx, s.q.statsTypes, []any{outbox.MaxStatsTypes + 1}, func(rows Rows) error {
+		var tb outbox.TypeBacklog
+		oldest := timeCol{d: s.d}
+		if err := rows.Scan(&tb.Type, &tb.Pending, &oldest); err != nil {
+			return err
+		}
+		if oldest.err != nil {
+			return oldest.err
+		}
+		tb.Oldest = oldest.t
+		types = append(types, tb)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	st.SetTypes(types)
+	return nil
 }
 
 // Purge deletes at most req.Limit events in req.Status (DONE or DEAD), of
@@ -900,7 +939,12 @@ func (s *Store) appendStrings(ctx context.Context, out []string, query string, a
 
 // eachRow runs query and calls fn for each row it returns.
 func (s *Store) eachRow(ctx context.Context, query string, args []any, fn func(rows Rows) error) error {
-	rows, err := s.db.Query(ctx, query, args...)
+	return s.eachRowOn(ctx, s.db, query, args, fn)
+}
+
+// eachRowOn is eachRow on c.
+func (s *Store) eachRowOn(ctx context.Context, c Conn, query string, args []any, fn func(rows Rows) error) error {
+	rows, err := c.Query(ctx, query, args...)
 	if err != nil {
 		return err
 	}

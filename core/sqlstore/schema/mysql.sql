@@ -45,6 +45,13 @@
 -- that owes subscribers) leaves Stats only those DEAD rows to read.
 -- Migrate rebuilds a purge index made before it with other columns.
 --
+-- The type index holds every row by event type, then due_at: a claim of
+-- some event types only (a Client claims the types it routes) reads the
+-- range of each type's due rows in due order (due_at <= now skips the
+-- NULLs of the rows that are not due) and stops after its limit, never
+-- the other types' rows that come first. Migrate adds it to tables made
+-- before it.
+--
 -- The tenant index serves the admin queries of one tenant (a list by
 -- tenant and status in id order, a count, a purge by tenant, status and
 -- age, oldest id first). Without partial indexes it holds every row,
@@ -88,6 +95,7 @@ CREATE TABLE IF NOT EXISTS {{table}} (
     PRIMARY KEY (event_id),
     UNIQUE KEY outbox_seq_idx (seq),
     KEY outbox_due_idx (due_at, event_id),
+    KEY outbox_type_idx (event_type, due_at, event_id),
     KEY outbox_lease_idx (lease_at),
     KEY outbox_purge_idx (status, purge_at, available_at, created_at, dead_owes),
     KEY outbox_order_idx (open_key, seq),

@@ -1,6 +1,6 @@
 -- Outbox table for PostgreSQL 9.5+ (FOR UPDATE SKIP LOCKED).
 -- {{table}} is the (validated) table name, {{name}} the same without its
--- schema. Index names are {{name}}_due_idx, {{name}}_lease_idx,
+-- schema. Index names are {{name}}_due_idx, {{name}}_type_idx, {{name}}_lease_idx,
 -- {{name}}_purge_idx, {{name}}_owed_idx, {{name}}_order_idx and {{name}}_tnt_idx: keep the
 -- table name to 53 characters so that they fit PostgreSQL's 63.
 --
@@ -64,6 +64,17 @@ CREATE INDEX IF NOT EXISTS {{name}}_due_idx
     ON {{table}} (available_at, event_id) WHERE status IN (0, 2) AND locked_by IS NULL AND ordering_key IS NULL;
 CREATE INDEX IF NOT EXISTS {{name}}_lease_idx
     ON {{table}} (locked_at) WHERE status IN (0, 2) AND locked_at IS NOT NULL;
+
+-- The type index holds the rows of the due index by event type, then due
+-- order: a claim of some event types only (a Client claims the types it
+-- routes) reads each type's due rows in order and stops after its limit,
+-- never the other types' rows that come first. Its condition names
+-- locked_at where the due index's names locked_by (they are set and
+-- cleared together), so that the filtered claim's condition cannot use
+-- the due index, in generic plans too. Migrate adds it to tables made
+-- before it.
+CREATE INDEX IF NOT EXISTS {{name}}_type_idx
+    ON {{table}} (event_type, available_at, event_id) WHERE status IN (0, 2) AND locked_at IS NULL AND ordering_key IS NULL;
 
 -- The purge finds terminal rows by status and completion time; Stats
 -- counts the DEAD ones in it (a range of status 3, never the DONE ones).

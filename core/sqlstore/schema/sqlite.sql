@@ -50,6 +50,17 @@ CREATE INDEX IF NOT EXISTS {{schema}}{{name}}_due_idx
 CREATE INDEX IF NOT EXISTS {{schema}}{{name}}_lease_idx
     ON {{name}} (locked_at) WHERE status IN (0, 2) AND locked_at IS NOT NULL;
 
+-- The type index holds the rows of the due index by event type, then due
+-- order: a claim of some event types only (a Client claims the types it
+-- routes) reads each type's due rows in order and stops after its limit,
+-- never the other types' rows that come first. Its condition names
+-- locked_at where the due index's names locked_by (they are set and
+-- cleared together), so that the filtered claim's condition cannot use
+-- the due index, in generic plans too. Migrate adds it to tables made
+-- before it.
+CREATE INDEX IF NOT EXISTS {{schema}}{{name}}_type_idx
+    ON {{name}} (event_type, available_at, event_id) WHERE status IN (0, 2) AND locked_at IS NULL AND ordering_key IS NULL;
+
 -- The purge finds terminal rows by status and completion time; Stats
 -- counts the DEAD ones in it (a range of status 3, never the DONE ones).
 -- (Purge indexes made before it had no status: Migrate rebuilds them.)
