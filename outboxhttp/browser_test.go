@@ -3,6 +3,7 @@ package outboxhttp
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -17,6 +18,7 @@ import (
 	"github.com/chromedp/chromedp"
 	outbox "github.com/go-outbox/outbox/core"
 	"github.com/go-outbox/outbox/core/outboxadmin/outboxadmintest"
+	"github.com/go-outbox/outbox/core/outboxtest"
 )
 
 // Environment variables of the browser test.
@@ -350,17 +352,45 @@ func TestBrowser(t *testing.T) {
 // Chromium: a pause made on the page is listed with its author and
 // resumed; a pending event is forced DEAD with a reason from its details;
 // a replay of all shows its dry run per type and tenant first; the audit
-// tab lists the actions. With OUTBOX_SCREENSHOT=path it saves a
-// screenshot of the page with its health, a pause and the dead letters.
+// tab lists the actions. The page serves a started Client whose route
+// PaymentCaptured fails until its circuit breaker opens. With
+// OUTBOX_SCREENSHOT=path it saves a screenshot of the page with its
+// health, the paused route, the open breaker and the dead letters.
 func TestBrowserControl(t *testing.T) {
 	br := newBrowser(t)
-	e := newEnv(t, sqlite(t), func(c *Config) {
-		c.Title = "orders — outbox"
-		c.Principal = func(*http.Request) string { return "alice@example.com" }
-	})
+	e := newEnv(t, sqlite(t), nil)
 	s := e.showcase()
-	page := mount(t, e.h)
-	br.do(t, "load the page", chromedp.Navigate(page), visible(`body[data-ready="true"]`), visible(row(s.invoice)), visible("#pauses-empty"))
+	logger, _ := outboxtest.NewLogBuffer()
+	ops, err := outbox.New(outbox.Config{Store: e.store, TxContext: e.txm, Mode: outbox.ModeFull, Logger: logger,
+		PollInterval: 50 * time.Millisecond, ControlInterval: 50 * time.Millisecond, MetricsInterval: 50 * time.Millisecond,
+		BreakerFailures: 2, BreakerInterval: time.Hour, Routes: map[string]outbox.RoutePolicy{"PaymentCaptured": {Rate: 50, Concurrency: 4}},
+		RetryPolicy: outbox.RetryPolicyFunc(func(int) time.Duration { return 10 * time.Millisecond })})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for typ, err := range map[string]error{"PaymentCaptured": errors.New("payments API: 503 Service Unavailable"), "InvoiceSent": nil} {
+		if err := ops.Handle(outbox.EventName(typ), func(context.Context, outbox.Envelope) error { return err }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ops.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ops.Close(context.Background()) })
+	h, err := New(Config{Sources: []Source{{Name: "orders", Client: ops, Events: e.store}}, Authorize: allowAll, Logger: logger,
+		Title: "orders — outbox", Principal: func(*http.Request) string { return "alice@example.com" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeEvents(t, ops, e.txm, outbox.MustEnvelope(outbox.EventName("PaymentCaptured"), outbox.WithAggregate(outbox.AggregateName("Payment"), "p-2001"), outbox.WithJSON([]byte(`{"amount":12}`))),
+		outbox.MustEnvelope(outbox.EventName("PaymentCaptured"), outbox.WithAggregate(outbox.AggregateName("Payment"), "p-2002"), outbox.WithJSON([]byte(`{"amount":30}`))))
+	waitFor(t, "the breaker of PaymentCaptured to open", func() bool {
+		hl, err := ops.Health(context.Background())
+		return err == nil && slices.ContainsFunc(hl.Routes, func(r outbox.RouteState) bool { return r.Type == "PaymentCaptured" && r.Breaker == outbox.BreakerOpen })
+	})
+	page := mount(t, h)
+	br.do(t, "load the page", chromedp.Navigate(page), visible(`body[data-ready="true"]`), visible(row(s.invoice)), visible("#pauses-empty"),
+		visible(`#routes-table tbody tr[data-type="PaymentCaptured"] .breaker.open`))
 
 	// Pause InvoiceSent from the form: listed with its author and reason.
 	pauseRow := `#pauses-table tbody tr[data-scope="InvoiceSent"]`
@@ -374,6 +404,16 @@ func TestBrowserControl(t *testing.T) {
 	ps, err := e.client.Pauses(context.Background())
 	if err != nil || len(ps) != 1 || ps[0].Scope != "InvoiceSent" || ps[0].By != "alice@example.com" {
 		t.Fatalf("stored pauses %+v (%v)", ps, err)
+	}
+	// The started Client obeys it within its ControlInterval: the route
+	// shows paused once the page refreshes.
+	waitFor(t, "the route InvoiceSent paused", func() bool {
+		hl, err := ops.Health(context.Background())
+		return err == nil && slices.ContainsFunc(hl.Routes, func(r outbox.RouteState) bool { return r.Type == "InvoiceSent" && r.Paused })
+	})
+	br.do(t, "refresh", click("#refresh"), visible(`#routes-table tbody tr[data-type="InvoiceSent"] .paused-tag`))
+	if started, nodes := br.text(t, "#health-started"), br.text(t, "#health-breakers"); !strings.HasPrefix(started, "started") || nodes != "1" {
+		t.Errorf("health: client %q, open breakers %q; want started and 1", started, nodes)
 	}
 	if path := os.Getenv(envScreenshot); path != "" {
 		png, err := chromedp.Run(br.ctx, chromedp.FullScreenshot(100))
@@ -419,6 +459,19 @@ func TestBrowserControl(t *testing.T) {
 		t.Errorf("audit rows %q: want alice@example.com three times", got)
 	}
 	br.noErrors(t)
+}
+
+// waitFor waits, up to a minute, until cond holds; a minute is a guard
+// against a hang, not a measure of speed.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // isOpen reports whether the dialog sel is open.
