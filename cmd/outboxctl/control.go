@@ -217,7 +217,7 @@ func (c *cli) findAll(ids []string) ([]outbox.Record, error) {
 	for _, id := range ids {
 		r, ok := found[id]
 		if !ok {
-			return nil, notFoundErr("no event with id %s in %s; nothing changed", id, c.sess.store.Table())
+			return nil, notFoundErr("no event with id %s in %s; nothing changed", printable(id), c.sess.store.Table())
 		}
 		out = append(out, r)
 	}
@@ -239,7 +239,7 @@ func checkPending(name string, recs []outbox.Record) ([]string, error) {
 			if r.Status == outbox.StatusDead && name == "skip-head" {
 				hint = " (a DEAD event is replayed or deleted with `outboxctl dead`)"
 			}
-			return nil, notFoundErr("event %s is %s, not pending (NEW or RETRY)%s; nothing changed", r.ID, r.Status, hint)
+			return nil, notFoundErr("event %s is %s, not pending (NEW or RETRY)%s; nothing changed", printable(r.ID), r.Status, hint)
 		}
 		ids = append(ids, r.ID)
 	}
@@ -303,13 +303,13 @@ func (c *cli) skipHead(args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := c.confirm(fmt.Sprintf("skip pending event %s of %s: DONE, never delivered", ids[0], s.store.Table())); err != nil {
+	if err := c.confirm(fmt.Sprintf("skip pending event %s of %s: DONE, never delivered", cell(ids[0], 0), s.store.Table())); err != nil {
 		return err
 	}
 	if err := s.client.SkipHead(c.ctx, ids[0], reason); err != nil {
 		return err
 	}
-	return c.printAction("skip-head", 1, ids, "skipped event "+ids[0]+": DONE without delivery; the later events of its key go on")
+	return c.printAction("skip-head", 1, ids, "skipped event "+cell(ids[0], 0)+": DONE without delivery; the later events of its key go on")
 }
 
 // pauseChangeJSON is the output of pause and resume with --json.
