@@ -434,7 +434,8 @@ func TestBrowserControl(t *testing.T) {
 	if e.statuses(s.pending)[0] != "NEW" || !br.isOpen(t, "#confirm") {
 		t.Fatalf("force DEAD without a reason: status %s; the dialog must stay open", e.statuses(s.pending)[0])
 	}
-	br.do(t, "give a reason", chromedp.SetValue(chromedp.CSS("#confirm-reason"), "poison pill"), click("#confirm-ok"), hidden("#confirm"), visible("#notice"))
+	br.do(t, "give a reason", chromedp.SetValue(chromedp.CSS("#confirm-reason"), "poison pill"), click("#confirm-ok"), hidden("#confirm"))
+	waitFor(t, "the event forced DEAD", func() bool { return e.statuses(s.pending)[0] == "DEAD" })
 	rec, err := e.store.Get(context.Background(), s.pending)
 	if err != nil || rec.Status != outbox.StatusDead || !strings.HasSuffix(rec.LastError, ": poison pill") {
 		t.Fatalf("after force DEAD: %v %q (%v)", rec.Status, rec.LastError, err)
