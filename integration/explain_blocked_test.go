@@ -13,7 +13,6 @@ import (
 	outbox "github.com/go-outbox/outbox/core"
 	"github.com/go-outbox/outbox/core/outboxsql"
 	"github.com/go-outbox/outbox/core/outboxsql/outboxsqltest"
-	"github.com/go-outbox/outbox/core/sqlstore"
 )
 
 // envBlockedKeys sets the number of blocked keys of TestExplainBlockedKeys.
@@ -158,16 +157,8 @@ func claimHealthyKey(t *testing.T, db *sql.DB, store *outboxsql.Store, req outbo
 // recording store sweeps).
 func explainBlockedWalk(t *testing.T, b outboxsqltest.Backend, db *sql.DB, table string, req outbox.ClaimRequest) (sweep string) {
 	ctx := context.Background()
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback() }()
-	rec := &stmtRecorder{tx: tx}
-	recorded, err := sqlstore.New(rec, sqlstore.WithDialect(b.Dialect), sqlstore.WithTable(table))
-	if err != nil {
-		t.Fatal(err)
-	}
+	recorded, rec, rollback := recording(t, b, db, table)
+	defer rollback()
 	if _, err := recorded.Claim(ctx, req); err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +178,7 @@ func explainBlockedWalk(t *testing.T, b outboxsqltest.Backend, db *sql.DB, table
 			t.Errorf("the claim past parked keys parked again: %s", st.query)
 		}
 	}
-	_ = tx.Rollback()
+	rollback()
 	switch b.Dialect {
 	case outboxsql.PostgreSQL:
 		explainPostgres(t, db, "walk past parked keys", pgIndex(table, "walk"), *walk)

@@ -11,7 +11,6 @@ import (
 	outbox "github.com/go-outbox/outbox/core"
 	"github.com/go-outbox/outbox/core/outboxsql"
 	"github.com/go-outbox/outbox/core/outboxsql/outboxsqltest"
-	"github.com/go-outbox/outbox/core/sqlstore"
 )
 
 // sqliteWholeIndex is a SQLite plan line that reads a whole index of every
@@ -83,17 +82,9 @@ func TestExplainStats(t *testing.T) {
 		t.Logf("%s: DONE %d (estimated: %v), exactly %d", b.Name, done, st.DoneEstimated, exact[outbox.StatusDone])
 
 		// The statements, as the store runs them, in a transaction rolled back.
-		tx, err := db.BeginTx(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rec := &stmtRecorder{tx: tx}
-		recorded, err := sqlstore.New(rec, sqlstore.WithDialect(b.Dialect), sqlstore.WithTable(table))
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = recorded.Stats(ctx, now)
-		_ = tx.Rollback()
+		recorded, rec, rollback := recording(t, b, db, table)
+		_, err := recorded.Stats(ctx, now)
+		rollback()
 		if err != nil {
 			t.Fatal(err)
 		}

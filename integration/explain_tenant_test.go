@@ -72,19 +72,11 @@ func TestExplainTenant(t *testing.T) {
 		} {
 			// The statement, as the store runs it, in a transaction that
 			// is rolled back (the purge deletes nothing for good).
-			tx, err := db.BeginTx(ctx, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			rec := &stmtRecorder{tx: tx}
-			recorded, err := sqlstore.New(rec, sqlstore.WithDialect(b.Dialect), sqlstore.WithTable(table))
-			if err != nil {
-				t.Fatal(err)
-			}
+			recorded, rec, rollback := recording(t, b, db, table)
 			start := time.Now()
-			err = c.run(recorded)
+			err := c.run(recorded)
 			took := time.Since(start)
-			_ = tx.Rollback()
+			rollback()
 			if err != nil {
 				t.Fatalf("%s: %v", c.what, err)
 			}

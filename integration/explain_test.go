@@ -48,19 +48,11 @@ func TestExplainClaim(t *testing.T) {
 
 		// Capture the statements the store runs, with their arguments, in
 		// a transaction that is rolled back.
-		tx, err := db.BeginTx(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rec := &stmtRecorder{tx: tx}
-		recorded, err := sqlstore.New(rec, sqlstore.WithDialect(b.Dialect), sqlstore.WithTable(store.Table()))
-		if err != nil {
-			t.Fatal(err)
-		}
+		recorded, rec, rollback := recording(t, b, db, store.Table())
 		start = time.Now()
 		recs, err := recorded.Claim(ctx, req)
 		took := time.Since(start)
-		_ = tx.Rollback()
+		rollback()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -132,20 +124,12 @@ func explainOrderedClaim(t *testing.T, b outboxsqltest.Backend, db *sql.DB, rows
 	bulkLoadOrdered(t, b, db, table, base, rows, keys)
 	t.Logf("%s: loaded %d ordered events over %d keys (the first %d DONE, the heads of %d keys claimed) in %v", b.Name, rows, keys, rows/10, keys/10,
 		time.Since(start).Round(time.Millisecond))
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := &stmtRecorder{tx: tx}
-	recorded, err := sqlstore.New(rec, sqlstore.WithDialect(b.Dialect), sqlstore.WithTable(table))
-	if err != nil {
-		t.Fatal(err)
-	}
+	recorded, rec, rollback := recording(t, b, db, table)
 	req := outbox.ClaimRequest{Owner: "explain", Now: base.Add(24 * time.Hour), Lease: 15 * time.Second, Limit: 50, Ordered: true, NoRecovery: true}
 	start = time.Now()
 	recs, err := recorded.Claim(ctx, req)
 	took := time.Since(start)
-	_ = tx.Rollback()
+	rollback()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -382,6 +366,24 @@ func bulkLoad(t *testing.T, b outboxsqltest.Backend, db *sql.DB, store *outboxsq
 		t.Fatalf("%s: %v", analyze, err)
 	}
 	_ = r.Close()
+}
+
+// recording returns a store on table of b whose statements run through
+// rec in one transaction of db, and rollback, which ends it (undoing what
+// they wrote).
+func recording(t *testing.T, b outboxsqltest.Backend, db *sql.DB, table string) (s *sqlstore.Store, rec *stmtRecorder, rollback func()) {
+	t.Helper()
+	tx, err := db.BeginTx(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec = &stmtRecorder{tx: tx}
+	s, err = sqlstore.New(rec, sqlstore.WithDialect(b.Dialect), sqlstore.WithTable(table))
+	if err != nil {
+		_ = tx.Rollback()
+		t.Fatal(err)
+	}
+	return s, rec, func() { _ = tx.Rollback() }
 }
 
 // stmtRecorder is a sqlstore.DB that runs everything in one transaction

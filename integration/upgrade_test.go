@@ -148,34 +148,14 @@ func TestMigrateAddsParking(t *testing.T) {
 // before).
 func migrateAddsParking(t *testing.T, b outboxsqltest.Backend, before string, drop []string) {
 	ctx := context.Background()
-	db := b.Open(t)
-	table := scratchTable(t, db, "outbox_park")
-	store, err := outboxsql.Open(db, outboxsql.WithDialect(b.Dialect), outboxsql.WithTable(table))
-	if err != nil {
-		t.Fatal(err)
-	}
-	execSchema(t, db, "the schema "+before, store.Schema(), func(line string) bool {
-		return !slices.ContainsFunc(drop, func(name string) bool { return strings.Contains(line, name) })
-	})
+	db, store := tableBefore(t, b, "outbox_park", "the schema "+before, drop)
 	// Written by the version before parking: it names no parking column.
 	now := time.Now().UTC().Add(-time.Minute).Truncate(time.Millisecond)
 	ev := func(key string) outbox.Envelope {
 		return outbox.MustEnvelope(outbox.EventName("Ping"), outbox.WithOrderingKey(key), outbox.WithJSON([]byte(`{"n":1}`)))
 	}
 	dead, behind, healthy := ev("blocked"), ev("blocked"), ev("healthy")
-	txm := outboxsql.NewTxManager(db)
-	write := func(owner string, evs ...outbox.Envelope) {
-		t.Helper()
-		if err := txm.InTx(ctx, func(ctx context.Context) error {
-			tx, err := txm.Current(ctx)
-			if err != nil {
-				return err
-			}
-			return store.Insert(ctx, tx, now, owner, evs)
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := func(owner string, evs ...outbox.Envelope) { insertAt(t, db, store, now, owner, evs...) }
 	write("old", dead)
 	if ok, err := store.MarkDead(ctx, outbox.Outcome{Owner: "old", ID: dead.ID(), At: now, Error: "poison", CountAttempt: true}); err != nil || !ok {
 		t.Fatalf("MarkDead = %v, %v", ok, err)
@@ -213,6 +193,38 @@ func migrateAddsParking(t *testing.T, b outboxsqltest.Backend, before string, dr
 	claimIDs("after the DEAD head was skipped", behind)
 }
 
+// tableBefore returns a store of b on a new table (named with prefix) made
+// by the current schema without the lines that name one of drop — the
+// schema of a version before them, which what names — and its database.
+func tableBefore(t *testing.T, b outboxsqltest.Backend, prefix, what string, drop []string) (*sql.DB, *outboxsql.Store) {
+	t.Helper()
+	db := b.Open(t)
+	store, err := outboxsql.Open(db, outboxsql.WithDialect(b.Dialect), outboxsql.WithTable(scratchTable(t, db, prefix)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	execSchema(t, db, what, store.Schema(), func(line string) bool {
+		return !slices.ContainsFunc(drop, func(name string) bool { return strings.Contains(line, name) })
+	})
+	return db, store
+}
+
+// insertAt inserts evs into store at now, claimed by owner (none: ""),
+// through store.Insert in a transaction of db.
+func insertAt(t *testing.T, db *sql.DB, store *outboxsql.Store, now time.Time, owner string, evs ...outbox.Envelope) {
+	t.Helper()
+	txm := outboxsql.NewTxManager(db)
+	if err := txm.InTx(context.Background(), func(ctx context.Context) error {
+		tx, err := txm.Current(ctx)
+		if err != nil {
+			return err
+		}
+		return store.Insert(ctx, tx, now, owner, evs)
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // scratchTable returns a new table name with prefix, the table dropped at
 // cleanup.
 func scratchTable(t *testing.T, db *sql.DB, prefix string) string {
@@ -238,4 +250,29 @@ func execSchema(t *testing.T, db *sql.DB, what string, stmts []string, keep func
 			}
 		}
 	}
+}
+
+// TestMigrateAddsTypeIndex: a table made by the schema before the claim's
+// type filters (the current one without the type index), holding events
+// of two types, is brought up to date by Migrate — twice; Migrate checks
+// that the type index exists, and a claim of one type then takes that
+// type's event alone.
+func TestMigrateAddsTypeIndex(t *testing.T) {
+	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
+		ctx := context.Background()
+		db, store := tableBefore(t, b, "outbox_typ", "the schema before the type index", []string{"_type_idx", "(event_type, ", "pending_type"})
+		now := time.Now().UTC().Add(-time.Minute).Truncate(time.Millisecond)
+		mine := outbox.MustEnvelope(outbox.EventName("Mine"), outbox.WithJSON([]byte(`{"n":1}`)))
+		other := outbox.MustEnvelope(outbox.EventName("Other"), outbox.WithJSON([]byte(`{"n":2}`)))
+		insertAt(t, db, store, now, "", other, mine)
+		for i := range 2 {
+			if err := store.Migrate(ctx); err != nil {
+				t.Fatalf("Migrate #%d of a table made before the type index: %v", i+1, err)
+			}
+		}
+		recs, err := store.Claim(ctx, outbox.ClaimRequest{Owner: "new", Now: now.Add(time.Minute), Lease: time.Hour, Limit: 10, Types: []string{"Mine"}})
+		if err != nil || len(recs) != 1 || recs[0].ID != mine.ID() {
+			t.Fatalf("claim of type Mine after the upgrade: %d events, %v; want %s", len(recs), err, mine.ID())
+		}
+	})
 }

@@ -45,8 +45,8 @@ func testPool(tb testing.TB, configure func(c *pgxpool.Config)) *pgxpool.Pool {
 	return pool
 }
 
-// testStore returns a migrated Store on a fresh table of pool, dropped at
-// cleanup.
+// testStore returns a migrated Store on a fresh table of pool, dropped
+// with its control tables at cleanup.
 func testStore(tb testing.TB, pool *pgxpool.Pool, opts ...Option) *sqlstore.Store {
 	tb.Helper()
 	table := outboxsqltest.TableName("outbox_pgx")
@@ -54,7 +54,11 @@ func testStore(tb testing.TB, pool *pgxpool.Pool, opts ...Option) *sqlstore.Stor
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DROP TABLE IF EXISTS "+table) })
+	tb.Cleanup(func() {
+		for _, t := range append([]string{table}, store.ControlTables()...) {
+			_, _ = pool.Exec(context.Background(), "DROP TABLE IF EXISTS "+t)
+		}
+	})
 	if err := store.Migrate(context.Background()); err != nil {
 		tb.Fatal(err)
 	}

@@ -175,14 +175,19 @@ func TestScanValues(t *testing.T) {
 	}
 }
 
-// migrated returns a Store of pool on table, migrated, dropped at cleanup.
+// migrated returns a Store of pool on table, migrated, dropped with its
+// control tables at cleanup.
 func migrated(t *testing.T, pool *pgxpool.Pool, table string) *sqlstore.Store {
 	t.Helper()
 	store, err := outboxpgx.Open(pool, outboxpgx.WithTable(table))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DROP TABLE IF EXISTS "+table) })
+	t.Cleanup(func() {
+		for _, t := range append([]string{table}, store.ControlTables()...) {
+			_, _ = pool.Exec(context.Background(), "DROP TABLE IF EXISTS "+t)
+		}
+	})
 	if err := store.Migrate(context.Background()); err != nil {
 		t.Fatal(err)
 	}

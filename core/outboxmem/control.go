@@ -137,7 +137,7 @@ func (s *Store) Nodes(ctx context.Context, since time.Time) ([]outbox.Node, erro
 // AppendAudit records e, assigning its ID, and returns it.
 func (s *Store) AppendAudit(ctx context.Context, e outbox.AuditEntry) (int64, error) {
 	if err := ctx.Err(); err != nil {
-		return 0, fmt.Errorf("outboxmem: record %s: %w", e.Action, err)
+		return 0, fmt.Errorf("outboxmem: record %q: %w", e.Action, err)
 	}
 	c := &s.ctl
 	c.mu.Lock()

@@ -683,8 +683,8 @@ func (s *Store) Count(ctx context.Context, q outbox.Query) (int64, error) {
 
 // Stats counts events by status (statuses with no event are absent from
 // ByStatus; every figure is exact, DoneEstimated stays false) and the
-// pending ones due at now, and finds the creation time of the oldest
-// pending one.
+// pending ones due at now and claimed, finds the creation time of the
+// oldest pending one, and the pending backlog per event type.
 func (s *Store) Stats(ctx context.Context, now time.Time) (outbox.Stats, error) {
 	st := outbox.Stats{ByStatus: make(map[outbox.Status]int64, 4)}
 	if err := ctx.Err(); err != nil {

@@ -88,6 +88,7 @@ func RunStoreSuite(t *testing.T, newFixture func(t *testing.T) Fixture) {
 		{"OrderedSkipOrRemoveFreesKey", storeOrderedOverrideFreesKey},
 		{"ClaimTypes", storeClaimTypes},
 		{"ClaimHostileTypes", storeClaimHostileTypes},
+		{"ClaimTypesExclusiveUnderConcurrency", storeClaimTypesConcurrent},
 		{"OrderedClaimTypes", storeOrderedClaimTypes},
 		{"StatsTypes", storeStatsTypes},
 	} {

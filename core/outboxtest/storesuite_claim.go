@@ -65,8 +65,17 @@ func storeClaimSkipRecent(t *testing.T, f Fixture) {
 }
 
 func storeClaimConcurrent(t *testing.T, f Fixture) {
-	const rows, workers, batch = 2000, 8, 50
+	const rows = 2000
 	insert(t, f, t0, "", events(t, rows)...)
+	claimConcurrently(t, f, outbox.ClaimRequest{Now: t0, Lease: lease, Limit: 50}, rows)
+}
+
+// claimConcurrently runs 8 workers that claim with req (each its own owner)
+// until a claim returns nothing, and checks that they claimed rows events,
+// each exactly once. It returns how many times each event was claimed.
+func claimConcurrently(t *testing.T, f Fixture, req outbox.ClaimRequest, rows int) map[string]int {
+	t.Helper()
+	const workers = 8
 	var (
 		mu     sync.Mutex
 		claims = map[string]int{}
@@ -78,11 +87,12 @@ func storeClaimConcurrent(t *testing.T, f Fixture) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			owner := fmt.Sprintf("worker-%d", w)
+			req := req
+			req.Owner = fmt.Sprintf("worker-%d", w)
 			for {
-				recs, err := f.Store.Claim(context.Background(), outbox.ClaimRequest{Owner: owner, Now: t0, Lease: lease, Limit: batch})
+				recs, err := f.Store.Claim(context.Background(), req)
 				if err != nil {
-					errs <- fmt.Errorf("%s: %w", owner, err)
+					errs <- fmt.Errorf("%s: %w", req.Owner, err)
 					return
 				}
 				if len(recs) == 0 {
@@ -92,8 +102,8 @@ func storeClaimConcurrent(t *testing.T, f Fixture) {
 				for _, r := range recs {
 					claims[r.ID]++
 					total++
-					if r.LockedBy != owner {
-						errs <- fmt.Errorf("record %s claimed by %s reports owner %q", r.ID, owner, r.LockedBy)
+					if r.LockedBy != req.Owner {
+						errs <- fmt.Errorf("record %s claimed by %s reports owner %q", r.ID, req.Owner, r.LockedBy)
 					}
 				}
 				mu.Unlock()
@@ -115,6 +125,7 @@ func storeClaimConcurrent(t *testing.T, f Fixture) {
 	if total != rows || len(claims) != rows || dups != 0 {
 		t.Fatalf("claimed %d times, %d distinct rows, %d duplicated; want each of %d rows exactly once", total, len(claims), dups, rows)
 	}
+	return claims
 }
 
 func storeLeaseExpiry(t *testing.T, f Fixture) {

@@ -97,6 +97,27 @@ func storeClaimTypes(t *testing.T, f Fixture) {
 	}
 }
 
+// storeClaimTypesConcurrent: concurrent claims of two types take each of
+// their events exactly once, past another type's events, and none of
+// those.
+func storeClaimTypesConcurrent(t *testing.T, f Fixture) {
+	var other, mine []outbox.Envelope
+	for range 500 {
+		other = append(other, typed(t, "Other"))
+	}
+	for i := range 1500 {
+		mine = append(mine, typed(t, []string{"Mine", "Also"}[i%2]))
+	}
+	insert(t, f, t0, "", other...)
+	insert(t, f, t0.Add(time.Second), "", mine...)
+	claims := claimConcurrently(t, f, outbox.ClaimRequest{Now: t0.Add(time.Minute), Lease: lease, Limit: 50, Types: []string{"Mine", "Also"}}, len(mine))
+	for _, e := range other {
+		if claims[e.ID()] != 0 {
+			t.Fatalf("a claim of Types Mine, Also took %s of type Other", e.ID())
+		}
+	}
+}
+
 // storeClaimHostileTypes: types that differ by quotes, case, trailing
 // spaces or that hold non-ASCII text are filtered exactly.
 func storeClaimHostileTypes(t *testing.T, f Fixture) {

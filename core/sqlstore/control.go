@@ -137,31 +137,25 @@ func (s *Store) controlErr(what, table string, err error) error {
 	return fmt.Errorf("sqlstore: %s in %s: %w", what, table, err)
 }
 
-// checkText checks a value written into a control table: valid UTF-8
-// without NUL (which some databases refuse in text), at most max bytes.
-// The outbox package writes only such values; the error wraps
-// outbox.ErrInvalidConfig.
-func checkText(what, v string, max int) error {
-	if len(v) > max || !utf8.ValidString(v) || strings.IndexByte(v, 0) >= 0 {
-		return fmt.Errorf("%w: sqlstore: %s must be valid UTF-8 text without NUL of at most %d bytes (got %d bytes)",
-			outbox.ErrInvalidConfig, what, max, len(v))
-	}
-	return nil
-}
-
-// checkTexts checks pairs of (name, value, bound) with checkText.
-func checkTexts(fields ...textField) error {
-	for _, f := range fields {
-		if err := checkText(f.what, f.v, f.max); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
+// textField is a value written into a control table: what names it in
+// errors, max bounds it in bytes.
 type textField struct {
 	what, v string
 	max     int
+}
+
+// checkTexts checks values written into a control table: valid UTF-8
+// without NUL (which some databases refuse in text), each at most its
+// bound. The outbox package writes only such values; the error wraps
+// outbox.ErrInvalidConfig.
+func checkTexts(fields ...textField) error {
+	for _, f := range fields {
+		if len(f.v) > f.max || !utf8.ValidString(f.v) || strings.IndexByte(f.v, 0) >= 0 {
+			return fmt.Errorf("%w: sqlstore: %s must be valid UTF-8 text without NUL of at most %d bytes (got %d bytes)",
+				outbox.ErrInvalidConfig, f.what, f.max, len(f.v))
+		}
+	}
+	return nil
 }
 
 // SetPause stores p, replacing the pause of its scope if there is one.
@@ -171,7 +165,7 @@ func (s *Store) SetPause(ctx context.Context, p outbox.Pause) error {
 		return err
 	}
 	if _, err := s.w.Exec(ctx, s.ctl.setPause, p.Scope, p.By, p.Reason, s.t(p.At)); err != nil {
-		return s.controlErr("pause "+p.Scope, s.ctl.pauses, err)
+		return s.controlErr(fmt.Sprintf("pause %q", p.Scope), s.ctl.pauses, err)
 	}
 	return nil
 }
@@ -180,7 +174,7 @@ func (s *Store) SetPause(ctx context.Context, p outbox.Pause) error {
 func (s *Store) DeletePause(ctx context.Context, scope string) (bool, error) {
 	n, err := s.w.Exec(ctx, s.ctl.deletePause, scope)
 	if err != nil {
-		return false, s.controlErr("resume "+scope, s.ctl.pauses, err)
+		return false, s.controlErr(fmt.Sprintf("resume %q", scope), s.ctl.pauses, err)
 	}
 	return n > 0, nil
 }
@@ -223,12 +217,12 @@ func (s *Store) Beat(ctx context.Context, n outbox.Node, forgetBefore time.Time)
 	if types != nil {
 		b, err := json.Marshal(types)
 		if err != nil {
-			return fmt.Errorf("sqlstore: beat of %s: %w", n.Owner, err)
+			return fmt.Errorf("sqlstore: beat of %q: %w", n.Owner, err)
 		}
 		list = string(b)
 	}
 	if _, err := s.w.Exec(ctx, s.ctl.beat, n.Owner, n.Mode, list, s.t(n.Started), s.t(n.Seen)); err != nil {
-		return s.controlErr("beat of "+n.Owner, s.ctl.nodes, err)
+		return s.controlErr(fmt.Sprintf("beat of %q", n.Owner), s.ctl.nodes, err)
 	}
 	if forgetBefore.IsZero() {
 		return nil
@@ -254,7 +248,7 @@ func nodeTypes(types []string) []string {
 // Leave forgets the node owner (its Client closed).
 func (s *Store) Leave(ctx context.Context, owner string) error {
 	if _, err := s.w.Exec(ctx, s.ctl.leave, owner); err != nil {
-		return s.controlErr("leave of "+owner, s.ctl.nodes, err)
+		return s.controlErr(fmt.Sprintf("leave of %q", owner), s.ctl.nodes, err)
 	}
 	return nil
 }
@@ -275,7 +269,7 @@ func (s *Store) Nodes(ctx context.Context, since time.Time) ([]outbox.Node, erro
 		if types.valid {
 			n.Types = []string{}
 			if err := json.Unmarshal([]byte(types.s), &n.Types); err != nil {
-				return fmt.Errorf("the types of node %s: %w", owner.s, err)
+				return fmt.Errorf("the types of node %q: %w", owner.s, err)
 			}
 		}
 		out = append(out, n)
@@ -309,7 +303,7 @@ func (s *Store) AppendAudit(ctx context.Context, e outbox.AuditEntry) (int64, er
 		})
 	}
 	if err != nil {
-		return 0, s.controlErr("record "+e.Action, s.ctl.audit, err)
+		return 0, s.controlErr(fmt.Sprintf("record %q", e.Action), s.ctl.audit, err)
 	}
 	return id, nil
 }

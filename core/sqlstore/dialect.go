@@ -111,6 +111,12 @@ type dialect struct {
 	// claimedWhere is the condition, served by an index, of the claimed
 	// pending rows (Stats.Claimed).
 	claimedWhere string
+	// pendingTypes, when set, returns the query that lists the event type
+	// (as event_type) and creation time of the pending rows of table from
+	// an index of its own: Stats reads the backlog per type there, apart.
+	// Without it, Stats reads the types with the pending rows
+	// (pendingRows), in one statement.
+	pendingTypes func(table string) string
 	// owedWhere returns the condition, served by an index, of the DEAD
 	// rows of table that owe subscribers.
 	owedWhere func(table string) string

@@ -38,4 +38,12 @@
 // A Store is safe for concurrent use. Claims are atomic: two pollers never
 // claim the same row while its lease runs, and every status update is
 // fenced by the owner that claimed the row.
+//
+// # Claims of some event types
+//
+// A claim with ClaimRequest.Types reads each type's due rows from a type
+// index, in due order, and stops after its limit: the rows of other types
+// that come first cost it nothing. Types and SkipTypes hold at most
+// [MaxClaimTypes] types each; a claim with more fails with an error
+// wrapping outbox.ErrInvalidConfig. See docs/databases.md.
 package sqlstore

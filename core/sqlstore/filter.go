@@ -32,7 +32,8 @@ import (
 // order and steps over the skipped types' due rows that come first; with
 // Types, the skipped types are taken out of Types. The recovery of expired
 // claims reads the lease index as without filters, leaving the filtered
-// out rows where they are.
+// out rows where they are. MySQL's claim runs its own statements (see
+// mysqlTypedClaim and mysqlTypeCond).
 
 // MaxClaimTypes bounds the event types of one claim's Types and of its
 // SkipTypes (after duplicates are dropped): a claim with more fails with
@@ -42,7 +43,7 @@ import (
 const MaxClaimTypes = 256
 
 // typeFilter is a claim's filter on event types: only types (when
-// typed), never skip.
+// typed), never skip. Both are sorted, without duplicates.
 type typeFilter struct {
 	typed bool
 	types []string // typed: the types claimed (not empty)
@@ -55,9 +56,11 @@ func (f typeFilter) on() bool { return f.typed || len(f.skip) > 0 }
 // allows reports whether the filter lets events of type typ be claimed.
 func (f typeFilter) allows(typ string) bool {
 	if f.typed {
-		return slices.Contains(f.types, typ)
+		_, in := slices.BinarySearch(f.types, typ)
+		return in
 	}
-	return !slices.Contains(f.skip, typ)
+	_, out := slices.BinarySearch(f.skip, typ)
+	return !out
 }
 
 // claimFilter returns req's filter on event types, and whether the claim

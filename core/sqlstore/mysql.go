@@ -103,13 +103,17 @@ var mysqlDialect = &dialect{
 	// REPEATABLE READ, whose snapshot may predate it.
 	sharedLock: " LOCK IN SHARE MODE",
 	// The pending rows are the ranges of their statuses in the purge index,
-	// which holds the columns Stats reads of them but their event types
-	// (Stats.Types reads those from the rows).
+	// which holds the columns Stats reads of them.
 	pendingRows: func(table, cols string) string {
 		return "SELECT " + cols + " FROM " + table + " WHERE status IN (0, 2)"
 	},
 	// The claimed rows are those of the lease index.
 	claimedWhere: "lease_at IS NOT NULL",
+	// The pending rows per type are the entries of the type index that
+	// are not NULL, which holds their creation times (index only).
+	pendingTypes: func(table string) string {
+		return "SELECT pending_type AS event_type, created_at FROM " + table + " WHERE pending_type IS NOT NULL"
+	},
 	// The ids from the purge index alone (MariaDB checks dead_owes only
 	// after reading the row otherwise), then those rows.
 	owedWhere: func(table string) string {
@@ -161,9 +165,9 @@ func mysqlUpgrade(ctx context.Context, s *Store) error {
 	if err := mysqlPurgeUpgrade(ctx, s); err != nil {
 		return err
 	}
-	// parked, then walk_key and park_key (which read it), before their
-	// indexes.
-	if err := s.addColumns(ctx, "parked", "walk_key", "park_key"); err != nil {
+	// parked, then walk_key and park_key (which read it), and
+	// pending_type, before their indexes.
+	if err := s.addColumns(ctx, "parked", "walk_key", "park_key", "pending_type"); err != nil {
 		return err
 	}
 	missing, err := s.missingIndexes(ctx)
@@ -528,9 +532,9 @@ func mysqlTypedClaim(ctx context.Context, s *Store, tx Conn, f typeFilter, a cla
 
 // mysqlTypedRead returns the read of the due rows of one event type (its
 // bytes and length: utf8mb4_bin pads) of table, in due order from the type
-// index, locking them. Arguments: the type, its length, now, the created
-// cutoff, the limit.
+// index alone, locking them. Arguments: the type, its length, now, the
+// created cutoff, the limit.
 func mysqlTypedRead(table string) string {
-	return "SELECT event_id, due_at FROM " + table + " WHERE event_type = ? AND LENGTH(event_type) = ? AND due_at <= ? AND created_at <= ?" +
+	return "SELECT event_id, due_at FROM " + table + " WHERE pending_type = ? AND LENGTH(pending_type) = ? AND due_at <= ? AND created_at <= ?" +
 		" ORDER BY due_at, event_id LIMIT ? FOR UPDATE SKIP LOCKED"
 }

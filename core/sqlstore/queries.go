@@ -200,12 +200,12 @@ type queries struct {
 	release      *idsSQL
 	replay       *idsSQL
 	deleteDead   *idsSQL
-	statsPending string // Stats: per pending status, the rows, the due ones, the oldest
+	statsPending string // Stats: per pending status (and type), the rows, the due ones, the oldest
 	statsDead    string // Stats: DEAD rows
 	statsOwed    string // Stats: DEAD rows that owe subscribers, per list
 	statsDone    string // Stats: the exact count of DONE rows, on a small table
 	statsClaimed string // Stats: the claimed pending rows
-	statsTypes   string // Stats: the pending rows per event type
+	statsTypes   string // Stats: the pending rows per event type, when read apart
 	purge        string // Purge of every tenant
 	purgeTenant  string // Purge of one tenant
 	// The SELECT of the DEAD events Purge deletes (all, or one tenant's).
@@ -235,16 +235,15 @@ func buildQueries(d *dialect, t string) *queries {
 		columns:    d.selectList(),
 		get:        d.rebind("SELECT "+d.selectList()+" FROM "+t+" WHERE event_id = ?", 1),
 		// Stats reads the pending rows from the indexes that hold them
-		// (dialect.pendingRows), counts the DEAD ones in the purge index (a
-		// range of status 3) and reads those that owe subscribers
-		// (dialect.owedWhere); never the DONE rows of a large table.
-		statsPending: d.rebind("SELECT status, COUNT(*), SUM(CASE WHEN available_at <= ? THEN 1 ELSE 0 END), MIN(created_at) FROM ("+
-			d.pendingRows(t, "status, available_at, created_at")+") p GROUP BY status", 1),
-		// The claimed rows are those of the lease index; the backlog per
-		// type reads the pending rows as statsPending does (see
-		// statsTypesSQL).
-		statsClaimed: "SELECT COUNT(*) FROM " + t + " WHERE " + d.claimedWhere,
+		// (dialect.pendingRows), per status and event type (or, with
+		// dialect.pendingTypes, per status and apart per type: statsTypes),
+		// counts the DEAD ones in the purge index (a range of status 3) and
+		// reads those that owe subscribers (dialect.owedWhere); never the
+		// DONE rows of a large table. The claimed rows are those of the
+		// lease index.
+		statsPending: statsPendingSQL(d, t),
 		statsTypes:   statsTypesSQL(d, t),
+		statsClaimed: "SELECT COUNT(*) FROM " + t + " WHERE " + d.claimedWhere,
 		statsDead:    "SELECT COUNT(*) FROM " + t + " WHERE status IN (1, 3) AND status = 3",
 		statsOwed:    "SELECT subscribers, COUNT(*) FROM " + t + " WHERE " + d.owedWhere(t) + " GROUP BY subscribers",
 		statsDone:    "SELECT COUNT(*) FROM " + t + " WHERE status IN (1, 3) AND status = 1",
@@ -396,16 +395,33 @@ func arrayLiteral(ids []string) string {
 	return b.String()
 }
 
-// statsTypesSQL returns the statement of Stats.Types: the pending rows of
-// table (dialect.pendingRows) per event type, their count and the oldest
-// creation time, most pending first, at most its argument. On a database
-// whose collation pads (padSpace), types that differ only by trailing
-// spaces are apart: grouped by their lengths too.
+// statsPendingSQL returns the statement of the pending rows of Stats: per
+// status (and event type, unless the dialect reads them apart:
+// statsTypesSQL), their count, how many are due at its argument, and the
+// oldest creation time.
+func statsPendingSQL(d *dialect, t string) string {
+	cols, group := "status, event_type, available_at, created_at", "status, event_type"
+	if d.pendingTypes != nil {
+		cols, group = "status, available_at, created_at", "status"
+	}
+	return d.rebind("SELECT "+group+", COUNT(*), SUM(CASE WHEN available_at <= ? THEN 1 ELSE 0 END), MIN(created_at) FROM ("+
+		d.pendingRows(t, cols)+") p GROUP BY "+group, 1)
+}
+
+// statsTypesSQL returns the statement of Stats.Types on a dialect that
+// reads them apart (dialect.pendingTypes), else "": the pending rows per
+// event type, their count and the oldest creation time, most pending
+// first, at most its argument. On a database whose collation pads
+// (padSpace), types that differ only by trailing spaces are apart:
+// grouped by their lengths too.
 func statsTypesSQL(d *dialect, t string) string {
+	if d.pendingTypes == nil {
+		return ""
+	}
 	group := "event_type"
 	if d.padSpace {
 		group += ", LENGTH(event_type)"
 	}
-	return d.rebind("SELECT event_type, COUNT(*), MIN(created_at) FROM ("+d.pendingRows(t, "event_type, created_at")+") p GROUP BY "+group+
+	return d.rebind("SELECT event_type, COUNT(*), MIN(created_at) FROM ("+d.pendingTypes(t)+") p GROUP BY "+group+
 		" ORDER BY COUNT(*) DESC LIMIT ?", 1)
 }

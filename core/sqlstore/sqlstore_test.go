@@ -70,7 +70,7 @@ func TestSchemaUsesTheTableName(t *testing.T) {
 	if got := s.ControlTables(); !slices.Equal(got, []string{"app.my_outbox_pauses", "app.my_outbox_nodes", "app.my_outbox_audit"}) {
 		t.Errorf("ControlTables = %v", got)
 	}
-	stmts = stmts[:10]
+	stmts = stmts[:11]
 	if !strings.HasPrefix(stmts[0], "CREATE TABLE IF NOT EXISTS app.my_outbox (") {
 		t.Errorf("table statement: %s", stmts[0])
 	}

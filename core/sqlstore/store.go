@@ -776,9 +776,10 @@ func (s *Store) queryInt(ctx context.Context, query string, args ...any) (int64,
 // many index entries takes milliseconds.
 const exactDoneBelow = 100_000
 
-// Stats counts the pending events by status and the due ones at now,
-// finds the creation time of the oldest pending one, counts the DEAD
-// events and the blocked keys, each from the indexes that hold those rows.
+// Stats counts the pending events by status, the due ones at now and the
+// claimed ones, finds the creation time of the oldest pending one and the
+// pending backlog per event type, counts the DEAD events and the blocked
+// keys, each from the indexes that hold those rows.
 // On a table of exactDoneBelow rows or more, the DONE figure is the
 // dialect's estimate of the table's size less the other statuses
 // (Stats.DoneEstimated); it never reads the DONE rows.
@@ -788,14 +789,34 @@ func (s *Store) Stats(ctx context.Context, now time.Time) (outbox.Stats, error) 
 		return st, fmt.Errorf("sqlstore: stats of %s: %w", s.table, s.explain(err))
 	}
 	var others int64
+	var types map[string]*outbox.TypeBacklog // read with the pending rows (no statsTypes)
+	if s.q.statsTypes == "" {
+		types = map[string]*outbox.TypeBacklog{}
+	}
 	err := s.eachRow(ctx, s.q.statsPending, []any{s.t(now)}, func(rows Rows) error {
 		var status, n, due int64
+		var typ string
 		oldest := timeCol{d: s.d}
-		if err := rows.Scan(&status, &n, &due, &oldest); err != nil {
+		dest := []any{&status, &n, &due, &oldest}
+		if types != nil {
+			dest = []any{&status, &typ, &n, &due, &oldest}
+		}
+		if err := rows.Scan(dest...); err != nil {
 			return err
 		}
 		if oldest.err != nil {
 			return oldest.err
+		}
+		if types != nil {
+			tb := types[typ]
+			if tb == nil {
+				tb = &outbox.TypeBacklog{Type: typ}
+				types[typ] = tb
+			}
+			tb.Pending += n
+			if tb.Oldest.IsZero() || oldest.t.Before(tb.Oldest) {
+				tb.Oldest = oldest.t
+			}
 		}
 		st.ByStatus[outbox.Status(status)] += n
 		st.Due += due
@@ -853,15 +874,21 @@ func (s *Store) Stats(ctx context.Context, now time.Time) (outbox.Stats, error) 
 	if st.Claimed, err = s.queryInt(ctx, s.q.statsClaimed); err != nil {
 		return fail(fmt.Errorf("claimed events: %w", err))
 	}
-	if err := s.statsTypes(ctx, &st); err != nil {
+	if types != nil {
+		backlogs := make([]outbox.TypeBacklog, 0, len(types))
+		for _, tb := range types {
+			backlogs = append(backlogs, *tb)
+		}
+		st.SetTypes(backlogs)
+	} else if err := s.statsTypes(ctx, &st); err != nil {
 		return fail(fmt.Errorf("pending events per type: %w", err))
 	}
 	return st, nil
 }
 
-// statsTypes fills st.Types and st.TypesTruncated: the pending backlog per
-// event type, most pending first (then by type), at most
-// outbox.MaxStatsTypes of them.
+// statsTypes fills st.Types and st.TypesTruncated with the statement that
+// reads them apart (statsTypes): the pending backlog per event type, most
+// pending first (then by type), at most outbox.MaxStatsTypes of them.
 func (s *Store) statsTypes(ctx context.Context, st *outbox.Stats) error {
 	var types []outbox.TypeBacklog
 	err := s.eachRow(ctx, s.q.statsTypes, []any{outbox.MaxStatsTypes + 1}, func(rows Rows) error {

@@ -45,12 +45,14 @@
 -- that owes subscribers) leaves Stats only those DEAD rows to read.
 -- Migrate rebuilds a purge index made before it with other columns.
 --
--- The type index holds every row by event type, then due_at: a claim of
--- some event types only (a Client claims the types it routes) reads the
--- range of each type's due rows in due order (due_at <= now skips the
--- NULLs of the rows that are not due) and stops after its limit, never
--- the other types' rows that come first. Migrate adds it to tables made
--- before it.
+-- pending_type is the event type of a pending row. The type index holds
+-- the pending rows by it, then due_at (the other rows are under NULL): a
+-- claim of some event types only (a Client claims the types it routes)
+-- reads the range of each type's due rows in due order (due_at <= now
+-- skips the claimed and ordered ones, whose due_at is NULL), from the
+-- index alone, and stops after its limit, never the other types' rows
+-- that come first; Stats counts the pending rows per type and finds the
+-- oldest in it alone. Migrate adds both to tables made before them.
 --
 -- The tenant index serves the admin queries of one tenant (a list by
 -- tenant and status in id order, a count, a purge by tenant, status and
@@ -92,10 +94,11 @@ CREATE TABLE IF NOT EXISTS {{table}} (
     walk_key       VARCHAR(255) GENERATED ALWAYS AS (CASE WHEN status IN (0, 2) AND parked = 0 THEN ordering_key END) VIRTUAL,
     park_key       VARCHAR(255) GENERATED ALWAYS AS (CASE WHEN status IN (0, 2) AND parked = 1 THEN ordering_key END) VIRTUAL,
     dead_owes      TINYINT GENERATED ALWAYS AS (CASE WHEN status = 3 AND subscribers IS NOT NULL THEN 1 END) VIRTUAL,
+    pending_type   VARCHAR(128) GENERATED ALWAYS AS (CASE WHEN status IN (0, 2) THEN event_type END) VIRTUAL,
     PRIMARY KEY (event_id),
     UNIQUE KEY outbox_seq_idx (seq),
     KEY outbox_due_idx (due_at, event_id),
-    KEY outbox_type_idx (event_type, due_at, event_id),
+    KEY outbox_type_idx (pending_type, due_at, event_id, created_at),
     KEY outbox_lease_idx (lease_at),
     KEY outbox_purge_idx (status, purge_at, available_at, created_at, dead_owes),
     KEY outbox_order_idx (open_key, seq),
