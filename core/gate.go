@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -36,6 +37,10 @@ type gate struct {
 	// hotProbes: this Client has no poller (ModeHotPathOnly), so a
 	// half-open breaker probes with an event of the hot path.
 	hotProbes bool
+
+	// calm is set while nothing is paused and every breaker is closed:
+	// the workers' and the hot path's checks then take no lock.
+	calm atomic.Bool
 
 	mu       sync.RWMutex
 	pauses   []Pause
@@ -84,7 +89,19 @@ func newGate(cfg Config, reg *Registry) *gate {
 	g.mu.Lock()
 	g.shareLimits()
 	g.mu.Unlock()
+	g.calm.Store(true)
 	return g
+}
+
+// settle updates calm; g.mu is held.
+func (g *gate) settle() {
+	calm := len(g.paused) == 0
+	for _, b := range g.breakers {
+		if b.state != BreakerClosed {
+			calm = false
+		}
+	}
+	g.calm.Store(calm)
 }
 
 // routes returns the event types this Client routes, sorted, or nil when
@@ -251,6 +268,9 @@ func (g *gate) hot(events []Envelope) bool {
 			}
 		}
 	}
+	if g.calm.Load() && len(g.policies) == 0 {
+		return true
+	}
 	g.mu.RLock()
 	hot, probe := g.hotLocked(events)
 	g.mu.RUnlock()
@@ -308,6 +328,9 @@ func (g *gate) hotProbe(events []Envelope) bool {
 // paused, and its breaker is closed, or e is the half-open breaker's
 // probe. One that may not is given back unstarted.
 func (g *gate) admits(e Envelope) bool {
+	if g.calm.Load() {
+		return true
+	}
 	t := e.Type()
 	g.mu.RLock()
 	if g.paused[PauseAll] || g.paused[t] {
@@ -335,6 +358,9 @@ func (g *gate) admits(e Envelope) bool {
 // held and ended count the held events of the limited routes: held
 // reports whether it counted one of type t.
 func (g *gate) held(t string) bool {
+	if len(g.policies) == 0 {
+		return false
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if _, ok := g.limits[t]; !ok {
@@ -364,7 +390,10 @@ func (g *gate) ended(t string) {
 // at fault, not the downstream), an unroutable or undecodable event (no
 // delivery ran). A release (Close, a pause) is no outcome.
 func (g *gate) observe(e Envelope, o outcome) {
-	if g.breakerFailures <= 0 || o.verdict == settleRelease {
+	if g.breakerFailures <= 0 {
+		return // no breakers, no probes
+	}
+	if o.verdict == settleRelease {
 		g.clearProbe(e)
 		return
 	}
@@ -448,6 +477,7 @@ func (g *gate) transition(t string, b *breaker, state string, cause error) {
 		g.log.Debug("outbox: circuit breaker half-open: probing the route", "event_type", t)
 	}
 	g.metrics.BreakerState(t, state)
+	g.settle()
 }
 
 // setPauses replaces the pauses this Client obeys; changed reports
@@ -474,6 +504,7 @@ func (g *gate) setPauses(ps []Pause) (changed bool) {
 		}
 	}
 	g.pauses, g.paused = ps, m
+	g.settle()
 	return changed
 }
 
@@ -597,23 +628,6 @@ func (g *gate) health(h *Health) {
 		}
 		h.Routes = append(h.Routes, rs)
 	}
-}
-
-// liveRoutes reports whether t is routed by a live node, or, without
-// nodes, by this Client.
-func (g *gate) liveRoutes(t string, mine []string, claimsAll bool) bool {
-	g.mu.Lock()
-	nodes := g.nodes
-	g.mu.Unlock()
-	if claimsAll || slices.Contains(mine, t) {
-		return true
-	}
-	for _, n := range nodes {
-		if n.Types == nil || slices.Contains(n.Types, t) {
-			return true
-		}
-	}
-	return false
 }
 
 // routedTypes returns the event types r routes, sorted, or nil when it

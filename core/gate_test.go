@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -404,6 +405,13 @@ func TestRouteLimitsAreSharedAmongLiveNodes(t *testing.T) {
 		if _, skip, _ := g.request(); !slices.Contains(skip, "A") {
 			t.Errorf("%s: the main claim does not leave the limited A out: %v", tc.owner, skip)
 		}
+		// The others' nodes age out (they died): this one takes the whole.
+		g.setNodes([]Node{{Owner: tc.owner}})
+		h = Health{}
+		g.health(&h)
+		if r := h.Routes[0]; r.Rate != 30 || r.Concurrency != 2 {
+			t.Errorf("%s alone again: rate %v, concurrency %d; want the whole limits", tc.owner, r.Rate, r.Concurrency)
+		}
 	}
 }
 
@@ -536,4 +544,27 @@ func (m *resultMetrics) get(r string) int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.results[r]
+}
+
+// Config.Validate checks Routes.
+func TestValidateRoutes(t *testing.T) {
+	for _, tc := range []struct {
+		routes map[string]RoutePolicy
+		want   string
+	}{
+		{map[string]RoutePolicy{"A": {Rate: 10}, "B": {Concurrency: 2}}, ""},
+		{map[string]RoutePolicy{"A": {}}, "sets no limit"},
+		{map[string]RoutePolicy{"A": {Rate: -1}}, "Rate is -1"},
+		{map[string]RoutePolicy{"A": {Concurrency: -1}}, "Concurrency is -1"},
+		{map[string]RoutePolicy{"A": {Rate: 1, Burst: -1}}, "Burst is -1"},
+		{map[string]RoutePolicy{"": {Rate: 1}}, "event type"},
+	} {
+		err := Config{Store: newMemStore(), TxContext: fakeTxContext{}, Routes: tc.routes}.Validate()
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%v: %v", tc.routes, err)
+		case tc.want != "" && (!errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%v: %v; want an ErrInvalidConfig saying %q", tc.routes, err, tc.want)
+		}
+	}
 }

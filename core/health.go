@@ -59,7 +59,8 @@ type RouteState struct {
 	// Paused reports a stored pause of the type (or of PauseAll).
 	Paused bool
 	// Rate and Concurrency are this Client's share of the route's limits
-	// (see RoutePolicy), InFlight its deliveries of the route now.
+	// (see RoutePolicy), InFlight the events of a limited route it holds
+	// now (queued or being delivered).
 	Rate        float64
 	Concurrency int
 	InFlight    int

@@ -181,7 +181,7 @@ var knobs = []Knob{
 		"DEAD at once", func(c Config) bool { return c.UnroutedRetry < 0 }),
 	boolKnob("ClaimAll", "claims events of every type, also those no route of this Client handles (see UnroutedRetry)",
 		func(c *Config) *bool { return &c.ClaimAll }),
-	numKnob("ControlInterval", "spaces the reads of the stored pauses (and the node heartbeat's checks)",
+	numKnob("ControlInterval", "spaces the reads of the stored pauses (another instance's Pause is obeyed within about that long)",
 		func(c *Config) *time.Duration { return &c.ControlInterval }, DefaultControlInterval, 10*time.Millisecond, time.Hour),
 	numKnob("BreakerFailures", "consecutive failed deliveries of a route that open its circuit breaker (0: no breakers)",
 		func(c *Config) *int { return &c.BreakerFailures }, 0, 1, maxAttempts),

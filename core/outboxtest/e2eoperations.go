@@ -222,7 +222,7 @@ func e2eRateAcrossNodes(t *testing.T, f Fixture) {
 		return nil
 	})
 	cfg := outbox.Config{Lease: 3 * time.Second, PollInterval: 50 * time.Millisecond,
-		Routes: map[string]outbox.RoutePolicy{evtPing.Name(): {Rate: rate, Burst: 6}}}
+		Routes: map[string]outbox.RoutePolicy{evtPing.Name(): {Rate: rate, Burst: 15}}}
 	var clients []*outbox.Client
 	for range nodes {
 		clients = append(clients, startNode(t, f, listener, cfg))
@@ -293,8 +293,8 @@ func e2ePauseAcrossNodes(t *testing.T, f Fixture) {
 	needControls(t, f)
 	const (
 		nodes  = 3
-		keys   = 5
-		perKey = 60
+		keys   = 24
+		perKey = 15
 	)
 	var mu sync.Mutex
 	var starts []time.Time
@@ -317,7 +317,7 @@ func e2ePauseAcrossNodes(t *testing.T, f Fixture) {
 		mu.Unlock()
 		return nil
 	})
-	cfg := outbox.Config{Ordered: true, ControlInterval: 50 * time.Millisecond, PollInterval: 10 * time.Millisecond, Workers: 2}
+	cfg := outbox.Config{Ordered: true, ControlInterval: 50 * time.Millisecond, PollInterval: 10 * time.Millisecond, Workers: 4}
 	var clients []*outbox.Client
 	for range nodes {
 		clients = append(clients, startNode(t, f, listener, cfg))
@@ -340,6 +340,7 @@ func e2ePauseAcrossNodes(t *testing.T, f Fixture) {
 		}
 		return true
 	})
+	obeyed := time.Since(paused)
 	Eventually(t, 30*time.Second, "every claim given back", func() bool {
 		recs, err := f.Store.List(context.Background(), outbox.Query{Statuses: []outbox.Status{outbox.StatusNew, outbox.StatusRetry}, Limit: total})
 		return err == nil && !slices.ContainsFunc(recs, func(r outbox.Record) bool { return r.LockedBy != "" })
@@ -352,7 +353,8 @@ func e2ePauseAcrossNodes(t *testing.T, f Fixture) {
 	n2 := len(starts)
 	mu.Unlock()
 	deliveredBefore := count(t, f, outbox.StatusDone)
-	t.Logf("pause: nodes=%d events=%d delivered-before-resume=%d pause-to-last-delivery-start=%s", nodes, total, deliveredBefore, last.Sub(paused).Round(time.Millisecond))
+	t.Logf("pause: nodes=%d keys=%d events=%d delivered-before-resume=%d seen-by-every-node-after=%s last-delivery-started=%s after the Pause call began (negative: before)",
+		nodes, keys, total, deliveredBefore, obeyed.Round(time.Millisecond), last.Sub(paused).Round(time.Millisecond))
 	if n2 != n1 {
 		t.Fatalf("%d deliveries started after every node had obeyed the pause", n2-n1)
 	}
