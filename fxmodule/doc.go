@@ -45,6 +45,13 @@
 // error that names the variable (and the closest known one, for a
 // misspelling) and wraps outbox.ErrInvalidConfig.
 //
+// # Health probes
+//
+// Probes provides a data source's liveness and readiness probes
+// (outboxhttp.NewProbes, with the thresholds of an outboxhttp.ReadyConfig)
+// as an *outboxhttp.Probes with the data source's name tag; mount its
+// Liveness and Readiness handlers on the service's HTTP server.
+//
 // # Logging
 //
 // The core logs through log/slog, to the *slog.Logger in the container if

@@ -1,10 +1,7 @@
 package outboxhttp
 
 import (
-	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"slices"
@@ -272,24 +269,10 @@ func pathID(r *http.Request) (string, error) {
 // (duplicates count once), unless all is allowed and set.
 func readIDs(w http.ResponseWriter, r *http.Request, allowAll bool) (idsRequest, error) {
 	var req idsRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
-	dec.DisallowUnknownFields()
-	err := dec.Decode(&req)
-	if err == nil {
-		if _, extra := dec.Token(); !errors.Is(extra, io.EOF) {
-			err = errors.New("more than one JSON value")
-		}
+	if err := decodeBody(w, r, &req, `{"ids": ["…"]}`); err != nil {
+		return req, err
 	}
-	var tooLarge *http.MaxBytesError
-	switch {
-	case errors.As(err, &tooLarge):
-		return req, &apiError{http.StatusRequestEntityTooLarge, codeTooLarge, fmt.Sprintf("request body larger than %d bytes", maxBody)}
-	case errors.Is(err, io.EOF):
-		return req, badRequest("empty body: want a JSON object such as {\"ids\": [\"…\"]}")
-	case err != nil:
-		return req, badRequest("body: %v", err)
-	}
-	if !allowAll && (req.All || req.Type != "" || req.Aggregate != "" || req.Tenant != "") {
+	if !allowAll && (req.All || req.DryRun || req.Type != "" || req.Aggregate != "" || req.Tenant != "") {
 		return req, badRequest("delete takes ids only: {\"ids\": [\"…\"]}")
 	}
 	if req.All {
@@ -298,32 +281,15 @@ func readIDs(w http.ResponseWriter, r *http.Request, allowAll bool) (idsRequest,
 		}
 		return req, checkNames(req.Type, req.Aggregate, req.Tenant)
 	}
-	if req.Type != "" || req.Aggregate != "" || req.Tenant != "" {
-		return req, badRequest("type, aggregate and tenant filter a replay of \"all\": true only")
+	if req.Type != "" || req.Aggregate != "" || req.Tenant != "" || req.DryRun {
+		return req, badRequest("type, aggregate, tenant and dry_run go with a replay of \"all\": true only")
 	}
-	switch {
-	case len(req.IDs) == 0 && allowAll:
+	if len(req.IDs) == 0 && allowAll {
 		return req, badRequest("no ids: want {\"ids\": [\"…\"]} or {\"all\": true}")
-	case len(req.IDs) == 0:
-		return req, badRequest("no ids: want {\"ids\": [\"…\"]}")
-	case len(req.IDs) > maxIDs:
-		return req, badRequest("%d ids: at most %d in one request", len(req.IDs), maxIDs)
 	}
-	ids := make([]string, 0, len(req.IDs))
-	seen := make(map[string]bool, len(req.IDs))
-	for _, id := range req.IDs {
-		switch {
-		case id == "":
-			return req, badRequest("ids: an empty id")
-		case len(id) > outbox.MaxEventIDLen:
-			return req, badRequest("ids: %q is not an event id (at most %d characters)", id, outbox.MaxEventIDLen)
-		case !seen[id]: // the first of duplicates, in the given order
-			seen[id] = true
-			ids = append(ids, id)
-		}
-	}
+	ids, err := checkIDs(req.IDs)
 	req.IDs = ids
-	return req, nil
+	return req, err
 }
 
 // audit logs a change: who asked (the remote address) and what changed.
@@ -374,6 +340,15 @@ func (h *Handler) replayMany(w http.ResponseWriter, r *http.Request, src *source
 		return
 	}
 	dead := src.client.Dead()
+	if req.DryRun {
+		plan, err := outboxadmin.PlanReplay(r.Context(), dead, outbox.Query{EventType: req.Type, AggregateType: req.Aggregate, TenantID: req.Tenant})
+		if err != nil {
+			h.fail(w, r, src, err)
+			return
+		}
+		h.writeJSON(w, http.StatusOK, planJSON{DryRun: true, ReplayPlan: plan})
+		return
+	}
 	if req.All {
 		n, err := dead.ReplayAll(r.Context(), outbox.Query{EventType: req.Type, AggregateType: req.Aggregate, TenantID: req.Tenant})
 		filter := []any{"type", req.Type, "aggregate", req.Aggregate, "tenant", req.Tenant}

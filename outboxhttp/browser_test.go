@@ -3,6 +3,7 @@ package outboxhttp
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -17,6 +18,7 @@ import (
 	"github.com/chromedp/chromedp"
 	outbox "github.com/go-outbox/outbox/core"
 	"github.com/go-outbox/outbox/core/outboxadmin/outboxadmintest"
+	"github.com/go-outbox/outbox/core/outboxtest"
 )
 
 // Environment variables of the browser test.
@@ -195,8 +197,9 @@ func mount(t *testing.T, h http.Handler) string {
 // placed and shipped, invoices and stock reservations failing.
 type showcase struct {
 	dead []string // DEAD, in id order
-	// invoice is the first DEAD InvoiceSent, stock a DEAD StockReserved.
-	invoice, stock string
+	// invoice is the first DEAD InvoiceSent, stock a DEAD StockReserved,
+	// pending a NEW OrderShipped.
+	invoice, stock, pending string
 }
 
 func (e *env) showcase() showcase {
@@ -232,7 +235,7 @@ func (e *env) showcase() showcase {
 	}
 	defer writer.Close(context.Background())
 	ids := outboxadmintest.Seed(t, writer, e.store, e.txm, events...)
-	return showcase{dead: ids[13:18], invoice: ids[13], stock: ids[16]}
+	return showcase{dead: ids[13:18], invoice: ids[13], stock: ids[16], pending: ids[9]}
 }
 
 const trace = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
@@ -243,7 +246,7 @@ func row(id string) string { return `#dead-table tbody tr[data-id="` + id + `"]`
 // TestBrowser runs the page in headless Chromium: it shows the DEAD
 // events, replays one after confirmation (and leaves one whose deletion
 // was cancelled), shows an event's payload, and in read-only mode has no
-// buttons. With OUTBOX_SCREENSHOT=path it saves a screenshot of the page.
+// buttons.
 func TestBrowser(t *testing.T) {
 	br := newBrowser(t)
 	e := newEnv(t, sqlite(t), func(c *Config) { c.Title = "orders — outbox" })
@@ -252,23 +255,13 @@ func TestBrowser(t *testing.T) {
 
 	br.do(t, "load the page", chromedp.Navigate(page), visible(`body[data-ready="true"]`), visible(row(s.invoice)))
 	mode, dead, matching := br.text(t, "#mode"), br.text(t, "#stat-DEAD"), br.text(t, "#dead-matching")
-	if mode != "replay & delete enabled" || dead != "5" || matching != "5 DEAD events" {
+	if mode != "operator actions enabled" || dead != "5" || matching != "5 DEAD events" {
 		t.Errorf("mode %q, DEAD count %q, matching %q", mode, dead, matching)
 	}
 	if due := br.text(t, "#stat-due"); due != "3" { // the NEW events; the RETRY one is due in an hour
 		t.Errorf("due now %q, want 3", due)
 	}
 	br.checkLayout(t, "#dead-table", 240)
-	if path := os.Getenv(envScreenshot); path != "" {
-		png, err := chromedp.Run(br.ctx, chromedp.FullScreenshot(100))
-		if err != nil || !bytes.HasPrefix(png, []byte("\x89PNG")) {
-			t.Fatalf("screenshot: not a PNG (%v)", err)
-		}
-		if err := os.WriteFile(path, png, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("screenshot of the page: %s", path)
-	}
 
 	// Delete, then cancel: the event stays.
 	br.do(t, "delete", click(row(s.stock)+` button[data-action="delete"]`), visible("#confirm"))
@@ -353,4 +346,141 @@ func TestBrowser(t *testing.T) {
 		t.Errorf("statuses after replaying all: %q", got)
 	}
 	br.noErrors(t)
+}
+
+// TestBrowserControl runs the page's operator controls in headless
+// Chromium: a pause made on the page is listed with its author and
+// resumed; a pending event is forced DEAD with a reason from its details;
+// a replay of all shows its dry run per type and tenant first; the audit
+// tab lists the actions. The page serves a started Client whose route
+// PaymentCaptured fails until its circuit breaker opens. With
+// OUTBOX_SCREENSHOT=path it saves a screenshot of the page with its
+// health, the paused route, the open breaker and the dead letters.
+func TestBrowserControl(t *testing.T) {
+	br := newBrowser(t)
+	e := newEnv(t, sqlite(t), nil)
+	s := e.showcase()
+	logger, _ := outboxtest.NewLogBuffer()
+	ops, err := outbox.New(outbox.Config{Store: e.store, TxContext: e.txm, Mode: outbox.ModeFull, Logger: logger,
+		PollInterval: 50 * time.Millisecond, ControlInterval: 50 * time.Millisecond, MetricsInterval: 50 * time.Millisecond,
+		BreakerFailures: 2, BreakerInterval: time.Hour, Routes: map[string]outbox.RoutePolicy{"PaymentCaptured": {Rate: 50, Concurrency: 4}},
+		RetryPolicy: outbox.RetryPolicyFunc(func(int) time.Duration { return 10 * time.Millisecond })})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for typ, err := range map[string]error{"PaymentCaptured": errors.New("payments API: 503 Service Unavailable"), "InvoiceSent": nil} {
+		if err := ops.Handle(outbox.EventName(typ), func(context.Context, outbox.Envelope) error { return err }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ops.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ops.Close(context.Background()) })
+	h, err := New(Config{Sources: []Source{{Name: "orders", Client: ops, Events: e.store}}, Authorize: allowAll, Logger: logger,
+		Title: "orders — outbox", Principal: func(*http.Request) string { return "alice@example.com" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeEvents(t, ops, e.txm, outbox.MustEnvelope(outbox.EventName("PaymentCaptured"), outbox.WithAggregate(outbox.AggregateName("Payment"), "p-2001"), outbox.WithJSON([]byte(`{"amount":12}`))),
+		outbox.MustEnvelope(outbox.EventName("PaymentCaptured"), outbox.WithAggregate(outbox.AggregateName("Payment"), "p-2002"), outbox.WithJSON([]byte(`{"amount":30}`))))
+	waitFor(t, "the breaker of PaymentCaptured to open", func() bool {
+		hl, err := ops.Health(context.Background())
+		return err == nil && slices.ContainsFunc(hl.Routes, func(r outbox.RouteState) bool { return r.Type == "PaymentCaptured" && r.Breaker == outbox.BreakerOpen })
+	})
+	page := mount(t, h)
+	br.do(t, "load the page", chromedp.Navigate(page), visible(`body[data-ready="true"]`), visible(row(s.invoice)), visible("#pauses-empty"),
+		visible(`#routes-table tbody tr[data-type="PaymentCaptured"] .breaker.open`))
+
+	// Pause InvoiceSent from the form: listed with its author and reason.
+	pauseRow := `#pauses-table tbody tr[data-scope="InvoiceSent"]`
+	br.do(t, "pause",
+		chromedp.SetValue(chromedp.CSS(`#pause-form input[name="scope"]`), "InvoiceSent"),
+		chromedp.SetValue(chromedp.CSS(`#pause-form input[name="reason"]`), "SMTP relay down <b>since 09:12</b>"),
+		click(`#pause-form button[type="submit"]`), visible(pauseRow))
+	if got := br.text(t, pauseRow); !strings.Contains(got, "alice@example.com") || !strings.Contains(got, "SMTP relay down <b>since 09:12</b>") {
+		t.Errorf("pause row %q: want the author and the reason as text", got)
+	}
+	ps, err := e.client.Pauses(context.Background())
+	if err != nil || len(ps) != 1 || ps[0].Scope != "InvoiceSent" || ps[0].By != "alice@example.com" {
+		t.Fatalf("stored pauses %+v (%v)", ps, err)
+	}
+	// The started Client obeys it within its ControlInterval: the route
+	// shows paused once the page refreshes.
+	waitFor(t, "the route InvoiceSent paused", func() bool {
+		hl, err := ops.Health(context.Background())
+		return err == nil && slices.ContainsFunc(hl.Routes, func(r outbox.RouteState) bool { return r.Type == "InvoiceSent" && r.Paused })
+	})
+	br.do(t, "refresh", click("#refresh"), visible(`#routes-table tbody tr[data-type="InvoiceSent"] .paused-tag`))
+	if started, nodes := br.text(t, "#health-started"), br.text(t, "#health-breakers"); !strings.HasPrefix(started, "started") || nodes != "1" {
+		t.Errorf("health: client %q, open breakers %q; want started and 1", started, nodes)
+	}
+	if path := os.Getenv(envScreenshot); path != "" {
+		png, err := chromedp.Run(br.ctx, chromedp.FullScreenshot(100))
+		if err != nil || !bytes.HasPrefix(png, []byte("\x89PNG")) {
+			t.Fatalf("screenshot: not a PNG (%v)", err)
+		}
+		if err := os.WriteFile(path, png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("screenshot of the page: %s", path)
+	}
+
+	// Force a pending event DEAD from its details: a reason is required.
+	pending := `#events-table tbody tr[data-id="` + s.pending + `"]`
+	br.do(t, "events tab", click("#tab-events"), visible(pending), click(pending+" a.id"), visible("#detail"),
+		click(`#detail-actions button[data-action="force-dead"]`), visible("#confirm"), visible("#confirm-reason"),
+		click("#confirm-ok"))
+	if e.statuses(s.pending)[0] != "NEW" || !br.isOpen(t, "#confirm") {
+		t.Fatalf("force DEAD without a reason: status %s; the dialog must stay open", e.statuses(s.pending)[0])
+	}
+	br.do(t, "give a reason", chromedp.SetValue(chromedp.CSS("#confirm-reason"), "poison pill"), click("#confirm-ok"), hidden("#confirm"))
+	waitFor(t, "the event forced DEAD", func() bool { return e.statuses(s.pending)[0] == "DEAD" })
+	rec, err := e.store.Get(context.Background(), s.pending)
+	if err != nil || rec.Status != outbox.StatusDead || !strings.HasSuffix(rec.LastError, ": poison pill") {
+		t.Fatalf("after force DEAD: %v %q (%v)", rec.Status, rec.LastError, err)
+	}
+
+	// Replay all: the dialog shows the dry run, per type and tenant.
+	br.do(t, "dead tab", click("#tab-dead"), visible(row(s.invoice)), click("#replay-all"), visible("#confirm"), visible("#confirm-plan"))
+	if q, plan := br.text(t, "#confirm-title"), br.text(t, "#confirm-plan tbody"); q != "Replay all 6 matching DEAD events?" ||
+		!strings.Contains(plan, "InvoiceSent") || !strings.Contains(plan, "acme") || !strings.Contains(plan, "StockReserved") {
+		t.Errorf("replay all: question %q, plan %q", q, plan)
+	}
+	br.do(t, "cancel", click("#confirm-cancel"), hidden("#confirm"))
+
+	// Resume, then the audit trail lists the three actions, newest first.
+	br.do(t, "resume", click(pauseRow+` button[data-action="resume"]`), visible("#confirm"), click("#confirm-ok"), gone(pauseRow))
+	br.do(t, "audit tab", click("#tab-audit"), visible("#audit-table tbody tr"))
+	actions, err := chromedp.Run(br.ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#audit-table tbody td.action")].map((td) => td.textContent)`))
+	if err != nil || !slices.Equal(actions, []string{"resume", "force-dead", "pause"}) {
+		t.Errorf("audit actions %q (%v), want resume, force-dead, pause", actions, err)
+	}
+	if got := br.text(t, "#audit-table tbody"); strings.Count(got, "alice@example.com") != 3 {
+		t.Errorf("audit rows %q: want alice@example.com three times", got)
+	}
+	br.noErrors(t)
+}
+
+// waitFor waits, up to a minute, until cond holds; a minute is a guard
+// against a hang, not a measure of speed.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// isOpen reports whether the dialog sel is open.
+func (b *browser) isOpen(t *testing.T, sel string) bool {
+	t.Helper()
+	open, err := chromedp.Run(b.ctx, chromedp.Evaluate[bool](fmt.Sprintf(`document.querySelector(%q).open`, sel)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return open
 }

@@ -2,9 +2,13 @@
 // the counts per status, the events and the dead letters of one or more
 // outboxes, and a small web page on top of them, embedded in the binary (no
 // front-end build step). An operator sees what is pending and what went
-// DEAD with its last error, reads an event's payload and headers, and —
-// when an authorizer allows it — replays or deletes dead letters, after a
-// confirmation.
+// DEAD with its last error, reads an event's payload and headers, sees the
+// Client's health (its last poll, its routes' circuit breakers, the pauses)
+// and the audit trail, and — when an authorizer allows it — replays or
+// deletes dead letters, pauses and resumes event types, forces pending
+// events to DEAD and skips or deletes events in any status, after a
+// confirmation. [NewProbes] serves the liveness and readiness probes apart
+// from it.
 //
 // # Quick start
 //
@@ -76,12 +80,33 @@
 //	                                         or {"all": true, "type": "…", "aggregate": "…", "tenant": "…"}: every DEAD event that matches
 //	DELETE api/{source}/dead/{id}            delete one DEAD event for good
 //	POST   api/{source}/dead/delete          {"ids": [...]}: delete these for good (every one must be DEAD)
+//	GET    api/{source}/health               the Client's health: last poll, last error, routes and breakers, pauses, nodes
+//	GET    api/{source}/pauses               the stored pauses
+//	POST   api/{source}/actions/pause        {"scope": "T" or "*", "reason": "…"}: pause on every instance
+//	POST   api/{source}/actions/resume       {"scope": "T"}: remove the pause
+//	GET    api/{source}/audit                the audit trail, newest first: ?limit= &before=
+//	POST   api/{source}/actions/force-dead   {"ids": [...], "reason": "…"}: pending events to DEAD
+//	POST   api/{source}/actions/delete       {"ids": [...], "reason": "…"}: delete events in any status
+//	POST   api/{source}/actions/skip-head    {"ids": ["…"], "reason": "…"}: a pending event to DONE, undelivered
+//
+// {"all": true, "dry_run": true, …} on dead/replay counts what the replay
+// would replay, per event type and tenant, and changes nothing. Every
+// change is recorded in the outbox's audit trail with the request's
+// principal ([Config.Principal]) as its actor.
 //
 // A replay or delete of ids that are not all DEAD events changes nothing
 // and answers 404; a malformed filter, page or body answers 400; a store
 // error answers 500 with a message that does not repeat the database's
 // error (it may name a host, a user or a table) — [Config.Logger] gets it.
 // Replays and deletes are logged too, with the ids and the remote address.
+//
+// # Probes
+//
+// [NewProbes] returns a Client's liveness and readiness handlers, for a
+// kubelet: no authorizer and no Host check — probes come from the node —
+// and no event data in their answers. Liveness is 200 while the Client is
+// started; readiness checks its database and the thresholds of a
+// [ReadyConfig], answering 503 with the checks that failed.
 //
 // The repository's docs/admin.md has example answers and a screenshot.
 package outboxhttp

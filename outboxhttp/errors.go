@@ -35,6 +35,7 @@ const (
 	codeTooLarge         = "too_large"
 	codeInternal         = "internal"
 	codeUnavailable      = "unavailable"
+	codeUnsupported      = "unsupported"
 )
 
 var (

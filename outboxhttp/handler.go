@@ -37,6 +37,11 @@ type Config struct {
 	// connections only (LoopbackOnly). Behind your own authentication
 	// middleware, set it to AllowAnyone.
 	AuthorizeRead func(r *http.Request) error
+	// Principal names who request r acts as, once Authorize allowed it:
+	// the audit trail records it as the actor of the change (see
+	// outbox.WithActor) — your session's user name, say. Default:
+	// DefaultPrincipal, the remote address.
+	Principal func(r *http.Request) string
 	// AllowedHosts are the host names (or IP addresses) of the Host
 	// header the handler answers to, besides the ones it always allows:
 	// loopback addresses, "localhost" and the names under ".localhost",
@@ -93,6 +98,7 @@ type Handler struct {
 	names     []string
 	authorize func(r *http.Request) error
 	canRead   func(r *http.Request) error
+	principal func(r *http.Request) string
 	hosts     hostAllowList
 	title     string
 	logger    *slog.Logger
@@ -116,6 +122,7 @@ func New(cfg Config) (*Handler, error) {
 		sources:   make(map[string]*source, len(cfg.Sources)),
 		authorize: cfg.Authorize,
 		canRead:   cfg.AuthorizeRead,
+		principal: cfg.Principal,
 		title:     cfg.Title,
 		logger:    cfg.Logger,
 		clock:     cfg.Clock,
@@ -142,6 +149,9 @@ func New(cfg Config) (*Handler, error) {
 	}
 	if h.canRead == nil {
 		h.canRead = LoopbackOnly
+	}
+	if h.principal == nil {
+		h.principal = DefaultPrincipal
 	}
 	if h.title == "" {
 		h.title = "outbox"
@@ -222,6 +232,14 @@ func (h *Handler) routes() {
 	h.mux.HandleFunc("/api/{source}/dead/{id}/replay", h.only(http.MethodPost, h.mutation(h.replayOne)))
 	h.mux.HandleFunc("/api/{source}/dead/replay", h.only(http.MethodPost, h.mutation(h.replayMany)))
 	h.mux.HandleFunc("/api/{source}/dead/delete", h.only(http.MethodPost, h.mutation(h.deleteMany)))
+	h.mux.HandleFunc("/api/{source}/health", h.get(h.withSource(h.health)))
+	h.mux.HandleFunc("/api/{source}/pauses", h.get(h.withSource(h.pausesList)))
+	h.mux.HandleFunc("/api/{source}/audit", h.get(h.withSource(h.auditList)))
+	h.mux.HandleFunc("/api/{source}/actions/pause", h.only(http.MethodPost, h.mutation(h.pause)))
+	h.mux.HandleFunc("/api/{source}/actions/resume", h.only(http.MethodPost, h.mutation(h.resume)))
+	h.mux.HandleFunc("/api/{source}/actions/force-dead", h.only(http.MethodPost, h.mutation(h.action("force-dead", true, h.forceDead))))
+	h.mux.HandleFunc("/api/{source}/actions/delete", h.only(http.MethodPost, h.mutation(h.action("delete", false, h.deleteEvents))))
+	h.mux.HandleFunc("/api/{source}/actions/skip-head", h.only(http.MethodPost, h.mutation(h.action("skip-head", true, h.skipHead))))
 	h.mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, nil, notFound("no endpoint %s (see the package documentation for the API)", r.URL.Path))
 	})
@@ -318,6 +336,6 @@ func (h *Handler) mutation(next apiFunc) http.HandlerFunc {
 			h.fail(w, r, src, forbidden(err))
 			return
 		}
-		next(w, r, src)
+		next(w, r.WithContext(outbox.WithActor(r.Context(), h.principal(r))), src)
 	})
 }

@@ -65,4 +65,59 @@ type idsRequest struct {
 	Type      string `json:"type"`
 	Aggregate string `json:"aggregate"`
 	Tenant    string `json:"tenant"`
+	// DryRun, with All, counts the events the replay would replay, per
+	// event type and per tenant, and changes nothing.
+	DryRun bool `json:"dry_run"`
+}
+
+// planJSON is the answer of a replay's dry run.
+type planJSON struct {
+	DryRun bool `json:"dry_run"`
+	outboxadmin.ReplayPlan
+}
+
+// healthJSON is the answer of GET api/{source}/health.
+type healthJSON struct {
+	Source string `json:"source"`
+	outboxadmin.Health
+}
+
+// pausesJSON is the answer of GET api/{source}/pauses.
+type pausesJSON struct {
+	Pauses []outboxadmin.Pause `json:"pauses"`
+}
+
+// pauseRequest is the body of POST actions/pause and actions/resume.
+type pauseRequest struct {
+	// Scope is an event type, or "*" for every type.
+	Scope string `json:"scope"`
+	// Reason is why (pause only; required).
+	Reason string `json:"reason"`
+}
+
+// pauseChangeJSON is the answer of a pause or a resume.
+type pauseChangeJSON struct {
+	Paused  string `json:"paused,omitempty"`
+	Resumed string `json:"resumed,omitempty"`
+}
+
+// auditJSON is the answer of GET api/{source}/audit.
+type auditJSON struct {
+	Entries []outboxadmin.AuditEntry `json:"entries"`
+	// NextBefore is set when older entries follow: pass it as before=.
+	NextBefore int64 `json:"next_before,omitempty"`
+}
+
+// actionRequest is the body of POST actions/force-dead, actions/delete
+// and actions/skip-head.
+type actionRequest struct {
+	IDs    []string `json:"ids"`
+	Reason string   `json:"reason"`
+}
+
+// actionJSON is the answer of an operator action on events.
+type actionJSON struct {
+	Action  string   `json:"action"`
+	Changed int64    `json:"changed"`
+	IDs     []string `json:"ids"`
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"slices"
@@ -176,6 +178,11 @@ func (c *cli) stats(args []string) error {
 	if err != nil {
 		return err
 	}
+	ps, err := s.client.Pauses(c.ctx)
+	if err != nil && !errors.Is(err, outbox.ErrUnsupported) {
+		return err
+	}
+	c.pausesNow = outboxadmin.NewPauses(ps)
 	return c.printStats(s.store.Table(), "", st)
 }
 
@@ -397,6 +404,9 @@ func (c *cli) deadReplayAll(args []string) error {
 	fs := c.flagSet("dead replay-all", true)
 	var f deadFilter
 	f.register(fs)
+	dryRun := fs.Bool("dry-run", false, "count what would be replayed, per event type and tenant; change nothing")
+	var pace rateFlag
+	fs.Var(&pace, "rate", "replay at most this many events a second: 100/s, 600/m, 5000/h")
 	pos, err := c.parse(fs, "dead replay-all", args)
 	if err != nil {
 		return err
@@ -418,6 +428,7 @@ func (c *cli) deadReplayAll(args []string) error {
 		count    int64
 		lastID   string
 		lastDead time.Time
+		plan     outboxadmin.ReplayPlan
 	)
 	err = c.deadPages(f.query(), matches, func(recs []outbox.Record) (bool, error) {
 		for _, r := range recs {
@@ -425,6 +436,9 @@ func (c *cli) deadReplayAll(args []string) error {
 			lastID = max(lastID, r.ID)
 			if d := deadAt(r); d.After(lastDead) {
 				lastDead = d
+			}
+			if *dryRun {
+				plan.Add(r)
 			}
 		}
 		c.progress("counted %s DEAD events", thousands(count))
@@ -434,34 +448,78 @@ func (c *cli) deadReplayAll(args []string) error {
 	if err != nil {
 		return err
 	}
+	if *dryRun {
+		return c.printPlan(s.store.Table(), f.describe(), plan.Done())
+	}
 	out := c.newChange("replayed")
 	if count == 0 {
 		return out.end(0, 0)
 	}
-	if err := c.confirm(fmt.Sprintf("replay %s DEAD %s of %s%s", thousands(count), plural(count, "event"), s.store.Table(), f.describe())); err != nil {
+	what := fmt.Sprintf("replay %s DEAD %s of %s%s", thousands(count), plural(count, "event"), s.store.Table(), f.describe())
+	if pace.set() {
+		what += " at " + pace.raw
+	}
+	if err := c.confirm(what); err != nil {
 		return err
 	}
 	// Then the replay, page by page, of the events counted and confirmed:
 	// one that goes DEAD meanwhile is later than the count's bounds and
-	// is left alone.
+	// is left alone. With --rate, a page goes in chunks, paced.
 	counted := func(r outbox.Record) bool { return matches(r) && r.ID <= lastID && !deadAt(r).After(lastDead) }
+	p := newPacer(pace, c.pageSize)
 	var submitted, replayed int64
+	defer func() { c.recordReplay(f, replayed) }()
 	err = c.deadPages(f.query(), counted, func(recs []outbox.Record) (bool, error) {
 		ids := make([]string, len(recs))
 		for i, r := range recs {
 			ids[i] = r.ID
 			out.add(r.ID)
 		}
-		n, err := outboxadmin.ReplayIDs(c.ctx, s.client.Dead(), ids)
-		submitted, replayed = submitted+int64(len(ids)), replayed+n
-		c.progress("replayed %s of %s DEAD events", thousands(replayed), thousands(count))
-		return false, err
+		for _, chunk := range p.chunks(ids) {
+			if err := p.wait(c.ctx, len(chunk)); err != nil {
+				return true, err
+			}
+			n, err := s.store.Replay(c.ctx, chunk, c.now())
+			submitted, replayed = submitted+int64(len(chunk)), replayed+n
+			if err != nil {
+				return true, err
+			}
+			if sp := p.speed(submitted, count); sp != "" {
+				c.progress("replayed %s of %s DEAD events, %s", thousands(replayed), thousands(count), sp)
+			} else {
+				c.progress("replayed %s of %s DEAD events", thousands(replayed), thousands(count))
+			}
+		}
+		return false, nil
 	})
 	c.progressEnd()
 	if err != nil {
 		return fmt.Errorf("replayed %d DEAD events, then: %w", replayed, err)
 	}
+	if p != nil && !c.g.json {
+		d := p.elapsed()
+		c.printf(c.stdout, "paced at %s: %s %s in %s (%s/s)\n", pace.raw, thousands(submitted), plural(submitted, "event"), formatAge(d),
+			formatRate(float64(submitted)/max(d.Seconds(), 1e-3)))
+	}
 	return out.end(replayed, submitted)
+}
+
+// recordReplay records a replay of dead replay-all in the audit trail, one
+// entry for the whole run (the store's replays record none), if the
+// table's database keeps one and any event was replayed.
+func (c *cli) recordReplay(f deadFilter, n int64) {
+	ctl, ok := any(c.sess.store).(outbox.Controls)
+	if !ok || n == 0 {
+		return
+	}
+	target := outbox.QueryTarget(outbox.Query{Statuses: []outbox.Status{outbox.StatusDead}, EventType: f.eventType, AggregateType: f.aggregate, TenantID: f.tenant.id})
+	if f.olderThan.set {
+		target += " older-than=" + f.olderThan.String()
+	}
+	e := outbox.AuditEntry{At: c.now(), Actor: outbox.ActorOf(c.ctx), Action: "replay", Target: target, Count: n}
+	if _, err := ctl.AppendAudit(context.WithoutCancel(c.ctx), e); err != nil {
+		c.printf(c.stderr, "outboxctl: warning: the replay was not recorded in the audit trail: %s\n", oneLine(err.Error()))
+	}
 }
 
 // describe says what the filter selects, for the confirmation prompt.

@@ -1,7 +1,10 @@
 // Command outboxctl inspects and operates an outbox table from a shell:
-// print or apply its DDL, count its events, show one, list, replay and
-// delete dead letters, and purge old events — on SQLite, PostgreSQL and
-// MySQL/MariaDB. It never delivers an event.
+// print or apply its DDL, count its events, show one, list, replay (with a
+// dry run, or at a rate) and delete dead letters, purge old events, pause
+// and resume event types on every instance, force pending events to DEAD,
+// skip or delete events in any status, and list the audit trail of these
+// actions — on SQLite, PostgreSQL and MySQL/MariaDB. It never delivers an
+// event.
 //
 // Install it with
 //
@@ -18,6 +21,10 @@
 //	outboxctl dead list --tenant acme   # one tenant's dead letters
 //	outboxctl --json dead list | jq -r '.events[].id'
 //	outboxctl purge --status done --older-than 7d --yes
+//	outboxctl pause PaymentCaptured --reason 'payments API down'
+//	outboxctl dead replay-all --dry-run  # how many, per type and tenant
+//	outboxctl dead replay-all --rate 100/s --yes
+//	outboxctl audit                     # who did what, when, why
 //
 // Destructive commands ask for confirmation on a terminal and refuse without
 // one unless --yes is given. Exit codes: 0 done, 1 failed, 2 usage error,

@@ -42,6 +42,7 @@ func Example() {
 	//
 	// oldest pending: none
 	// due now: 0
+	// claimed: 0
 	// exit code 0
 	// $ outboxctl get 01JD5K3Q8V4N2M7XGZ6P1R9T0B
 	// outboxctl: no event with id 01JD5K3Q8V4N2M7XGZ6P1R9T0B in outbox_event

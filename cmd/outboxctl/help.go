@@ -7,7 +7,7 @@ var helpTexts = map[string]string{
 	"": `outboxctl inspects and operates an outbox table. It never delivers events.
 
 Usage:
-  outboxctl [--db URL] [--table NAME] [--json] [--yes] <command> [arguments]
+  outboxctl [--db URL] [--table NAME] [--json] [--yes] [--as NAME] <command> [arguments]
 
 Commands:
   migrate [--apply]          print the table's DDL, or create the table and its indexes
@@ -17,9 +17,19 @@ Commands:
   dead show <id>             one DEAD event
   dead replay <id>...        make DEAD events NEW again, due now, with zero attempts
   dead replay-all [filters]  replay every DEAD event the filters select
+                             (--dry-run: count them per type and tenant; --rate 100/s: pace it)
   dead delete <id>...        delete DEAD events for good
   purge --status done|dead --older-than DURATION [--limit N] [--tenant T]
                              delete DONE or DEAD events completed before now - DURATION
+  pause <type|*> --reason R  stop delivering an event type (* every type) on every instance
+  resume <type|*>            deliver it again
+  pauses                     the stored pauses: who paused what, when, why
+  audit [--limit N]          the audit trail of operator actions, newest first
+  force-dead <id>... --reason R
+                             move pending (NEW or RETRY) events to DEAD, undelivered
+  delete <id>... [--reason R]
+                             delete events in any status for good
+  skip-head <id> --reason R  give up a pending event (DONE, undelivered): its key goes on
   help [command]             this help, or a command's
 
 Global flags (also accepted after the command):
@@ -28,11 +38,13 @@ Global flags (also accepted after the command):
                  environment variable OUTBOX_TABLE, else outbox_event)
   --json         print one JSON document instead of text
   --yes          do not ask before destructive commands
+  --as NAME      who acts, as the audit trail records it (default: the
+                 operating system's user, as os:NAME)
 
 ` + urlHelp + `
 
 Destructive commands (dead replay of more than one id, dead replay-all, dead
-delete, purge) ask for confirmation (y/N) when stdin is a terminal, saying how
+delete, purge, force-dead, delete, skip-head) ask for confirmation (y/N) when stdin is a terminal, saying how
 many events they change; with --yes they do not ask; with neither they refuse
 (exit code 4) and change nothing.
 
@@ -54,7 +66,9 @@ Exit codes:
   0  done
   1  the operation failed (database unreachable, SQL error, …)
   2  usage error: bad flag, bad URL or duration, missing argument, unknown command
-  3  not found: unknown event id, an id that is not DEAD, missing table or SQLite file
+  3  not found: unknown event id, an id that is not DEAD (dead commands) or not
+     pending (force-dead, skip-head), a scope that is not paused (resume),
+     missing table or SQLite file
   4  refused: a destructive command was not confirmed
 An error prints one line on stderr. Bad input, unknown ids, a missing table and
 a refusal change nothing.
@@ -129,12 +143,20 @@ more than one id asks for confirmation (see --yes).
   --tenant T   every id must be an event of tenant T
   --yes        do not ask for confirmation
 `,
-	"dead replay-all": `Usage: outboxctl dead replay-all [--type T] [--aggregate A] [--tenant T] [--older-than D] [--yes]
+	"dead replay-all": `Usage: outboxctl dead replay-all [--type T] [--aggregate A] [--tenant T] [--older-than D] [--dry-run] [--rate R] [--yes]
 
 Replays every DEAD event the filters select (all DEAD events, of every
 tenant, without filters), after confirmation: the events counted for the
 prompt, page by page; one that goes DEAD after the count is left alone.
-Progress is shown on stderr when it is a terminal.
+Progress is shown on stderr when it is a terminal: done of total, and with
+--rate the rate reached and the time left. The replay is one entry of the
+audit trail (who, the filter, how many).
+
+  --dry-run         count the events it would replay, per event type and per
+                    tenant, and change nothing (no confirmation asked)
+  --rate R          replay at most R events a second (100/s, 600/m, 5000/h),
+                    in small paced batches, so that a mass replay does not
+                    flatten the downstream; a final line says how long it took
 
   --type T          only events of event type T
   --aggregate A     only events of aggregate type A
@@ -151,6 +173,69 @@ Deletes DEAD events for good, after confirmation. Every id must be a DEAD
 event (of tenant T, with --tenant), or nothing is deleted (exit code 3).
 
   --tenant T   every id must be an event of tenant T
+  --yes        do not ask for confirmation
+`,
+	"pause": `Usage: outboxctl pause <type|*> --reason R
+
+Stores a pause of event type T (or of every type, with *): no instance
+delivering from the table claims its events until it is resumed — they stay
+pending, in order, their attempts unused. Running instances obey within about
+a second; the pause outlives restarts. Who paused (--as, or the operating
+system's user), when and why are stored with it and in the audit trail.
+Pausing a type again replaces its reason.
+
+  --reason R   why (required)
+`,
+	"resume": `Usage: outboxctl resume <type|*>
+
+Removes the pause of event type T (or the pause of every type, *): its events
+are delivered again. Exit code 3 if it is not paused. Resuming * does not
+remove the pauses of single types.
+`,
+	"pauses": `Usage: outboxctl pauses
+
+Lists the stored pauses: the scope (an event type, or * for every type), who
+paused it, since when, and why.
+`,
+	"audit": `Usage: outboxctl audit [--limit N] [--before ID]
+
+Lists the audit trail of operator actions on the table, newest first: pauses,
+resumes, replays, skips, deletions and forced DEADs — by outboxctl, the admin
+page or the API — with who ran them, when, on what, why, and how many events
+they changed.
+
+  --limit N     at most N entries (default 20, at most 1000)
+  --before ID   only entries older than entry ID: when more are older, the
+                output ends with the --before of the next page
+`,
+	"force-dead": `Usage: outboxctl force-dead <id>... --reason R [--yes]
+
+Moves pending (NEW or RETRY) events to DEAD at once, undelivered, with R in
+their last error, after confirmation. Every id must be a pending event, or
+nothing changes (exit code 3). A delivery running meanwhile stores nothing.
+` + "`outboxctl dead replay`" + ` makes them pending again.
+
+  --reason R   why (required)
+  --yes        do not ask for confirmation
+`,
+	"delete": `Usage: outboxctl delete <id>... [--reason R] [--yes]
+
+Deletes events in any status (NEW, RETRY, DONE or DEAD) for good, after a
+confirmation that counts them per status. Every id must name an event, or
+nothing is deleted (exit code 3). Deleting an ordered event lets the later
+events of its key go on. ` + "`outboxctl dead delete`" + ` deletes DEAD events only,
+and refuses any other.
+
+  --reason R   why, for the audit trail
+  --yes        do not ask for confirmation
+`,
+	"skip-head": `Usage: outboxctl skip-head <id> --reason R [--yes]
+
+Gives up one pending event without delivering it: it becomes DONE with R in
+its last error, so the later events of its ordering key go on. The id must be
+a pending event (exit code 3 otherwise).
+
+  --reason R   why (required)
   --yes        do not ask for confirmation
 `,
 	"purge": `Usage: outboxctl purge --status done|dead --older-than D [--limit N] [--tenant T] [--yes]
@@ -195,7 +280,7 @@ func (c *cli) printHelp(name string) error {
 		return usageErr("help: unknown command %q (see `outboxctl help`)", name)
 	}
 	if name != "" {
-		text += "\nGlobal flags --db, --table and --json work here too (see `outboxctl help`).\n"
+		text += "\nGlobal flags --db, --table, --json and --as work here too (see `outboxctl help`).\n"
 	}
 	c.printf(c.stdout, "%s", text)
 	return nil

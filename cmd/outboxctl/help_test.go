@@ -13,7 +13,7 @@ import (
 // Every command has help, reached by -h and by `outboxctl help`, and its
 // help names every flag the command accepts.
 func TestHelp(t *testing.T) {
-	globals := []string{"db", "table", "json", "yes"}
+	globals := []string{"db", "table", "json", "yes", "as"}
 	for name, text := range helpTexts {
 		t.Run("cmd="+name, func(t *testing.T) {
 			var args []string
@@ -46,7 +46,8 @@ func TestHelp(t *testing.T) {
 			t.Errorf("the overview does not explain --%s", g)
 		}
 	}
-	for _, cmd := range []string{"migrate", "stats", "get", "dead list", "dead show", "dead replay", "dead replay-all", "dead delete", "purge"} {
+	for _, cmd := range []string{"migrate", "stats", "get", "dead list", "dead show", "dead replay", "dead replay-all", "dead delete", "purge",
+		"pause", "resume", "pauses", "audit", "force-dead", "delete", "skip-head"} {
 		if !strings.Contains(helpTexts[""], "\n  "+cmd+" ") {
 			t.Errorf("the overview does not list %q", cmd)
 		}

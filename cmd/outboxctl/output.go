@@ -120,13 +120,15 @@ type statsJSON struct {
 	// Tenant is the tenant of stats --tenant: the counts are of its events.
 	Tenant string `json:"tenant,omitempty"`
 	outboxadmin.Stats
+	// Pauses are the stored pauses of the table (not with --tenant).
+	Pauses []outboxadmin.Pause `json:"pauses,omitempty"`
 }
 
 // printStats prints the counts of st and its oldest pending event; for a
 // tenant ("" for the whole table) the counts only.
 func (c *cli) printStats(table, tenant string, st outbox.Stats) error {
 	now := c.now()
-	out := statsJSON{Table: table, Tenant: tenant, Stats: outboxadmin.NewStats(st, now)}
+	out := statsJSON{Table: table, Tenant: tenant, Stats: outboxadmin.NewStats(st, now), Pauses: c.pausesNow}
 	if c.g.json {
 		return c.writeJSON(out)
 	}
@@ -164,6 +166,18 @@ func (c *cli) printStats(table, tenant string, st outbox.Stats) error {
 		c.printf(c.stdout, "\noldest pending: created %s, %s ago\n", fmtTime(st.OldestPending, timeLayout), formatAge(age))
 	}
 	c.printf(c.stdout, "due now: %d\n", out.Due)
+	c.printf(c.stdout, "claimed: %d\n", out.Claimed)
+	for _, p := range out.Pauses {
+		c.printf(c.stdout, "paused: %s, by %s since %s (%s ago): %s\n", cell(p.Scope, 0), cell(p.By, 0), fmtTime(p.At, timeLayout),
+			formatAge(max(now.Sub(p.At), 0)), cell(firstLine(p.Reason), 80))
+	}
+	for _, u := range out.Unrouted {
+		oldest := "-"
+		if u.Oldest != nil {
+			oldest = formatAge(max(now.Sub(*u.Oldest), 0))
+		}
+		c.printf(c.stdout, "unrouted: %s, %d pending, the oldest %s old: no live instance routes it\n", cell(u.Type, 0), u.Pending, oldest)
+	}
 	for _, name := range slices.Sorted(maps.Keys(out.DeadBySubscriber)) {
 		c.printf(c.stdout, "DEAD owing subscriber %s: %d\n", cell(name, 0), out.DeadBySubscriber[name])
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	outbox "github.com/go-outbox/outbox/core"
+	"github.com/go-outbox/outbox/core/outboxadmin"
 	"github.com/go-outbox/outbox/core/outboxsql"
 	"github.com/go-outbox/outbox/core/sqlstore"
 )
@@ -63,6 +64,8 @@ type globals struct {
 	table string
 	json  bool
 	yes   bool
+	// as names who acts, for the audit trail (default: the OS user).
+	as string
 }
 
 // cli is one run of outboxctl.
@@ -84,6 +87,8 @@ type cli struct {
 	// their progress there. progressShown is set while a progress line is
 	// on it.
 	stderrTTY, progressShown bool
+	// pausesNow are the table's pauses, which stats shows.
+	pausesNow []outboxadmin.Pause
 }
 
 // run runs outboxctl with args (without the program name) and returns its
@@ -157,6 +162,20 @@ func (c *cli) main(args []string) error {
 		return c.deadDelete(rest)
 	case "purge":
 		return c.purge(rest)
+	case "pause":
+		return c.pause(rest)
+	case "resume":
+		return c.resume(rest)
+	case "pauses":
+		return c.pauses(rest)
+	case "audit":
+		return c.audit(rest)
+	case "force-dead":
+		return c.forceDead(rest)
+	case "delete":
+		return c.deleteEvents(rest)
+	case "skip-head":
+		return c.skipHead(rest)
 	}
 	if strings.HasPrefix(name, "dead ") {
 		return usageErr("unknown command %q: dead takes list, show, replay, replay-all or delete (see `outboxctl help dead`)", name)
@@ -217,6 +236,7 @@ func (c *cli) flagSet(name string, destructive bool) *flag.FlagSet {
 	fs.StringVar(&c.g.db, "db", c.g.db, "database URL (default $OUTBOX_DB)")
 	fs.StringVar(&c.g.table, "table", c.g.table, "outbox table")
 	fs.BoolVar(&c.g.json, "json", c.g.json, "print one JSON document")
+	fs.StringVar(&c.g.as, "as", c.g.as, "who acts, in the audit trail (default: the OS user)")
 	if destructive || name == "" {
 		fs.BoolVar(&c.g.yes, "yes", c.g.yes, "do not ask for confirmation")
 	}
@@ -299,6 +319,12 @@ func (c *cli) open(create bool) (*session, error) {
 	t, err := c.target()
 	if err != nil {
 		return nil, err
+	}
+	if err := checkActor(c.g.as); err != nil {
+		return nil, err
+	}
+	if c.g.as != "" {
+		c.ctx = outbox.WithActor(c.ctx, c.g.as)
 	}
 	if !create {
 		if err := t.checkExists(); err != nil {

@@ -39,12 +39,20 @@ type Stats struct {
 	// pending.
 	OldestPendingAt         *time.Time `json:"oldest_pending_at"`
 	OldestPendingAgeSeconds *float64   `json:"oldest_pending_age_seconds"`
+	// Claimed counts the pending events claimed by an instance: queued or
+	// being delivered (outbox.Stats.Claimed).
+	Claimed int64 `json:"claimed"`
+	// Unrouted is the pending backlog of the event types that no live
+	// instance on the table routes (outbox.Stats.Unrouted, of
+	// Client.Stats); left out when there is none.
+	Unrouted []TypeBacklog `json:"unrouted,omitempty"`
 }
 
 // NewStats returns the view of st at time now, which the age of the oldest
 // pending event is measured from (never below zero).
 func NewStats(st outbox.Stats, now time.Time) Stats {
-	out := Stats{Counts: make(map[string]int64, len(statuses)), DoneEstimated: st.DoneEstimated, Due: st.Due, DeadBySubscriber: st.DeadBySubscriber, OldestPendingAt: timePtr(st.OldestPending)}
+	out := Stats{Counts: make(map[string]int64, len(statuses)), DoneEstimated: st.DoneEstimated, Due: st.Due, DeadBySubscriber: st.DeadBySubscriber, OldestPendingAt: timePtr(st.OldestPending),
+		Claimed: st.Claimed, Unrouted: newTypeBacklogs(st.Unrouted)}
 	for _, s := range statuses {
 		out.Counts[s.String()] = 0
 	}

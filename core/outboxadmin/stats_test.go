@@ -28,7 +28,8 @@ func TestStatsJSON(t *testing.T) {
   "pending": 0,
   "due": 0,
   "oldest_pending_at": null,
-  "oldest_pending_age_seconds": null
+  "oldest_pending_age_seconds": null,
+  "claimed": 0
 }`},
 		{"busy", outbox.Stats{
 			ByStatus:         map[outbox.Status]int64{outbox.StatusNew: 3, outbox.StatusRetry: 2, outbox.StatusDead: 1, outbox.Status(9): 4},
@@ -51,7 +52,8 @@ func TestStatsJSON(t *testing.T) {
     "mail": 1
   },
   "oldest_pending_at": "2026-03-01T11:58:29.5Z",
-  "oldest_pending_age_seconds": 90.5
+  "oldest_pending_age_seconds": 90.5,
+  "claimed": 0
 }`},
 		// A clock behind the database's: the age is zero, never negative.
 		{"ahead", outbox.Stats{ByStatus: map[outbox.Status]int64{outbox.StatusNew: 1}, OldestPending: now.Add(time.Second)}, `{
@@ -66,7 +68,32 @@ func TestStatsJSON(t *testing.T) {
   "pending": 1,
   "due": 0,
   "oldest_pending_at": "2026-03-01T12:00:01Z",
-  "oldest_pending_age_seconds": 0
+  "oldest_pending_age_seconds": 0,
+  "claimed": 0
+}`},
+		// Claimed rows, and a type no live instance routes.
+		{"unrouted", outbox.Stats{ByStatus: map[outbox.Status]int64{outbox.StatusNew: 3}, Claimed: 1,
+			Unrouted: []outbox.TypeBacklog{{Type: "LegacyEvent", Pending: 2, Oldest: now.Add(-time.Hour)}}}, `{
+  "counts": {
+    "DEAD": 0,
+    "DONE": 0,
+    "NEW": 3,
+    "RETRY": 0
+  },
+  "total": 3,
+  "done_estimated": false,
+  "pending": 3,
+  "due": 0,
+  "oldest_pending_at": null,
+  "oldest_pending_age_seconds": null,
+  "claimed": 1,
+  "unrouted": [
+    {
+      "type": "LegacyEvent",
+      "pending": 2,
+      "oldest": "2026-03-01T11:00:00Z"
+    }
+  ]
 }`},
 		// A large table's DONE rows counted from statistics.
 		{"estimated", outbox.Stats{ByStatus: map[outbox.Status]int64{outbox.StatusDone: 1200000, outbox.StatusDead: 2}, DoneEstimated: true}, `{
@@ -81,7 +108,8 @@ func TestStatsJSON(t *testing.T) {
   "pending": 0,
   "due": 0,
   "oldest_pending_at": null,
-  "oldest_pending_age_seconds": null
+  "oldest_pending_age_seconds": null,
+  "claimed": 0
 }`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -25,7 +25,7 @@ func BenchmarkMetricsPerEvent(b *testing.B) {
 		m.EventsWritten(placed, 1)
 		m.EventEnqueued(placed, outbox.PathHot)
 		m.CommitToDelivery(placed, 3*time.Millisecond)
-		m.ListenerDuration(placed, time.Millisecond)
+		m.DeliveryDuration(placed, "done", time.Millisecond)
 		m.Delivered(placed)
 		m.AckBatch(1)
 	}

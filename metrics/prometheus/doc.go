@@ -10,10 +10,14 @@
 //	client, _ := outbox.New(outbox.Config{Store: store, TxContext: txm, Metrics: m})
 //	http.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 //
-// Counters and histograms carry the event type ("event_type"); the backlog
-// gauges (outbox_pending, outbox_oldest_pending_seconds, outbox_dead,
+// Counters and histograms carry the event type ("event_type"), and
+// outbox_delivery_seconds the delivery's result ("result": done, retry,
+// dead, release); the backlog gauges (outbox_pending, outbox_retrying,
+// outbox_in_flight, outbox_oldest_pending_seconds, outbox_dead,
 // outbox_blocked_keys) are sampled by the Client every
-// Config.MetricsInterval. docs/observability.md lists every series with a
+// Config.MetricsInterval. outbox_breaker_state and
+// outbox_breaker_transitions_total follow the routes' circuit breakers,
+// outbox_paused the stored pauses the Client obeys. docs/observability.md lists every series with a
 // query per dashboard panel.
 //
 // Event types get series of their own up to Options.MaxEventTypes

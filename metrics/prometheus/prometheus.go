@@ -98,12 +98,18 @@ type Metrics struct {
 	dataSource        string
 
 	written, enqueued, dropped, delivered, failed, dead *prom.CounterVec
-	subscriberRuns                                      *prom.CounterVec
+	expired, subscriberRuns                             *prom.CounterVec
 	delivery, latency                                   *prom.HistogramVec
 	claim, claimSize, ackBatch                          prom.Histogram
 	stale, heartbeats, renewed, keyBlocked              prom.Counter
 	queue                                               *prom.GaugeVec
 	pending, due, oldest, deadNow, blocked, sampled     prom.Gauge
+	retrying, inFlight                                  prom.Gauge
+	// breaker is 1 for the state a route's circuit breaker is in and 0
+	// for the others; breakerMoves counts the moves into each state;
+	// paused is 1 for each scope this Client obeys a pause of.
+	breaker, paused *prom.GaugeVec
+	breakerMoves    *prom.CounterVec
 
 	byType   sync.Map // outbox.EventLabels (Tenant "" unless tenant) -> *typeSeries
 	mu       sync.Mutex
@@ -115,8 +121,16 @@ type Metrics struct {
 type typeSeries struct {
 	vals                                                 []string // the label values: event type, tenant with TenantLabel
 	written, hot, cold, dropped, delivered, failed, dead prom.Counter
-	delivery, latency                                    prom.Observer
+	expired                                              prom.Counter
+	latency                                              prom.Observer
+	// delivery holds the outbox_delivery_seconds series of each known
+	// result (results), made at its first observation.
+	delivery [len(results)]atomic.Pointer[prom.Observer]
 }
+
+// results are the values of the result label of outbox_delivery_seconds
+// (see outbox.Metrics.DeliveryDuration).
+var results = [...]string{"done", "retry", "dead", "release"}
 
 // New creates the collectors of one Client and registers them on
 // opts.Registerer. Registering a second Metrics with the same DataSource
@@ -161,19 +175,13 @@ func New(opts Options) (*Metrics, error) {
 		return prom.NewCounterVec(prom.CounterOpts{Namespace: ns, Name: name, Help: help, ConstLabels: labels}, event(extra...))
 	}
 	hist := func(name, help string, buckets, def []float64) *prom.HistogramVec {
-		if buckets == nil {
-			buckets = def
-		}
-		return prom.NewHistogramVec(prom.HistogramOpts{Namespace: ns, Name: name, Help: help, ConstLabels: labels, Buckets: buckets}, event())
+		return prom.NewHistogramVec(prom.HistogramOpts{Namespace: ns, Name: name, Help: help, ConstLabels: labels, Buckets: or(buckets, def)}, event())
 	}
 	gauge := func(name, help string) prom.Gauge {
 		return prom.NewGauge(prom.GaugeOpts{Namespace: ns, Name: name, Help: help, ConstLabels: labels})
 	}
 	single := func(name, help string, buckets, def []float64) prom.Histogram {
-		if buckets == nil {
-			buckets = def
-		}
-		return prom.NewHistogram(prom.HistogramOpts{Namespace: ns, Name: name, Help: help, ConstLabels: labels, Buckets: buckets})
+		return prom.NewHistogram(prom.HistogramOpts{Namespace: ns, Name: name, Help: help, ConstLabels: labels, Buckets: or(buckets, def)})
 	}
 	one := func(name, help string) prom.Counter {
 		return prom.NewCounter(prom.CounterOpts{Namespace: ns, Name: name, Help: help, ConstLabels: labels})
@@ -190,9 +198,11 @@ func New(opts Options) (*Metrics, error) {
 		delivered:  counter("delivered_total", "Deliveries whose listener succeeded."),
 		failed:     counter("failed_total", "Deliveries that failed and will be retried."),
 		dead:       counter("dead_total", "Events moved to DEAD."),
+		expired:    counter("expired_total", "Events that expired before their delivery and went to DEAD undelivered (counted in dead_total too)."),
 		subscriberRuns: counter("subscriber_runs_total", "Runs of the subscribers of fan-out deliveries (Client.Subscribe), by subscriber and outcome (ok, failed).",
 			"subscriber", "outcome"),
-		delivery:   hist("delivery_seconds", "Duration of one delivery: interceptors and listener.", opts.DeliveryBuckets, DefaultDeliveryBuckets),
+		delivery: prom.NewHistogramVec(prom.HistogramOpts{Namespace: ns, Name: "delivery_seconds", ConstLabels: labels, Buckets: or(opts.DeliveryBuckets, DefaultDeliveryBuckets),
+			Help: "Duration of one delivery: interceptors and listener, by result (done, retry, dead, release: cut off by Close)."}, event("result")),
 		latency:    hist("commit_to_delivery_seconds", "Age of the event when its delivery starts: from insert (commit) to delivery.", opts.LatencyBuckets, DefaultLatencyBuckets),
 		claim:      single("claim_seconds", "Duration of one claim query of the poller.", opts.ClaimBuckets, DefaultClaimBuckets),
 		claimSize:  single("claim_size", "Events claimed by one claim of the poller.", opts.SizeBuckets, DefaultSizeBuckets),
@@ -203,12 +213,20 @@ func New(opts Options) (*Metrics, error) {
 		keyBlocked: one("key_blocked_total", "Ordered events that went DEAD and now hold back their ordering key."),
 		queue: prom.NewGaugeVec(prom.GaugeOpts{Namespace: ns, Name: "queue_depth", Help: "Events waiting in the dispatcher's queues, at the last poll.", ConstLabels: labels},
 			[]string{"queue"}),
-		pending: gauge("pending", "NEW and RETRY events in the table (due or not), at the last sample."),
-		due:     gauge("due", "Pending events that are due (not waiting for a delay or a retry's backoff), at the last sample."),
-		oldest:  gauge("oldest_pending_seconds", "Age of the oldest pending event, at the last sample (0 if none)."),
-		deadNow: gauge("dead", "DEAD events in the table, at the last sample."),
-		blocked: gauge("blocked_keys", "Ordering keys held back by a DEAD event, at the last sample."),
-		sampled: gauge("backlog_sampled_timestamp_seconds", "When the backlog gauges were last sampled (Unix time)."),
+		pending:  gauge("pending", "NEW and RETRY events in the table (due or not), at the last sample."),
+		due:      gauge("due", "Pending events that are due (not waiting for a delay or a retry's backoff), at the last sample."),
+		oldest:   gauge("oldest_pending_seconds", "Age of the oldest pending event, at the last sample (0 if none)."),
+		deadNow:  gauge("dead", "DEAD events in the table, at the last sample."),
+		blocked:  gauge("blocked_keys", "Ordering keys held back by a DEAD event, at the last sample."),
+		sampled:  gauge("backlog_sampled_timestamp_seconds", "When the backlog gauges were last sampled (Unix time)."),
+		retrying: gauge("retrying", "RETRY events in the table (counted in pending too), at the last sample."),
+		inFlight: gauge("in_flight", "Pending events claimed by some instance on the table (queued or being delivered), at the last sample."),
+		breaker: prom.NewGaugeVec(prom.GaugeOpts{Namespace: ns, Name: "breaker_state", ConstLabels: labels,
+			Help: "The state of a route's circuit breaker in this Client: 1 for its state (closed, half-open, open), 0 for the others."}, []string{"event_type", "state"}),
+		breakerMoves: prom.NewCounterVec(prom.CounterOpts{Namespace: ns, Name: "breaker_transitions_total", ConstLabels: labels,
+			Help: "Moves of a route's circuit breaker into state (open, half-open, closed)."}, []string{"event_type", "state"}),
+		paused: prom.NewGaugeVec(prom.GaugeOpts{Namespace: ns, Name: "paused", ConstLabels: labels,
+			Help: "1 for each scope (an event type, or * for every type) of a stored pause this Client obeys; the series goes with the pause."}, []string{"scope"}),
 	}
 	if err := opts.Registerer.Register(m); err != nil {
 		var are prom.AlreadyRegisteredError
@@ -220,13 +238,21 @@ func New(opts Options) (*Metrics, error) {
 	return m, nil
 }
 
+// or returns buckets, or def when there are none.
+func or(buckets, def []float64) []float64 {
+	if buckets == nil {
+		return def
+	}
+	return buckets
+}
+
 // Unregister removes the collector from the Registerer New used.
 func (m *Metrics) Unregister() bool { return m.reg.Unregister(m) }
 
 func (m *Metrics) collectors() []prom.Collector {
-	return []prom.Collector{m.written, m.enqueued, m.dropped, m.delivered, m.failed, m.dead, m.subscriberRuns, m.delivery, m.latency,
+	return []prom.Collector{m.written, m.enqueued, m.dropped, m.delivered, m.failed, m.dead, m.expired, m.subscriberRuns, m.delivery, m.latency,
 		m.claim, m.claimSize, m.ackBatch, m.stale, m.heartbeats, m.renewed, m.keyBlocked, m.queue,
-		m.pending, m.due, m.oldest, m.deadNow, m.blocked, m.sampled}
+		m.pending, m.due, m.oldest, m.deadNow, m.blocked, m.sampled, m.retrying, m.inFlight, m.breaker, m.breakerMoves, m.paused}
 }
 
 // Describe sends the descriptors of every series.
@@ -295,7 +321,7 @@ func (m *Metrics) newSeries(l outbox.EventLabels) *typeSeries {
 		written: m.written.WithLabelValues(vals...), hot: m.enqueued.WithLabelValues(path(outbox.PathHot)...),
 		cold: m.enqueued.WithLabelValues(path(outbox.PathCold)...), dropped: m.dropped.WithLabelValues(vals...),
 		delivered: m.delivered.WithLabelValues(vals...), failed: m.failed.WithLabelValues(vals...), dead: m.dead.WithLabelValues(vals...),
-		delivery: m.delivery.WithLabelValues(vals...), latency: m.latency.WithLabelValues(vals...),
+		expired: m.expired.WithLabelValues(vals...), latency: m.latency.WithLabelValues(vals...),
 	}
 }
 
@@ -335,9 +361,56 @@ func (m *Metrics) Failed(l outbox.EventLabels) { m.series(l).failed.Inc() }
 // Dead increments outbox_dead_total.
 func (m *Metrics) Dead(l outbox.EventLabels) { m.series(l).dead.Inc() }
 
-// ListenerDuration observes outbox_delivery_seconds.
-func (m *Metrics) ListenerDuration(l outbox.EventLabels, d time.Duration) {
-	m.series(l).delivery.Observe(d.Seconds())
+// Expired increments outbox_expired_total.
+func (m *Metrics) Expired(l outbox.EventLabels) { m.series(l).expired.Inc() }
+
+// ListenerDuration does nothing: DeliveryDuration, which the Client calls
+// for the same delivery with its result, observes outbox_delivery_seconds.
+func (m *Metrics) ListenerDuration(outbox.EventLabels, time.Duration) {}
+
+// DeliveryDuration observes outbox_delivery_seconds of the delivery's
+// result.
+func (m *Metrics) DeliveryDuration(l outbox.EventLabels, result string, d time.Duration) {
+	s := m.series(l)
+	i := 0
+	for i < len(results) && results[i] != result {
+		i++
+	}
+	if i == len(results) { // a result this version does not know: no cache
+		m.delivery.WithLabelValues(append(s.vals[:len(s.vals):len(s.vals)], result)...).Observe(d.Seconds())
+		return
+	}
+	o := s.delivery[i].Load()
+	if o == nil {
+		obs := m.delivery.WithLabelValues(append(s.vals[:len(s.vals):len(s.vals)], result)...)
+		s.delivery[i].CompareAndSwap(nil, &obs)
+		o = s.delivery[i].Load()
+	}
+	(*o).Observe(d.Seconds())
+}
+
+// BreakerState sets outbox_breaker_state of eventType's route to 1 for
+// state and 0 for the other states, and increments
+// outbox_breaker_transitions_total of state.
+func (m *Metrics) BreakerState(eventType, state string) {
+	for _, s := range []string{outbox.BreakerClosed, outbox.BreakerHalfOpen, outbox.BreakerOpen} {
+		v := 0.0
+		if s == state {
+			v = 1
+		}
+		m.breaker.WithLabelValues(eventType, s).Set(v)
+	}
+	m.breakerMoves.WithLabelValues(eventType, state).Inc()
+}
+
+// Paused sets outbox_paused of scope to 1 while this Client obeys its
+// pause, and removes the series when it no longer does.
+func (m *Metrics) Paused(scope string, paused bool) {
+	if paused {
+		m.paused.WithLabelValues(scope).Set(1)
+		return
+	}
+	m.paused.DeleteLabelValues(scope)
 }
 
 // CommitToDelivery observes outbox_commit_to_delivery_seconds.
@@ -374,8 +447,10 @@ func (m *Metrics) QueueDepths(hot, cold int) {
 func (m *Metrics) KeyBlocked() { m.keyBlocked.Inc() }
 
 // Backlog sets outbox_pending, outbox_due, outbox_oldest_pending_seconds,
-// outbox_dead and outbox_blocked_keys.
+// outbox_dead, outbox_blocked_keys, outbox_retrying and outbox_in_flight.
 func (m *Metrics) Backlog(b outbox.Backlog) {
+	m.retrying.Set(float64(b.Retrying))
+	m.inFlight.Set(float64(b.InFlight))
 	m.pending.Set(float64(b.Pending))
 	m.due.Set(float64(b.Due))
 	m.oldest.Set(b.OldestPending.Seconds())

@@ -346,7 +346,8 @@ func everyPerEventMethod(m *outboxprom.Metrics, l outbox.EventLabels, subscriber
 	m.Delivered(l)
 	m.Failed(l)
 	m.Dead(l)
-	m.ListenerDuration(l, time.Millisecond)
+	m.Expired(l)
+	m.DeliveryDuration(l, "done", time.Millisecond)
 	m.CommitToDelivery(l, time.Millisecond)
 	m.SubscriberRun(l, "mail", subscriberOK)
 }
@@ -396,8 +397,8 @@ func TestEventTypeCap(t *testing.T) {
 		}
 		everyPerEventMethod(m, outbox.EventLabels{Type: "Type00007", Tenant: "acme"}, true) // an early type keeps its series
 		types, totals := typeSeries(t, reg)
-		if len(types) != 9 {
-			t.Errorf("TenantLabel %v: %d families with an event_type label, want 9: %v", tenant, len(types), types)
+		if len(types) != 10 {
+			t.Errorf("TenantLabel %v: %d families with an event_type label, want 10: %v", tenant, len(types), types)
 		}
 		for family, got := range types {
 			if got > 101 {
@@ -407,7 +408,7 @@ func TestEventTypeCap(t *testing.T) {
 		for family, want := range map[string]float64{
 			"outbox_events_written_total": 2 * (n + 1), "outbox_enqueued_total": 2 * (n + 1), "outbox_delivered_total": n + 1,
 			"outbox_dead_total": n + 1, "outbox_delivery_seconds": n + 1, "outbox_commit_to_delivery_seconds": n + 1,
-			"outbox_subscriber_runs_total": n + 1,
+			"outbox_subscriber_runs_total": n + 1, "outbox_expired_total": n + 1,
 		} {
 			if totals[family] != want {
 				t.Errorf("TenantLabel %v: %s totals %v, want %v", tenant, family, totals[family], want)
@@ -448,4 +449,89 @@ func TestEventTypeCapByDefault(t *testing.T) {
 		t.Errorf("delivered: %d event types (want at most 1,001), %v in all (want 5000)",
 			types["outbox_delivered_total"], totals["outbox_delivered_total"])
 	}
+}
+
+// The day-2 series of a real Client: a route's circuit breaker opening
+// (outbox_breaker_state, outbox_breaker_transitions_total), the results of
+// outbox_delivery_seconds, the retrying and in-flight gauges, and a
+// pause this Client obeys (outbox_paused, gone once resumed).
+func TestDayTwoMetrics(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	m, err := outboxprom.New(outboxprom.Options{Registerer: reg, DataSource: "orders"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, txm := sqliteClient(t, m, outbox.Config{MaxAttempts: 10, PollInterval: 20 * time.Millisecond,
+		RetryPolicy:     outbox.RetryPolicyFunc(func(int) time.Duration { return time.Millisecond }),
+		MetricsInterval: 20 * time.Millisecond, ControlInterval: 20 * time.Millisecond,
+		BreakerFailures: 2, BreakerInterval: time.Hour})
+	release := make(chan struct{})
+	if err := c.Handle(outbox.EventName("PaymentFailed"), func(context.Context, outbox.Envelope) error { return errors.New("gateway down") }); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Handle(outbox.EventName("Slow"), func(ctx context.Context, _ outbox.Envelope) error {
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Handle(outbox.EventName("OrderPlaced"), func(context.Context, outbox.Envelope) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	write(t, c, txm, event("PaymentFailed"), event("PaymentFailed"), event("PaymentFailed"), event("Slow"))
+	open := map[string]string{"event_type": "PaymentFailed", "state": outbox.BreakerOpen}
+	eventually(t, "the breaker of PaymentFailed open", func() bool {
+		return value(t, reg, "outbox_breaker_state", open) == 1 &&
+			value(t, reg, "outbox_breaker_state", map[string]string{"event_type": "PaymentFailed", "state": outbox.BreakerClosed}) == 0
+	})
+	if n := value(t, reg, "outbox_breaker_transitions_total", open); n != 1 {
+		t.Errorf("moves into open: %v, want 1", n)
+	}
+	eventually(t, "the retrying and in-flight gauges", func() bool {
+		return value(t, reg, "outbox_retrying", nil) >= 1 && value(t, reg, "outbox_in_flight", nil) >= 1
+	})
+	if n := sampleCount(t, reg, "outbox_delivery_seconds", map[string]string{"event_type": "PaymentFailed", "result": "retry"}); n < 2 {
+		t.Errorf("PaymentFailed deliveries with result retry: %d, want at least 2", n)
+	}
+	close(release)
+	eventually(t, "Slow delivered, with result done", func() bool {
+		return sampleCount(t, reg, "outbox_delivery_seconds", map[string]string{"event_type": "Slow", "result": "done"}) == 1
+	})
+
+	ctx := context.Background()
+	if err := c.Pause(ctx, "OrderPlaced", "maintenance"); err != nil {
+		t.Fatal(err)
+	}
+	scope := map[string]string{"scope": "OrderPlaced"}
+	eventually(t, "outbox_paused of OrderPlaced", func() bool { return value(t, reg, "outbox_paused", scope) == 1 })
+	if err := c.Resume(ctx, "OrderPlaced"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "outbox_paused of OrderPlaced gone", func() bool { return !hasSeries(t, reg, "outbox_paused", scope) })
+	if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) > 0 {
+		t.Errorf("lint: %v %v", problems, err)
+	}
+}
+
+// hasSeries reports whether family name has a series with labels.
+func hasSeries(t *testing.T, reg prometheus.Gatherer, name string, labels map[string]string) bool {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			if mf.GetName() == name && matches(m, labels) {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -12,6 +12,7 @@
     tab: "dead",
     dead: { filter: { type: "", aggregate: "", tenant: "" }, pages: [""], matching: 0, selected: new Set(), ids: [] },
     events: { filter: { status: "", type: "", aggregate: "", tenant: "" }, pages: [""] },
+    audit: { pages: [""] },
   };
 
   // el builds an element: attrs are properties (class, dataset, on…
@@ -108,8 +109,27 @@
 
   // confirm asks in a modal dialog; it resolves to true only when the
   // operator clicks the action button.
-  function confirmDialog(title, text, ids, action, danger) {
+  // opts.reason ("required" or "optional") asks for a reason, and the
+  // promise then resolves to it (a string) instead of true; opts.plan
+  // shows a replay's dry run: events per type and per tenant.
+  function confirmDialog(title, text, ids, action, danger, opts = {}) {
     const d = $("confirm");
+    const reason = $("confirm-reason");
+    reason.value = "";
+    $("confirm-reason-label").hidden = !opts.reason;
+    const plan = $("confirm-plan");
+    plan.hidden = !opts.plan;
+    if (opts.plan) {
+      const rows = [];
+      const n = Math.max(opts.plan.types.length, opts.plan.tenants.length);
+      for (let i = 0; i < Math.min(n, 10); i++) {
+        const ty = opts.plan.types[i], te = opts.plan.tenants[i];
+        rows.push(el("tr", {}, el("td", {}, ty ? ty.name : ""), el("td", {}, ty ? ty.events : ""),
+          el("td", {}, te ? (te.name || "(none)") : ""), el("td", {}, te ? te.events : "")));
+      }
+      if (n > 10 || opts.plan.other_types || opts.plan.other_tenants) rows.push(el("tr", {}, el("td", { colSpan: 4 }, "… and more")));
+      plan.tBodies[0].replaceChildren(...rows);
+    }
     $("confirm-title").textContent = title;
     $("confirm-text").textContent = text;
     const list = $("confirm-ids");
@@ -127,13 +147,18 @@
         if (d.open) d.close();
         resolve(v);
       };
-      ok.onclick = () => done(true);
+      ok.onclick = () => {
+        if (!opts.reason) return done(true);
+        const why = reason.value.trim();
+        if (opts.reason === "required" && !why) { reason.focus(); reason.placeholder = "a reason is required"; return; }
+        done(why);
+      };
       $("confirm-cancel").onclick = () => done(false);
       // The close event of the previous question comes later, as a task:
       // by then this dialog may be open again, and it is not its answer.
       d.onclose = () => { if (!d.open) done(false); };
       d.showModal();
-      $("confirm-cancel").focus();
+      (opts.reason ? reason : $("confirm-cancel")).focus();
     });
   }
 
@@ -166,7 +191,7 @@
       banner.textContent = "You may not replay or delete events: " + (info.authorization_error || "not authorized") + ".";
       banner.hidden = false;
     } else {
-      mode.textContent = "replay & delete enabled";
+      mode.textContent = "operator actions enabled";
       mode.className = "badge rw";
       banner.hidden = true;
     }
@@ -184,6 +209,104 @@
     $("stat-oldest").textContent = st.oldest_pending_at
       ? fmtTime(st.oldest_pending_at) + " (" + fmtAge(st.oldest_pending_age_seconds) + " ago)" : "none";
     $("tab-dead").textContent = "Dead letters (" + st.counts.DEAD + ")";
+  }
+
+  async function loadHealth() {
+    const h = await api(src() + "/health");
+    const card = (id, text, cls) => { const v = $(id); v.textContent = text; v.parentElement.className = "card" + (v.parentElement.classList.contains("wide") ? " wide" : "") + (cls ? " " + cls : ""); };
+    card("health-started", (h.started ? "started" : "not started") + (h.mode ? ", " + h.mode : ""), h.started ? "" : "warn");
+    card("health-poll", h.last_poll_at ? fmtTime(h.last_poll_at) + " (" + fmtAge(h.last_poll_age_seconds) + " ago)" : "none yet", h.last_poll_at ? "" : "warn");
+    card("health-nodes", String(h.nodes), "");
+    card("health-breakers", String(h.open_breakers), h.open_breakers ? "bad" : "");
+    card("health-error", h.last_error ? firstLine(h.last_error) + " (" + ageOf(h.last_error_at) + ")" : "none", h.last_error ? "bad" : "");
+    $("health-error").title = h.last_error || "";
+    const pauses = h.paused.map((p) => {
+      const cells = [el("td", {}, p.scope === "*" ? "* (every type)" : p.scope), el("td", {}, p.by), el("td", { title: fmtTime(p.at) }, ageOf(p.at)), el("td", {}, p.reason || "")];
+      if (canMutate()) {
+        cells.push(el("td", {}, el("button", { type: "button", class: "small", dataset: { action: "resume", scope: p.scope }, onclick: () => resume(p.scope) }, "Resume")));
+      }
+      return el("tr", { dataset: { scope: p.scope } }, ...cells);
+    });
+    $("pauses-table").tBodies[0].replaceChildren(...pauses);
+    $("pauses-empty").hidden = pauses.length > 0;
+    const routes = h.routes.map((r) => {
+      const limits = [r.rate ? r.rate + "/s" : "", r.concurrency ? r.concurrency + " at once" : ""].filter(Boolean).join(", ") || "–";
+      return el("tr", { dataset: { type: r.type } }, el("td", {}, r.type),
+        el("td", {}, el("span", { class: "breaker " + r.breaker }, r.breaker)), el("td", {}, r.failures),
+        el("td", {}, r.opened_at ? ageOf(r.opened_at) + " (" + plural(r.opens, "time") + ")" : "–"),
+        el("td", {}, r.paused ? el("span", { class: "paused-tag" }, "paused") : "–"), el("td", {}, limits), el("td", {}, r.in_flight));
+    });
+    $("routes-table").tBodies[0].replaceChildren(...routes);
+    $("routes-empty").hidden = routes.length > 0;
+  }
+
+  async function pause(form) {
+    const scope = form.elements.scope.value.trim(), reason = form.elements.reason.value.trim();
+    if (!scope || !reason) return;
+    try {
+      await api(src() + "/actions/pause", { method: "POST", body: { scope, reason } });
+      form.reset();
+      notice("Paused " + (scope === "*" ? "every event type" : scope) + ": no instance claims its events until it is resumed.", false);
+    } catch (err) {
+      showError(err);
+    }
+    await refresh();
+  }
+
+  async function resume(scope) {
+    const ok = await confirmDialog("Resume " + (scope === "*" ? "every event type" : scope) + "?",
+      "Its events are claimed and delivered again by every instance.", [], "Resume", false);
+    if (!ok) return;
+    try {
+      await api(src() + "/actions/resume", { method: "POST", body: { scope } });
+      notice("Resumed " + scope + ".", false);
+    } catch (err) {
+      showError(err);
+    }
+    await refresh();
+  }
+
+  async function loadAudit() {
+    const a = state.audit;
+    const before = a.pages[a.pages.length - 1];
+    const res = await api(src() + "/audit" + query({ before, limit: 50 }));
+    const rows = res.entries.map((e) => el("tr", {},
+      el("td", { class: "num" }, e.id), timeCell(e.at), el("td", { class: "actor", title: e.actor }, e.actor),
+      el("td", { class: "action" }, e.action), el("td", { class: "num" }, e.count),
+      el("td", { class: "target", title: e.target }, e.target), el("td", { class: "err", title: e.reason || "" }, el("div", {}, e.reason || ""))));
+    $("audit-table").tBodies[0].replaceChildren(...rows);
+    $("audit-empty").hidden = rows.length > 0;
+    pager("audit", a.pages, res.next_before ? String(res.next_before) : "");
+  }
+
+  // act runs an operator action on events in any status, after a
+  // confirmation that asks for the reason.
+  async function act(action, ids, title, text, button, reason) {
+    const why = await confirmDialog(title, text, ids, button, true, { reason });
+    if (why === false) return;
+    try {
+      const res = await api(src() + "/actions/" + action, { method: "POST", body: { ids, reason: why } });
+      await afterChange(button + ": " + plural(res.changed, "event") + " changed.");
+    } catch (err) {
+      showError(err);
+      await refresh();
+    }
+  }
+
+  // eventActions are the buttons of the operator actions on event e in
+  // any status: force DEAD and skip for a pending one, delete for any.
+  function eventActions(e) {
+    const pending = e.status === "NEW" || e.status === "RETRY";
+    const button = (action, label, cls, run) => el("button", { type: "button", class: "small " + cls, dataset: { action, id: e.id },
+      onclick: () => { $("detail").close(); run(); } }, label);
+    return [
+      pending ? button("force-dead", "Force DEAD", "danger", () => act("force-dead", [e.id], "Move event to DEAD?",
+        "It goes DEAD at once, undelivered; a delivery running now stores nothing. It can be replayed later.", "Force DEAD", "required")) : null,
+      pending ? button("skip-head", "Skip", "", () => act("skip-head", [e.id], "Skip event?",
+        "It becomes DONE without being delivered, so the later events of its ordering key go on.", "Skip", "required")) : null,
+      button("delete-any", "Delete", "danger", () => act("delete", [e.id], "Delete " + e.status + " event for good?",
+        "It is removed from the outbox table, whatever its status, and is never delivered.", "Delete", "optional")),
+    ].filter(Boolean);
   }
 
   function idLink(id) {
@@ -303,6 +426,7 @@
       ? "Payload (" + plural(e.payload_size, "byte") + ", base64)" : "Payload (JSON)";
     $("detail-payload").textContent = payload;
     $("detail-payload-title").hidden = $("detail-payload").hidden = !e.payload_kind;
+    if (canMutate()) $("detail-actions").replaceChildren(...eventActions(e));
     $("detail").showModal();
   }
 
@@ -343,10 +467,17 @@
     if (d.filter.type) what.push("type " + d.filter.type);
     if (d.filter.aggregate) what.push("aggregate " + d.filter.aggregate);
     if (d.filter.tenant) what.push("tenant " + d.filter.tenant);
-    const ok = await confirmDialog("Replay all " + plural(d.matching, "matching DEAD event") + "?",
+    let plan;
+    try {
+      plan = await api(src() + "/dead/replay", { method: "POST", body: { all: true, dry_run: true, ...d.filter } });
+    } catch (err) {
+      showError(err);
+      return;
+    }
+    const ok = await confirmDialog("Replay all " + plural(plan.events, "matching DEAD event") + "?",
       "Every DEAD event " + (what.length ? "of " + what.join(", ") + " " : "") +
-      "becomes NEW again, due now, with zero attempts — also any that went DEAD since this page was loaded.",
-      [], "Replay all", false);
+      "becomes NEW again, due now, with zero attempts — also any that went DEAD since this count. By type and tenant:",
+      [], "Replay all", false, { plan });
     if (!ok) return;
     try {
       const res = await api(src() + "/dead/replay", { method: "POST", body: { all: true, ...d.filter } });
@@ -379,7 +510,8 @@
 
   async function refresh() {
     try {
-      await Promise.all([loadStats(), state.tab === "dead" ? loadDead() : loadEvents()]);
+      const views = { dead: loadDead, events: loadEvents, audit: loadAudit };
+      await Promise.all([loadStats(), loadHealth(), views[state.tab]()]);
     } catch (err) {
       showError(err);
     }
@@ -390,6 +522,7 @@
     for (const t of document.querySelectorAll(".tab")) t.setAttribute("aria-selected", String(t.dataset.tab === tab));
     $("dead-view").hidden = tab !== "dead";
     $("events-view").hidden = tab !== "events";
+    $("audit-view").hidden = tab !== "audit";
     writeHash();
     return refresh();
   }
@@ -399,6 +532,7 @@
     state.dead.pages = [""];
     state.dead.selected.clear();
     state.events.pages = [""];
+    state.audit.pages = [""];
     renderSources();
     writeHash();
     return refresh();
@@ -417,6 +551,8 @@
     for (const t of document.querySelectorAll(".tab")) t.addEventListener("click", () => selectTab(t.dataset.tab));
     $("detail-close").addEventListener("click", () => $("detail").close());
 
+    $("audit-next").addEventListener("click", (e) => { state.audit.pages.push(e.target.dataset.after); loadAudit().catch(showError); });
+    $("audit-prev").addEventListener("click", () => { if (state.audit.pages.length > 1) state.audit.pages.pop(); loadAudit().catch(showError); });
     const views = { dead: [state.dead, loadDead], events: [state.events, loadEvents] };
     for (const [name, [v, load]] of Object.entries(views)) {
       const form = $(name + "-filter");
@@ -442,6 +578,7 @@
       $("replay-selected").addEventListener("click", () => replay([...state.dead.selected]));
       $("delete-selected").addEventListener("click", () => remove([...state.dead.selected]));
       $("replay-all").addEventListener("click", replayAll);
+      $("pause-form").addEventListener("submit", (e) => { e.preventDefault(); pause(e.target); });
       $("dead-select-all").addEventListener("change", (e) => {
         for (const id of state.dead.ids) {
           if (e.target.checked) state.dead.selected.add(id); else state.dead.selected.delete(id);
@@ -467,7 +604,8 @@
     renderMode();
     renderSources();
     wire();
-    await selectTab(hash.get("tab") === "events" ? "events" : "dead");
+    const tab = hash.get("tab");
+    await selectTab(tab === "events" || tab === "audit" ? tab : "dead");
     document.body.dataset.ready = "true";
   }
 

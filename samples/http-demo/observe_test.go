@@ -26,8 +26,8 @@ func TestMetricsAfterAnOrder(t *testing.T) {
 	for _, want := range []string{
 		`outbox_events_written_total{datasource="default",event_type="OrderPlaced"} 1`,
 		`# TYPE outbox_delivery_seconds histogram`,
-		`outbox_delivery_seconds_bucket{datasource="default",event_type="OrderPlaced",le="+Inf"} 1`,
-		`outbox_delivery_seconds_count{datasource="default",event_type="OrderPlaced"} 1`,
+		`outbox_delivery_seconds_bucket{datasource="default",event_type="OrderPlaced",result="done",le="+Inf"} 1`,
+		`outbox_delivery_seconds_count{datasource="default",event_type="OrderPlaced",result="done"} 1`,
 		`outbox_commit_to_delivery_seconds_bucket{datasource="default",event_type="OrderPlaced",le="0.005"}`,
 		`outbox_commit_to_delivery_seconds_count{datasource="default",event_type="OrderPlaced"} 1`,
 		`outbox_pending{datasource="default"}`, // sampled at Start
