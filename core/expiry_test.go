@@ -154,7 +154,7 @@ func TestRouteTTL(t *testing.T) {
 		MustEnvelope(EventName("E"), WithJSON([]byte(`{}`)), WithOccurredAt(now.Add(-2*time.Minute))), // past its TTL
 		MustEnvelope(EventName("E"), WithJSON([]byte(`{}`)), WithOccurredAt(now)),
 		MustEnvelope(EventName("E"), WithJSON([]byte(`{}`)), WithOccurredAt(now.Add(-2*time.Minute)), WithExpiresAt(own)), // its own expiry wins
-		MustEnvelope(EventName("F"), WithJSON([]byte(`{}`)), WithOccurredAt(now.Add(-2*time.Minute))),                    // no TTL
+		MustEnvelope(EventName("F"), WithJSON([]byte(`{}`)), WithOccurredAt(now.Add(-2*time.Minute))),                     // no TTL
 	)
 	if r := h.waitStatus(t, ids[0], StatusDead); !strings.Contains(r.LastError, ErrExpired.Error()) {
 		t.Errorf("event past its type's TTL: error %q; want ErrExpired", r.LastError)
