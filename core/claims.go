@@ -476,7 +476,7 @@ func (c *claims) markDone(batch []*hold) {
 // of mates (nil: none, see claimMates). It returns nil while e is held
 // already (see holds.acquire).
 func (c *claims) hold(e Envelope, claimed time.Time, mates *claimMates) *hold {
-	hd, ok := c.held.acquireAmong(e.ID(), claimed, utcNow(c.clock), mates)
+	hd, ok := c.held.acquire(e.ID(), claimed, utcNow(c.clock), mates)
 	if !ok {
 		return nil
 	}

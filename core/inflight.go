@@ -69,15 +69,11 @@ func (m *claimMates) seal() { m.end() }
 
 func newHolds() *holds { return &holds{m: make(map[string]*hold)} }
 
-// acquire holds id, claimed at claimed. It fails while id is held, unless
+// acquire holds id, claimed at claimed, as one of mates (nil: none, see
+// claimMates). It fails while id is held, unless
 // the holding delivery is past its deadline: its claim is no longer
 // renewed, and a claim that returns the event again is a take-over.
-func (h *holds) acquire(id string, claimed, now time.Time) (*hold, bool) {
-	return h.acquireAmong(id, claimed, now, nil)
-}
-
-// acquireAmong is acquire of one of mates (nil: none).
-func (h *holds) acquireAmong(id string, claimed, now time.Time, mates *claimMates) (*hold, bool) {
+func (h *holds) acquire(id string, claimed, now time.Time, mates *claimMates) (*hold, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	old, held := h.m[id]

@@ -72,9 +72,9 @@ func buildOrderQueries(d *dialect, t, selectList string) *orderQueries {
 		blocked: "SELECT COUNT(*), MIN(o.done_at) FROM " + t + " o WHERE o." + d.openKeyCol + " IS NOT NULL AND " + d.openKeyCond +
 			blockingWhere(d, t, "o"),
 	}
-	o.pending = newKeysSQL(d, "SELECT DISTINCT "+d.openKeyCol+" FROM "+t+" WHERE "+d.openKeyCond, d.openKeyCol)
+	o.pending = newKeysSQL(d, "SELECT DISTINCT "+d.openKeyCol+" FROM "+t+" WHERE "+d.openKeyCond, d.openKeyCol, "")
 	prefix, col, tail := d.repark(d, t)
-	o.repark = newKeysSQLTail(d, prefix, col, tail)
+	o.repark = newKeysSQL(d, prefix, col, tail)
 	o.sweep = d.sweep(d, t)
 	o.keysOf = newIDsSQL(d, "SELECT DISTINCT ordering_key FROM "+t+" WHERE ordering_key IS NOT NULL AND ")
 	// The heads' own state is checked again as they are locked: another
@@ -595,11 +595,9 @@ type keysSQL struct {
 	array string
 }
 
-func newKeysSQL(d *dialect, prefix, col string) *keysSQL { return newKeysSQLTail(d, prefix, col, "") }
-
-// newKeysSQLTail is newKeysSQL with tail (no placeholders) after the
-// condition on col.
-func newKeysSQLTail(d *dialect, prefix, col, tail string) *keysSQL {
+// newKeysSQL returns the statement prefix, then the condition "col is one
+// of the keys", then tail (no placeholders).
+func newKeysSQL(d *dialect, prefix, col, tail string) *keysSQL {
 	if d.idsArray != "" {
 		return &keysSQL{d: d, array: d.rebind(prefix+col+" = ANY(CAST(? AS TEXT[]))"+tail, 1)}
 	}

@@ -151,16 +151,13 @@ const (
 )
 
 // tenantWhere returns the condition that selects the events of one
-// tenant, exactly; tenantArgs binds it.
+// tenant, exactly; equalArgs binds it.
 func (d *dialect) tenantWhere() string {
 	if d.padSpace {
 		return d.equalWhere("tenant_id")
 	}
 	return tenantWhere
 }
-
-// tenantArgs returns the arguments of tenantWhere for tenant.
-func (d *dialect) tenantArgs(tenant string) []any { return d.equalArgs(tenant) }
 
 // equalWhere returns the condition that a text column equals a bound
 // value exactly, trailing spaces included: on a database whose collation

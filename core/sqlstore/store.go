@@ -688,7 +688,7 @@ func (s *Store) where(q outbox.Query) (string, []any) {
 	}
 	if q.TenantID != "" {
 		where += s.d.tenantWhere()
-		args = append(args, s.d.tenantArgs(q.TenantID)...)
+		args = append(args, s.d.equalArgs(q.TenantID)...)
 	}
 	if q.Blocking {
 		where += " AND " + s.blockingWhere("o")
@@ -927,7 +927,7 @@ func (s *Store) Purge(ctx context.Context, req outbox.PurgeRequest) (int64, erro
 	}
 	dead := s.q.purgeDead
 	if req.TenantID != "" {
-		query, dead, args = s.q.purgeTenant, s.q.purgeDeadTenant, append(args, s.d.tenantArgs(req.TenantID)...)
+		query, dead, args = s.q.purgeTenant, s.q.purgeDeadTenant, append(args, s.d.equalArgs(req.TenantID)...)
 	}
 	args = append(args, req.Limit)
 	if req.Status == outbox.StatusDead {
