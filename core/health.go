@@ -103,9 +103,7 @@ func (c *Client) Health(ctx context.Context) (Health, error) {
 			return h, fmt.Errorf("outbox: health: %w", err)
 		}
 	}
-	if !st.OldestPending.IsZero() {
-		h.OldestPendingAge = max(now.Sub(st.OldestPending), 0)
-	}
-	h.Dead, h.BlockedKeys = st.ByStatus[StatusDead], st.BlockedKeys
+	b := backlogOf(st, now)
+	h.OldestPendingAge, h.Dead, h.BlockedKeys = b.OldestPending, b.Dead, b.BlockedKeys
 	return h, nil
 }
