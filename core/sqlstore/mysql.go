@@ -77,7 +77,7 @@ var mysqlDialect = &dialect{
 	padSpace: true,
 	// A tenant's purge walks the tenant index (tenant, status, id) from
 	// the oldest id instead: the purge index holds every tenant's rows.
-	purge: &purgeSelection{where: "purge_at < ? AND status = ?", order: " ORDER BY purge_at", cutoffFirst: true, direct: true},
+	purge:           &purgeSelection{where: "purge_at < ? AND status = ?", order: " ORDER BY purge_at", cutoffFirst: true, direct: true},
 	missingTable:    func(err error) bool { return mysqlErrorNumber(err) == 1146 }, // ER_NO_SUCH_TABLE
 	uniqueViolation: func(err error) bool { return mysqlErrorNumber(err) == 1062 }, // ER_DUP_ENTRY
 	maxIdent:        64,
