@@ -292,6 +292,9 @@ func validRoutes(rs map[string]RoutePolicy) error {
 	if len(rs) > maxRoutes {
 		return configErr("Routes has %d entries; want at most %d", len(rs), maxRoutes)
 	}
+	if n := len(limitingRoutes(rs)); n > MaxClaimTypes {
+		return configErr("Routes limits %d event types; want at most MaxClaimTypes (%d): a claim leaves each out", n, MaxClaimTypes)
+	}
 	for t, p := range rs {
 		switch {
 		case t == "" || len(t) > MaxEventTypeLen:

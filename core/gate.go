@@ -38,6 +38,10 @@ type gate struct {
 	// half-open breaker probes with an event of the hot path.
 	hotProbes bool
 
+	// warnedTypes and warnedSkip: request logged that a filter was cut to
+	// MaxClaimTypes.
+	warnedTypes, warnedSkip atomic.Bool
+
 	// calm is set while nothing is paused and every breaker is closed:
 	// the workers' and the hot path's checks then take no lock.
 	calm atomic.Bool
@@ -140,32 +144,60 @@ func (g *gate) node(now time.Time) Node {
 }
 
 // request returns the type filters of the main claim; ok is false while
-// it may claim nothing (PauseAll, or no route at all).
+// it may claim nothing (PauseAll, or no route at all). Each filter stays
+// within MaxClaimTypes: a Client that routes more types claims every type
+// but those it skips (their unrouted events are offered again after
+// UnroutedRetry, as with ClaimAll), a skip list that would be longer is
+// folded into the routed types, and past that only its first
+// MaxClaimTypes are skipped — limited routes first, then open breakers,
+// then pauses, whose events the workers give back unstarted (admits).
 func (g *gate) request() (types, skip []string, ok bool) {
 	types = g.routes()
 	if types != nil && len(types) == 0 {
 		return nil, nil, false
 	}
+	if len(types) > MaxClaimTypes {
+		g.warnOnce(&g.warnedTypes, "outbox: this client routes more event types than one claim filters on; it claims every type but those held back, and offers the unrouted ones again after UnroutedRetry",
+			"routed_types", len(types), "max", MaxClaimTypes)
+		types = nil
+	}
 	g.mu.RLock()
-	defer g.mu.RUnlock()
 	if g.paused[PauseAll] {
+		g.mu.RUnlock()
 		return nil, nil, false
-	}
-	for t := range g.paused {
-		skip = append(skip, t)
-	}
-	for t, b := range g.breakers {
-		if b.state != BreakerClosed && !g.paused[t] {
-			skip = append(skip, t)
-		}
 	}
 	for t := range g.limits {
 		if !g.paused[t] && !g.open(t) {
 			skip = append(skip, t)
 		}
 	}
+	for t, b := range g.breakers {
+		if b.state != BreakerClosed && !g.paused[t] {
+			skip = append(skip, t)
+		}
+	}
+	for t := range g.paused {
+		skip = append(skip, t)
+	}
+	g.mu.RUnlock()
+	if len(skip) > MaxClaimTypes {
+		if types != nil {
+			types = slices.DeleteFunc(types, func(t string) bool { return slices.Contains(skip, t) })
+			return types, nil, len(types) > 0
+		}
+		g.warnOnce(&g.warnedSkip, "outbox: more event types are held back than one claim skips; the rest are claimed and given back unstarted",
+			"held_back", len(skip), "max", MaxClaimTypes)
+		skip = skip[:MaxClaimTypes]
+	}
 	slices.Sort(skip)
 	return types, skip, true
+}
+
+// warnOnce logs msg the first time flag is set.
+func (g *gate) warnOnce(flag *atomic.Bool, msg string, args ...any) {
+	if flag.CompareAndSwap(false, true) {
+		g.log.Warn(msg, args...)
+	}
 }
 
 // open reports whether t's breaker holds it back; g.mu is held.
