@@ -437,7 +437,7 @@ func TestRouteRateLimitTakesTokens(t *testing.T) {
 	if w := g.wait(time.Hour); w <= 0 || w > time.Second+time.Millisecond {
 		t.Fatalf("wait for the next token %v; want up to a second", w)
 	}
-	if g.hot([]Envelope{evt("A")}) {
+	if hot, _ := g.hot([]Envelope{evt("A")}); hot {
 		t.Fatal("a limited event took the hot path")
 	}
 }
