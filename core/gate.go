@@ -43,7 +43,8 @@ type gate struct {
 	warnedTypes, warnedSkip atomic.Bool
 
 	// calm is set while nothing is paused and every breaker is closed:
-	// the workers' and the hot path's checks then take no lock.
+	// the workers' and the hot path's checks then take no lock, but for
+	// the events of a limited route (their deliveries are counted).
 	calm atomic.Bool
 
 	mu       sync.RWMutex
@@ -200,6 +201,15 @@ func (g *gate) warnOnce(flag *atomic.Bool, msg string, args ...any) {
 	}
 }
 
+// quiet reports, under the read lock, that t's breaker (if any) is closed
+// with no failure counted and no probe out: a success changes nothing.
+func (g *gate) quiet(t string) bool {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	b := g.breakers[t]
+	return b == nil || b.state == BreakerClosed && b.failures == 0 && b.probe == ""
+}
+
 // open reports whether t's breaker holds it back; g.mu is held.
 func (g *gate) open(t string) bool {
 	b := g.breakers[t]
@@ -322,7 +332,7 @@ func (g *gate) hot(events []Envelope) (hot, limited bool) {
 			}
 		}
 	}
-	if g.calm.Load() && len(g.policies) == 0 {
+	if g.calm.Load() && !g.limitedAny(events) {
 		return true, false
 	}
 	g.mu.RLock()
@@ -333,6 +343,20 @@ func (g *gate) hot(events []Envelope) (hot, limited bool) {
 	}
 	return hot, limited
 }
+// limitedAny reports whether one of events is of a limited route. It
+// takes no lock: g.policies never changes.
+func (g *gate) limitedAny(events []Envelope) bool {
+	if len(g.policies) == 0 {
+		return false
+	}
+	for _, e := range events {
+		if _, ok := g.policies[e.Type()]; ok {
+			return true
+		}
+	}
+	return false
+}
+
 // hotLocked is hot under g.mu's read lock; probe reports that the write
 // is held back by breakers only, which may probe with it (hotProbes),
 // limited that it is held back by a limited route.
@@ -414,15 +438,12 @@ func (g *gate) admits(e Envelope) bool {
 // held and ended count the held events of the limited routes: held
 // reports whether it counted one of type t.
 func (g *gate) held(t string) bool {
-	if len(g.policies) == 0 {
+	if _, limited := g.policies[t]; !limited { // g.policies never changes: no lock
 		return false
 	}
 	g.mu.Lock()
-	defer g.mu.Unlock()
-	if _, ok := g.limits[t]; !ok {
-		return false
-	}
 	g.inFlight[t]++
+	g.mu.Unlock()
 	return true
 }
 
@@ -458,6 +479,9 @@ func (g *gate) observe(e Envelope, o outcome) {
 		return
 	}
 	t := e.Type()
+	if o.verdict == settleDone && g.quiet(t) {
+		return // a success of a route that has nothing to reset
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	b := g.breakers[t]
