@@ -343,6 +343,7 @@ func (g *gate) hot(events []Envelope) (hot, limited bool) {
 	}
 	return hot, limited
 }
+
 // limitedAny reports whether one of events is of a limited route. It
 // takes no lock: g.policies never changes.
 func (g *gate) limitedAny(events []Envelope) bool {
@@ -379,6 +380,7 @@ func (g *gate) hotLocked(events []Envelope) (hot, probe, limited bool) {
 	}
 	return hot, probe, false
 }
+
 // hotProbe reports whether a write held back by breakers may take the
 // hot path as their probe, in a Client without a poller: every open
 // breaker it meets is due for a probe (half-open, none in flight). The
