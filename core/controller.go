@@ -163,7 +163,7 @@ func (c *Client) unrouted(ctx context.Context, types []TypeBacklog, now time.Tim
 	}
 	var out []TypeBacklog
 	for _, tb := range types {
-		routed := slices.ContainsFunc(nodes, func(n Node) bool { return n.Types == nil || slices.Contains(n.Types, tb.Type) })
+		routed := slices.ContainsFunc(nodes, func(n Node) bool { return n.routes(tb.Type) })
 		if !routed {
 			out = append(out, tb)
 		}

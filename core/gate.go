@@ -606,7 +606,7 @@ func (g *gate) shareLimits() {
 	for t, p := range g.policies {
 		owners := []string{g.owner}
 		for _, n := range g.nodes {
-			if n.Owner != g.owner && (n.Types == nil || slices.Contains(n.Types, t)) {
+			if n.Owner != g.owner && n.routes(t) {
 				owners = append(owners, n.Owner)
 			}
 		}
