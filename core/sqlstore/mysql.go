@@ -492,8 +492,9 @@ func mysqlTypedClaim(ctx context.Context, s *Store, tx Conn, f typeFilter, a cla
 		at timeCol
 	}
 	var found []due
+	read := mysqlTypedRead(s.table)
 	for _, typ := range f.types {
-		err := s.eachRowOn(ctx, tx, mysqlTypedRead(s.table), []any{typ, len(typ), a.freshWhere[0], a.freshWhere[1], n}, func(rows Rows) error {
+		err := s.eachRowOn(ctx, tx, read, []any{typ, len(typ), a.freshWhere[0], a.freshWhere[1], n}, func(rows Rows) error {
 			d := due{at: timeCol{d: s.d}}
 			if err := rows.Scan(&d.id, &d.at); err != nil {
 				return err
