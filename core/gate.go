@@ -228,6 +228,9 @@ type sideClaim struct {
 // events at most between them, taking the limits' tokens (give back what
 // a claim did not use with claimedSide).
 func (g *gate) sideClaims(now time.Time, room int) []sideClaim {
+	if g.calm.Load() && len(g.policies) == 0 {
+		return nil // every breaker closed, no limited route: no lock, no scan
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.paused[PauseAll] || room <= 0 {
