@@ -611,6 +611,7 @@ func (s *Store) remove(ctx context.Context, what string, ids []string, which fun
 	}
 	return n, nil
 }
+
 // Get returns a copy of the event id with its state, or an error wrapping
 // outbox.ErrNotFound.
 func (s *Store) Get(ctx context.Context, id string) (outbox.Record, error) {
