@@ -476,14 +476,18 @@ func (c *claims) markDone(batch []*hold) {
 // of mates (nil: none, see claimMates). It returns nil while e is held
 // already (see holds.acquire).
 func (c *claims) hold(e Envelope, claimed time.Time, mates *claimMates) *hold {
-	hd, ok := c.held.acquireAmong(e.ID(), claimed, utcNow(c.clock), mates)
+	var typ string
+	if c.gate.held(e.Type()) {
+		typ = e.Type()
+	}
+	hd, ok := c.held.acquire(e.ID(), typ, claimed, utcNow(c.clock), mates)
 	if !ok {
+		if typ != "" {
+			c.gate.ended(typ)
+		}
 		return nil
 	}
 	hd.ordered = e.Ordered()
-	if c.gate.held(e.Type()) {
-		c.held.count(hd, e.Type())
-	}
 	return hd
 }
 

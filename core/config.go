@@ -264,7 +264,8 @@ const (
 // Concurrency/n at once, the remainder of Concurrency going to the first
 // instances by owner id; an instance whose share of Concurrency is 0
 // delivers none of the type. When an instance stops without Close, the
-// others take its share once its node ages out (about three Leases).
+// others take its share once its node ages out, one Lease after its last
+// report (its row is deleted after three).
 type RoutePolicy struct {
 	// Rate is the most deliveries a second across all instances (0: no
 	// rate limit); Burst how many may start at once after a quiet spell
@@ -291,6 +292,9 @@ const maxRoutes = 1000
 func validRoutes(rs map[string]RoutePolicy) error {
 	if len(rs) > maxRoutes {
 		return configErr("Routes has %d entries; want at most %d", len(rs), maxRoutes)
+	}
+	if n := len(limitingRoutes(rs)); n > MaxClaimTypes {
+		return configErr("Routes limits %d event types; want at most MaxClaimTypes (%d): a claim leaves each out", n, MaxClaimTypes)
 	}
 	for t, p := range rs {
 		switch {

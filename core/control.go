@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os/user"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -54,6 +55,16 @@ type Node struct {
 	Types []string
 	// Started is when the Client started, Seen when it last reported.
 	Started, Seen time.Time
+}
+
+// routes reports whether n routes event type t: its Types (sorted, as
+// the stores keep them) hold it, or it routes every type.
+func (n Node) routes(t string) bool {
+	if n.Types == nil {
+		return true
+	}
+	_, ok := slices.BinarySearch(n.Types, t)
+	return ok
 }
 
 // AuditEntry records one operator action (a pause, a resume, a replay, a

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -33,6 +34,10 @@ type controller struct {
 	// next failures are logged at debug level until one succeeds (control
 	// tables not migrated yet would warn every ControlInterval).
 	failing atomic.Bool
+	// refreshing serializes refresh: the background loop's and those of
+	// Client.Pause and Resume, so that an older read of the pauses is
+	// never applied after a newer one.
+	refreshing sync.Mutex
 }
 
 func newController(cfg Config, g *gate) *controller {
@@ -77,6 +82,8 @@ func (c *controller) refresh(ctx context.Context) {
 	if c.ctl == nil {
 		return
 	}
+	c.refreshing.Lock()
+	defer c.refreshing.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, max(c.interval, time.Second))
 	defer cancel()
 	ps, err := c.ctl.Pauses(ctx)
@@ -163,7 +170,7 @@ func (c *Client) unrouted(ctx context.Context, types []TypeBacklog, now time.Tim
 	}
 	var out []TypeBacklog
 	for _, tb := range types {
-		routed := slices.ContainsFunc(nodes, func(n Node) bool { return n.Types == nil || slices.Contains(n.Types, tb.Type) })
+		routed := slices.ContainsFunc(nodes, func(n Node) bool { return n.routes(tb.Type) })
 		if !routed {
 			out = append(out, tb)
 		}

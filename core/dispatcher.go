@@ -171,22 +171,20 @@ func (d *dispatcher) Start(ctx context.Context) error {
 // closed, or the event is already held in this process; the event then
 // stays in the table for the poller.
 func (d *dispatcher) enqueueHot(e Envelope, created time.Time) bool {
-	ok, _ := d.enqueue(d.hot, queued{env: e, created: created}, utcNow(d.clock))
+	ok, _ := d.enqueue(d.hot, queued{env: e, created: created}, utcNow(d.clock), nil)
 	if ok {
 		d.metrics.EventEnqueued(labelsOf(e), PathHot)
 	}
 	return ok
 }
 
-// enqueueCold queues an event claimed by the poller. It returns false if the
-// cold queue is full or the dispatcher is closed. An event already held in
-// this process is not queued twice but reported as accepted.
-func (d *dispatcher) enqueueCold(r Record) bool { return d.enqueueClaimed(r, nil) }
-
-// enqueueClaimed is enqueueCold of an event of a claim whose mates (nil:
-// none) are the events its suspects wait for: an event in flight when its
-// owner stopped (inFlight) goes to the suspect lane, where it starts once
-// the mates have ended; any other event joins the mates.
+// enqueueClaimed queues an event claimed by the poller, one of a claim
+// whose mates (nil: none) are the events its suspects wait for: an event
+// in flight when its owner stopped (inFlight) goes to the suspect lane,
+// where it starts once the mates have ended; any other event joins the
+// mates. It returns false if the queue is full or the dispatcher is
+// closed. An event already held in this process is not queued twice but
+// reported as accepted.
 func (d *dispatcher) enqueueClaimed(r Record, mates *claimMates) bool {
 	claimed := r.LockedAt
 	if claimed.IsZero() {
@@ -199,7 +197,7 @@ func (d *dispatcher) enqueueClaimed(r Record, mates *claimMates) bool {
 		// events claimed with it, so that they are not dragged along.
 		q, item.after, mates = d.suspects, mates, nil
 	}
-	ok, held := d.enqueueAmong(q, item, claimed, mates)
+	ok, held := d.enqueue(q, item, claimed, mates)
 	if held {
 		return true // being delivered here already: its renewals failed for a lease, and this claim took it back
 	}
@@ -209,15 +207,11 @@ func (d *dispatcher) enqueueClaimed(r Record, mates *claimMates) bool {
 	return ok
 }
 
-// enqueue holds item's event, claimed at claimed, and queues it without
-// blocking. held reports that the event was already held (see
-// holds.acquire), in which case nothing is queued.
-func (d *dispatcher) enqueue(q chan queued, item queued, claimed time.Time) (ok, held bool) {
-	return d.enqueueAmong(q, item, claimed, nil)
-}
-
-// enqueueAmong is enqueue of one of mates (nil: none, see claimMates).
-func (d *dispatcher) enqueueAmong(q chan queued, item queued, claimed time.Time, mates *claimMates) (ok, held bool) {
+// enqueue holds item's event, claimed at claimed, as one of mates (nil:
+// none, see claimMates), and queues it without blocking. held reports
+// that the event was already held (see holds.acquire), in which case
+// nothing is queued.
+func (d *dispatcher) enqueue(q chan queued, item queued, claimed time.Time, mates *claimMates) (ok, held bool) {
 	item.hold = d.claims.hold(item.env, claimed, mates)
 	if item.hold == nil {
 		return false, true

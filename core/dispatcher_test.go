@@ -177,8 +177,8 @@ func TestDispatcherLastAttemptGoesDead(t *testing.T) {
 	h.start(t)
 	e := evt("E")
 	h.st.put(Record{ID: e.ID(), Envelope: e, Status: StatusRetry, Attempts: 2, LockedBy: h.d.Owner(), LockedAt: h.clk.Now()})
-	if !h.d.enqueueCold(Record{Envelope: e, Attempts: 2}) {
-		t.Fatal("enqueueCold refused")
+	if !h.d.enqueueClaimed(Record{Envelope: e, Attempts: 2}, nil) {
+		t.Fatal("enqueueClaimed refused")
 	}
 	r := h.waitStatus(t, e.ID(), StatusDead)
 	if r.Attempts != 3 || !strings.Contains(r.LastError, "still failing") {
@@ -268,7 +268,7 @@ func TestDispatcherHotQueueFull(t *testing.T) {
 	if free, _ := h.d.room(); free != 0 {
 		t.Error("cold queue room > 0 before Start")
 	}
-	if h.d.takesHot(nil) {
+	if take, _ := h.d.takesHot(nil); take {
 		t.Error("dispatcher takes hot events before Start")
 	}
 	ctx, tx := withTx(context.Background())
@@ -282,7 +282,7 @@ func TestDispatcherHotQueueFull(t *testing.T) {
 	}
 
 	h.start(t)
-	if !h.d.takesHot(nil) {
+	if take, _ := h.d.takesHot(nil); !take {
 		t.Error("running dispatcher does not take hot events")
 	}
 	a := h.commit(t, evt("E"))
@@ -366,10 +366,10 @@ func TestDispatcherCloseReleasesQueued(t *testing.T) {
 	if err := h.d.Start(context.Background()); !errors.Is(err, ErrClosed) {
 		t.Errorf("Start after Close: err = %v, want ErrClosed", err)
 	}
-	if h.d.enqueueHot(evt("E"), time.Time{}) || h.d.enqueueCold(Record{Envelope: evt("E")}) {
+	if h.d.enqueueHot(evt("E"), time.Time{}) || h.d.enqueueClaimed(Record{Envelope: evt("E")}, nil) {
 		t.Error("closed dispatcher accepted an event")
 	}
-	if h.d.takesHot(nil) {
+	if take, _ := h.d.takesHot(nil); take {
 		t.Error("closed dispatcher still takes hot events")
 	}
 }

@@ -38,8 +38,13 @@ type gate struct {
 	// half-open breaker probes with an event of the hot path.
 	hotProbes bool
 
+	// warnedTypes and warnedSkip: request logged that a filter was cut to
+	// MaxClaimTypes.
+	warnedTypes, warnedSkip atomic.Bool
+
 	// calm is set while nothing is paused and every breaker is closed:
-	// the workers' and the hot path's checks then take no lock.
+	// the workers' and the hot path's checks then take no lock, but for
+	// the events of a limited route (their deliveries are counted).
 	calm atomic.Bool
 
 	mu       sync.RWMutex
@@ -140,32 +145,69 @@ func (g *gate) node(now time.Time) Node {
 }
 
 // request returns the type filters of the main claim; ok is false while
-// it may claim nothing (PauseAll, or no route at all).
+// it may claim nothing (PauseAll, or no route at all). Each filter stays
+// within MaxClaimTypes: a Client that routes more types claims every type
+// but those it skips (their unrouted events are offered again after
+// UnroutedRetry, as with ClaimAll), a skip list that would be longer is
+// folded into the routed types, and past that only its first
+// MaxClaimTypes are skipped — limited routes first, then open breakers,
+// then pauses, whose events the workers give back unstarted (admits).
 func (g *gate) request() (types, skip []string, ok bool) {
 	types = g.routes()
 	if types != nil && len(types) == 0 {
 		return nil, nil, false
 	}
+	if len(types) > MaxClaimTypes {
+		g.warnOnce(&g.warnedTypes, "outbox: this client routes more event types than one claim filters on; it claims every type but those held back, and offers the unrouted ones again after UnroutedRetry",
+			"routed_types", len(types), "max", MaxClaimTypes)
+		types = nil
+	}
 	g.mu.RLock()
-	defer g.mu.RUnlock()
 	if g.paused[PauseAll] {
+		g.mu.RUnlock()
 		return nil, nil, false
-	}
-	for t := range g.paused {
-		skip = append(skip, t)
-	}
-	for t, b := range g.breakers {
-		if b.state != BreakerClosed && !g.paused[t] {
-			skip = append(skip, t)
-		}
 	}
 	for t := range g.limits {
 		if !g.paused[t] && !g.open(t) {
 			skip = append(skip, t)
 		}
 	}
+	for t, b := range g.breakers {
+		if b.state != BreakerClosed && !g.paused[t] {
+			skip = append(skip, t)
+		}
+	}
+	for t := range g.paused {
+		skip = append(skip, t)
+	}
+	g.mu.RUnlock()
+	if len(skip) > MaxClaimTypes {
+		if types != nil {
+			types = slices.DeleteFunc(types, func(t string) bool { return slices.Contains(skip, t) })
+			return types, nil, len(types) > 0
+		}
+		g.warnOnce(&g.warnedSkip, "outbox: more event types are held back than one claim skips; the rest are claimed and given back unstarted",
+			"held_back", len(skip), "max", MaxClaimTypes)
+		skip = skip[:MaxClaimTypes]
+	}
 	slices.Sort(skip)
 	return types, skip, true
+}
+
+// warnOnce logs msg the first time flag is set.
+func (g *gate) warnOnce(flag *atomic.Bool, msg string, args ...any) {
+	if flag.CompareAndSwap(false, true) {
+		g.log.Warn(msg, args...)
+	}
+}
+
+// quiet reports, under the read lock, that t's breaker (if any) is closed
+// with no failure counted and no probe out: a success changes nothing.
+func (g *gate) quiet(t string) bool {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	b := g.breakers[t]
+	return b == nil || b.state == BreakerClosed && b.failures == 0 && b.probe == ""
 }
 
 // open reports whether t's breaker holds it back; g.mu is held.
@@ -186,6 +228,9 @@ type sideClaim struct {
 // events at most between them, taking the limits' tokens (give back what
 // a claim did not use with claimedSide).
 func (g *gate) sideClaims(now time.Time, room int) []sideClaim {
+	if g.calm.Load() && len(g.policies) == 0 {
+		return nil // every breaker closed, no limited route: no lock, no scan
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.paused[PauseAll] || room <= 0 {
@@ -280,44 +325,63 @@ func (g *gate) wait(maxWait time.Duration) time.Duration {
 // hot reports whether a write of events may take the hot path: every one
 // is routed by this Client (unless it claims every type), and none is
 // paused, held back by a breaker, or of a limited route (those are left
-// to the claims that keep the limits).
-func (g *gate) hot(events []Envelope) bool {
+// to the claims that keep the limits: limited reports one, whose claim
+// the poller should run once the write commits).
+func (g *gate) hot(events []Envelope) (hot, limited bool) {
 	if !g.claimAll && g.reg != nil {
 		for _, e := range events {
 			if g.reg.listenerFor(e.AggregateType(), e.Type()) == nil {
-				return false // another service's: left to its pollers
+				return false, false // another service's: left to its pollers
 			}
 		}
 	}
-	if g.calm.Load() && len(g.policies) == 0 {
-		return true
+	if g.calm.Load() && !g.limitedAny(events) {
+		return true, false
 	}
 	g.mu.RLock()
-	hot, probe := g.hotLocked(events)
+	hot, probe, limited := g.hotLocked(events)
 	g.mu.RUnlock()
 	if probe {
-		return g.hotProbe(events)
+		return g.hotProbe(events), false
 	}
-	return hot
+	return hot, limited
+}
+
+// limitedAny reports whether one of events is of a limited route. It
+// takes no lock: g.policies never changes.
+func (g *gate) limitedAny(events []Envelope) bool {
+	if len(g.policies) == 0 {
+		return false
+	}
+	for _, e := range events {
+		if _, ok := g.policies[e.Type()]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 // hotLocked is hot under g.mu's read lock; probe reports that the write
-// is held back by breakers only, which may probe with it (hotProbes).
-func (g *gate) hotLocked(events []Envelope) (hot, probe bool) {
+// is held back by breakers only, which may probe with it (hotProbes),
+// limited that it is held back by a limited route.
+func (g *gate) hotLocked(events []Envelope) (hot, probe, limited bool) {
 	if g.paused[PauseAll] {
-		return false, false
+		return false, false, false
 	}
 	hot = true
 	for _, e := range events {
 		t := e.Type()
-		if _, limited := g.limits[t]; limited || g.paused[t] {
-			return false, false
+		if g.paused[t] {
+			return false, false, false
+		}
+		if _, ok := g.limits[t]; ok {
+			return false, false, true
 		}
 		if g.open(t) {
 			hot, probe = false, g.hotProbes
 		}
 	}
-	return hot, probe
+	return hot, probe, false
 }
 
 // hotProbe reports whether a write held back by breakers may take the
@@ -379,15 +443,12 @@ func (g *gate) admits(e Envelope) bool {
 // held and ended count the held events of the limited routes: held
 // reports whether it counted one of type t.
 func (g *gate) held(t string) bool {
-	if len(g.policies) == 0 {
+	if _, limited := g.policies[t]; !limited { // g.policies never changes: no lock
 		return false
 	}
 	g.mu.Lock()
-	defer g.mu.Unlock()
-	if _, ok := g.limits[t]; !ok {
-		return false
-	}
 	g.inFlight[t]++
+	g.mu.Unlock()
 	return true
 }
 
@@ -423,6 +484,9 @@ func (g *gate) observe(e Envelope, o outcome) {
 		return
 	}
 	t := e.Type()
+	if o.verdict == settleDone && g.quiet(t) {
+		return // a success of a route that has nothing to reset
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	b := g.breakers[t]
@@ -545,7 +609,7 @@ func (g *gate) shareLimits() {
 	for t, p := range g.policies {
 		owners := []string{g.owner}
 		for _, n := range g.nodes {
-			if n.Owner != g.owner && (n.Types == nil || slices.Contains(n.Types, t)) {
+			if n.Owner != g.owner && n.routes(t) {
 				owners = append(owners, n.Owner)
 			}
 		}

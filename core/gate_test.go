@@ -3,6 +3,7 @@ package outbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -436,7 +437,7 @@ func TestRouteRateLimitTakesTokens(t *testing.T) {
 	if w := g.wait(time.Hour); w <= 0 || w > time.Second+time.Millisecond {
 		t.Fatalf("wait for the next token %v; want up to a second", w)
 	}
-	if g.hot([]Envelope{evt("A")}) {
+	if hot, _ := g.hot([]Envelope{evt("A")}); hot {
 		t.Fatal("a limited event took the hot path")
 	}
 }
@@ -589,4 +590,61 @@ func TestControlRefreshFailureWarnsOnce(t *testing.T) {
 	}
 	st.setFail("Pauses", nil)
 	waitFor(t, "the refresh to work again", func() bool { return strings.Contains(g.log.String(), "control refresh works again") })
+}
+
+// The main claim's filters stay within MaxClaimTypes however many types a
+// Client routes or holds back, so that a SQL store never refuses a poll.
+func TestClaimFiltersStayWithinTheBound(t *testing.T) {
+	reg := &Registry{}
+	for i := range MaxClaimTypes + 44 {
+		if err := reg.Handle(EventName(fmt.Sprintf("T%03d", i)), newCounter().handle); err != nil {
+			t.Fatal(err)
+		}
+	}
+	logger, buf := bufferLogger()
+	cfg := Config{Store: newMemStore(), Logger: logger}.WithDefaults()
+	g := newGate(cfg, reg)
+	types, skip, ok := g.request()
+	if !ok || types != nil || len(skip) != 0 {
+		t.Fatalf("%d routed types: Types %d, SkipTypes %d, ok %v; want every type claimed (Types nil)", MaxClaimTypes+44, len(types), len(skip), ok)
+	}
+	if !strings.Contains(buf.String(), "routes more event types than one claim filters on") {
+		t.Errorf("no warning that the routed types were not filtered on:\n%s", buf.String())
+	}
+
+	// Pauses of more types than a claim skips: a Client with few routes
+	// folds them into its types; one that claims everything skips the first
+	// MaxClaimTypes.
+	small := &Registry{}
+	for _, name := range []string{"T000", "T001", "Z"} {
+		if err := small.Handle(EventName(name), newCounter().handle); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var pauses []Pause
+	for i := range MaxClaimTypes + 10 {
+		pauses = append(pauses, Pause{Scope: fmt.Sprintf("T%03d", i)})
+	}
+	for _, tc := range []struct {
+		reg       *Registry
+		wantTypes []string
+		wantSkip  int
+	}{
+		{small, []string{"Z"}, 0},
+		{reg, nil, MaxClaimTypes},
+	} {
+		g := newGate(cfg, tc.reg)
+		g.setPauses(pauses)
+		types, skip, ok := g.request()
+		if !ok || !slices.Equal(types, tc.wantTypes) || len(skip) != tc.wantSkip {
+			t.Errorf("with %d pauses: Types %v, SkipTypes %d, ok %v; want %v and %d", len(pauses), types, len(skip), ok, tc.wantTypes, tc.wantSkip)
+		}
+	}
+	routes := map[string]RoutePolicy{}
+	for i := range MaxClaimTypes + 1 {
+		routes[fmt.Sprintf("T%03d", i)] = RoutePolicy{Rate: 1}
+	}
+	if err := (Config{Store: newMemStore(), TxContext: fakeTxContext{}, Routes: routes}).Validate(); !errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("%d limited routes: Validate = %v; want ErrInvalidConfig", len(routes), err)
+	}
 }

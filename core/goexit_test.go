@@ -105,8 +105,8 @@ func TestGoexitIsAFailedAttempt(t *testing.T) {
 						r.Attempts, r.LastError = 2, ErrClaimExpired.Error()
 					}
 					h.st.put(r)
-					if !h.d.enqueueCold(r) {
-						t.Fatal("enqueueCold refused")
+					if !h.d.enqueueClaimed(r, nil) {
+						t.Fatal("enqueueClaimed refused")
 					}
 				}
 			}

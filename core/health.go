@@ -66,6 +66,14 @@ type RouteState struct {
 	InFlight    int
 }
 
+// Started reports whether Start ran and Close did not: what a liveness
+// probe asks, without reading the database.
+func (c *Client) Started() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.started && !c.closed
+}
+
 // Health reports the Client's health (see Health). It reads the table's
 // backlog (Store.Stats) unless the backlog sampler's last sample is
 // recent (see Config.MetricsInterval); the pauses, routes and nodes are
@@ -73,9 +81,7 @@ type RouteState struct {
 // error means the database could not be read, and the Health returned then
 // holds what is known without it.
 func (c *Client) Health(ctx context.Context) (Health, error) {
-	c.mu.Lock()
-	h := Health{Started: c.started && !c.closed, Mode: c.cfg.Mode.String(), Owner: c.cfg.Owner}
-	c.mu.Unlock()
+	h := Health{Started: c.Started(), Mode: c.cfg.Mode.String(), Owner: c.cfg.Owner}
 	now := utcNow(c.cfg.Clock)
 	c.claims.gate.health(&h)
 	if !h.LastPoll.IsZero() {
@@ -97,9 +103,7 @@ func (c *Client) Health(ctx context.Context) (Health, error) {
 			return h, fmt.Errorf("outbox: health: %w", err)
 		}
 	}
-	if !st.OldestPending.IsZero() {
-		h.OldestPendingAge = max(now.Sub(st.OldestPending), 0)
-	}
-	h.Dead, h.BlockedKeys = st.ByStatus[StatusDead], st.BlockedKeys
+	b := backlogOf(st, now)
+	h.OldestPendingAge, h.Dead, h.BlockedKeys = b.OldestPending, b.Dead, b.BlockedKeys
 	return h, nil
 }

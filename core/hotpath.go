@@ -42,20 +42,19 @@ func (d *dispatcher) dropHot(e Envelope) {
 // takesHot reports whether the hot path takes events now, so that the
 // writer inserts them claimed by this process: not while the dispatcher is
 // not running or its hot queue is full, nor when the gate holds one of
-// them back (a pause, an open circuit breaker, a limited route). The rows are then left unclaimed
-// for any poller (and, with a full queue, counted as dropped from the hot
-// path).
-func (d *dispatcher) takesHot(events []Envelope) bool {
+// them back (another service's type, a pause, an open circuit breaker, a
+// limited route). The rows are then left unclaimed for any poller (and,
+// with a full queue, counted as dropped from the hot path); wake says that
+// this process's poller should claim them once they are committed: the
+// queue was full, or a limited route's claim takes them.
+func (d *dispatcher) takesHot(events []Envelope) (take, wake bool) {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
 	if !d.started || d.closed {
-		return false
+		return false, false
 	}
-	if !d.claims.gate.hot(events) {
-		// Paused, held back by a circuit breaker, or limited: the claims
-		// that keep those decide when the events go.
-		d.claims.wakePoller()
-		return false
+	if take, limited := d.claims.gate.hot(events); !take {
+		return false, limited
 	}
 	if len(d.hot) == cap(d.hot) {
 		for _, e := range events {
@@ -63,10 +62,9 @@ func (d *dispatcher) takesHot(events []Envelope) bool {
 				d.dropHot(e)
 			}
 		}
-		d.claims.wakePoller()
-		return false
+		return false, true
 	}
-	return true
+	return true, false
 }
 
 // afterCommit hands the events the writer inserted claimed by this

@@ -69,15 +69,12 @@ func (m *claimMates) seal() { m.end() }
 
 func newHolds() *holds { return &holds{m: make(map[string]*hold)} }
 
-// acquire holds id, claimed at claimed. It fails while id is held, unless
+// acquire holds id, claimed at claimed, as one of mates (nil: none, see
+// claimMates); typ, if not "", is the type of a hold the gate counts
+// (see gate.held), told to ended when the hold ends. It fails while id is held, unless
 // the holding delivery is past its deadline: its claim is no longer
 // renewed, and a claim that returns the event again is a take-over.
-func (h *holds) acquire(id string, claimed, now time.Time) (*hold, bool) {
-	return h.acquireAmong(id, claimed, now, nil)
-}
-
-// acquireAmong is acquire of one of mates (nil: none).
-func (h *holds) acquireAmong(id string, claimed, now time.Time, mates *claimMates) (*hold, bool) {
+func (h *holds) acquire(id, typ string, claimed, now time.Time, mates *claimMates) (*hold, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	old, held := h.m[id]
@@ -88,7 +85,7 @@ func (h *holds) acquireAmong(id string, claimed, now time.Time, mates *claimMate
 		old.endMate() // replaced: it ends here
 		h.end(old)
 	}
-	nh := &hold{id: id, renewed: claimed, mates: mates}
+	nh := &hold{id: id, typ: typ, renewed: claimed, mates: mates}
 	if mates != nil {
 		mates.join()
 	}
@@ -121,14 +118,6 @@ func (hd *hold) endMate() {
 		hd.mates.end()
 		hd.mates = nil
 	}
-}
-
-// count marks hd as a hold of type typ that the gate counts (see
-// holds.ended).
-func (h *holds) count(hd *hold, typ string) {
-	h.mu.Lock()
-	hd.typ = typ
-	h.mu.Unlock()
 }
 
 // start records that hd's listener starts; its claim is renewed until

@@ -31,23 +31,23 @@ func (c *stepClock) Advance(d time.Duration) {
 func TestHoldsAcquireRelease(t *testing.T) {
 	h := newHolds()
 	t0 := time.Date(2024, 6, 1, 12, 0, 0, 0, time.UTC)
-	a, ok := h.acquire("a", t0, t0)
+	a, ok := h.acquire("a", "", t0, t0, nil)
 	if !ok {
 		t.Fatal("first acquire failed")
 	}
-	if _, ok := h.acquire("a", t0, t0.Add(time.Hour)); ok {
+	if _, ok := h.acquire("a", "", t0, t0.Add(time.Hour), nil); ok {
 		t.Fatal("second acquire of a queued id succeeded")
 	}
-	if _, ok := h.acquire("b", t0, t0); !ok {
+	if _, ok := h.acquire("b", "", t0, t0, nil); !ok {
 		t.Fatal("acquire of another id failed")
 	}
 	h.release(a)
-	a2, ok := h.acquire("a", t0, t0)
+	a2, ok := h.acquire("a", "", t0, t0, nil)
 	if !ok {
 		t.Fatal("acquire after release failed")
 	}
 	h.release(a) // an old hold does not release the new one
-	if _, ok := h.acquire("a", t0, t0); ok {
+	if _, ok := h.acquire("a", "", t0, t0, nil); ok {
 		t.Fatal("a stale release dropped the current hold")
 	}
 	h.release(a2)
@@ -61,13 +61,13 @@ func TestHoldsAcquireRelease(t *testing.T) {
 func TestHoldsDeadline(t *testing.T) {
 	h := newHolds()
 	t0 := time.Date(2024, 6, 1, 12, 0, 0, 0, time.UTC)
-	a, _ := h.acquire("a", t0, t0)
-	b, _ := h.acquire("b", t0, t0)
+	a, _ := h.acquire("a", "", t0, t0, nil)
+	b, _ := h.acquire("b", "", t0, t0, nil)
 	h.start(a, t0.Add(time.Minute))
 	if got := h.renewable(t0.Add(59 * time.Second)); len(got) != 2 {
 		t.Fatalf("renewable before the deadline: %d holds, want 2", len(got))
 	}
-	if _, ok := h.acquire("a", t0, t0.Add(59*time.Second)); ok {
+	if _, ok := h.acquire("a", "", t0, t0.Add(59*time.Second), nil); ok {
 		t.Fatal("acquired before the deadline")
 	}
 	got := h.renewable(t0.Add(time.Minute))
@@ -81,7 +81,7 @@ func TestHoldsDeadline(t *testing.T) {
 	if r := h.lastRenewed(a); !r.Equal(t0) {
 		t.Errorf("a renewed at %v, want its claim time", r)
 	}
-	if _, ok := h.acquire("a", t0.Add(2*time.Minute), t0.Add(2*time.Minute)); !ok {
+	if _, ok := h.acquire("a", "", t0.Add(2*time.Minute), t0.Add(2*time.Minute), nil); !ok {
 		t.Fatal("not acquired past the deadline")
 	}
 }

@@ -119,9 +119,16 @@ type ClaimRequest struct {
 	// a circuit breaker or a limit). Both apply to recovered claims too,
 	// and an ordered claim applies them to the head of each key only: a
 	// key whose head is left out waits, its later events unclaimed.
+	// Each carries at most MaxClaimTypes distinct types; a Store may
+	// refuse more.
 	Types     []string
 	SkipTypes []string
 }
+
+// MaxClaimTypes bounds the distinct event types of a ClaimRequest's Types
+// and of its SkipTypes: the SQL stores read a claim of some types once per
+// type, and bind its types one parameter each on most databases.
+const MaxClaimTypes = 256
 
 // Query selects stored events for inspection and dead-letter management.
 type Query struct {

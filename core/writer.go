@@ -148,7 +148,10 @@ func (w *writer) Write(ctx context.Context, events ...Envelope) ([]string, error
 		marked[i] = e.inOrder(w.ordered)
 	}
 	events = marked
-	claim := w.hot != nil && w.hot.takesHot(events)
+	var claim, wake bool
+	if w.hot != nil {
+		claim, wake = w.hot.takesHot(events)
+	}
 	var hot []Envelope
 	var released []string
 	if claim {
@@ -174,6 +177,8 @@ func (w *writer) Write(ctx context.Context, events ...Envelope) ([]string, error
 	if claim {
 		d := w.hot
 		tx.AfterCommit(func() { d.afterCommit(hot, released, now) })
+	} else if wake {
+		tx.AfterCommit(w.claims.wakePoller)
 	}
 	if !isNop(w.metrics) {
 		tx.AfterCommit(func() { countWritten(w.metrics, events) })

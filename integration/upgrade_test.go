@@ -155,7 +155,7 @@ func migrateAddsParking(t *testing.T, b outboxsqltest.Backend, before string, dr
 		return outbox.MustEnvelope(outbox.EventName("Ping"), outbox.WithOrderingKey(key), outbox.WithJSON([]byte(`{"n":1}`)))
 	}
 	dead, behind, healthy := ev("blocked"), ev("blocked"), ev("healthy")
-	write := func(owner string, evs ...outbox.Envelope) { insertAt(t, db, store, now, owner, evs...) }
+	write := func(owner string, evs ...outbox.Envelope) { outboxsqltest.InsertAt(t, db, store, now, owner, evs...) }
 	write("old", dead)
 	if ok, err := store.MarkDead(ctx, outbox.Outcome{Owner: "old", ID: dead.ID(), At: now, Error: "poison", CountAttempt: true}); err != nil || !ok {
 		t.Fatalf("MarkDead = %v, %v", ok, err)
@@ -209,22 +209,6 @@ func tableBefore(t *testing.T, b outboxsqltest.Backend, prefix, what string, dro
 	return db, store
 }
 
-// insertAt inserts evs into store at now, claimed by owner (none: ""),
-// through store.Insert in a transaction of db.
-func insertAt(t *testing.T, db *sql.DB, store *outboxsql.Store, now time.Time, owner string, evs ...outbox.Envelope) {
-	t.Helper()
-	txm := outboxsql.NewTxManager(db)
-	if err := txm.InTx(context.Background(), func(ctx context.Context) error {
-		tx, err := txm.Current(ctx)
-		if err != nil {
-			return err
-		}
-		return store.Insert(ctx, tx, now, owner, evs)
-	}); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // scratchTable returns a new table name with prefix, the table dropped at
 // cleanup.
 func scratchTable(t *testing.T, db *sql.DB, prefix string) string {
@@ -264,7 +248,7 @@ func TestMigrateAddsTypeIndex(t *testing.T) {
 		now := time.Now().UTC().Add(-time.Minute).Truncate(time.Millisecond)
 		mine := outbox.MustEnvelope(outbox.EventName("Mine"), outbox.WithJSON([]byte(`{"n":1}`)))
 		other := outbox.MustEnvelope(outbox.EventName("Other"), outbox.WithJSON([]byte(`{"n":2}`)))
-		insertAt(t, db, store, now, "", other, mine)
+		outboxsqltest.InsertAt(t, db, store, now, "", other, mine)
 		for i := range 2 {
 			if err := store.Migrate(ctx); err != nil {
 				t.Fatalf("Migrate #%d of a table made before the type index: %v", i+1, err)

@@ -272,7 +272,9 @@ func (m *Metrics) BreakerState(eventType, state string) {
 	m.breakerMoves.Add(bg, 1, metric.WithAttributes(append(kv[:len(kv):len(kv)], StateKey.String(state))...))
 }
 
-// Paused sets outbox.paused of scope to 1 while paused, else 0.
+// Paused sets outbox.paused of scope to 1 while paused, else 0. A
+// scope's series stays, at 0, once its pause is removed: scopes are the
+// event types operators paused, few.
 func (m *Metrics) Paused(scope string, paused bool) {
 	v := int64(0)
 	if paused {

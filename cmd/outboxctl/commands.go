@@ -606,7 +606,7 @@ func (c *cli) purge(args []string) error {
 	// The count first: it finds a missing table before the prompt, says in
 	// the prompt how many events go, and none needs no confirmation.
 	// (Events completed meanwhile can make the purge delete a few more.)
-	matching, err := c.countPurgeable(s, st, tenant, before)
+	matching, err := s.store.CountPurgeable(c.ctx, outbox.PurgeRequest{Status: st, Before: before, TenantID: tenant})
 	if err != nil {
 		return err
 	}

@@ -302,21 +302,21 @@ func (j *jsonStream) add(v any) {
 	j.n++
 }
 
-// end closes the array and the object after the fields of pairs (name,
-// value, …).
-func (j *jsonStream) end(pairs ...any) error {
+// end closes the array and the object, after the field named field with
+// value v unless field is "".
+func (j *jsonStream) end(field string, v any) error {
 	var b bytes.Buffer
 	if j.n == 0 {
 		b.WriteString("{\n  " + strconv.Quote(j.field) + ": []")
 	} else {
 		b.WriteString("\n  ]")
 	}
-	for i := 0; i+1 < len(pairs); i += 2 {
-		v, err := json.Marshal(pairs[i+1])
+	if field != "" {
+		text, err := json.Marshal(v)
 		if err != nil {
 			return failErr("write output: %v", err)
 		}
-		b.WriteString(",\n  " + strconv.Quote(pairs[i].(string)) + ": " + string(v))
+		b.WriteString(",\n  " + strconv.Quote(field) + ": " + string(text))
 	}
 	b.WriteString("\n}\n")
 	if j.err == nil {
@@ -396,7 +396,7 @@ func (l *deadList) end(more bool) error {
 		if next != "" {
 			return l.js.end("next_after", next)
 		}
-		return l.js.end()
+		return l.js.end("", nil)
 	}
 	if err := l.flush(); err != nil {
 		return err
@@ -416,7 +416,7 @@ func firstLine(s string) string {
 }
 
 // changeJSON is the output of `dead replay`, `dead replay-all` and
-// `dead delete` with --json.
+// `dead delete` with --json (see change).
 type changeJSON struct {
 	Replayed *int64   `json:"replayed,omitempty"`
 	Deleted  *int64   `json:"deleted,omitempty"`
@@ -424,20 +424,11 @@ type changeJSON struct {
 }
 
 func (c *cli) printChange(verb string, n int64, ids []string) error {
-	if c.g.json {
-		out := changeJSON{IDs: ids}
-		if verb == "deleted" {
-			out.Deleted = &n
-		} else {
-			out.Replayed = &n
-		}
-		if out.IDs == nil {
-			out.IDs = []string{}
-		}
-		return c.writeJSON(out)
+	ch := c.newChange(verb)
+	for _, id := range ids {
+		ch.add(id)
 	}
-	c.changeText(verb, n, int64(len(ids)))
-	return nil
+	return ch.end(n, int64(len(ids)))
 }
 
 // changeText says that n of the of events named were verb (replayed,
@@ -455,8 +446,10 @@ func (c *cli) changeText(verb string, n, of int64) {
 	}
 }
 
-// change prints the outcome of `dead replay-all` as printChange does,
-// its ids written as they are replayed.
+// change prints the outcome of `dead replay`, `dead replay-all` and
+// `dead delete`: a line, or with --json the document {"ids": […],
+// "replayed" or "deleted": n} (changeJSON), its ids written as they
+// change.
 type change struct {
 	c    *cli
 	verb string

@@ -2,12 +2,9 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"time"
 
-	outbox "github.com/go-outbox/outbox/core"
 	"github.com/go-outbox/outbox/core/outboxsql"
-	"github.com/go-outbox/outbox/core/sqlstore"
 )
 
 // The statements of outboxctl's own: the outbox's queries have none for
@@ -59,28 +56,4 @@ func (s *session) outboxTables(ctx context.Context) []string {
 		return nil
 	}
 	return tables
-}
-
-// countPurgeable counts the events that `purge` deletes: in status st, of
-// tenant ("" for every tenant), completed (or, without a completion time,
-// created) before before — what the store's Purge selects.
-func (c *cli) countPurgeable(s *session, st outbox.Status, tenant string, before time.Time) (int64, error) {
-	d := s.t.dialect
-	query := "SELECT COUNT(*) FROM " + s.store.Table() + " WHERE status = ? AND COALESCE(done_at, created_at) < ?"
-	args := []any{int(st), sqlstore.TimeArg(d, before)}
-	if tenant != "" {
-		query += " AND tenant_id = ?"
-		args = append(args, tenant)
-	}
-	// A read of the store first: it reports a missing table as such, and
-	// an empty status needs no count.
-	some, err := s.store.List(c.ctx, outbox.Query{Statuses: []outbox.Status{st}, TenantID: tenant, Limit: 1})
-	if err != nil || len(some) == 0 {
-		return 0, err
-	}
-	var n int64
-	if err := s.db.QueryRowContext(c.ctx, sqlstore.Rebind(d, query), args...).Scan(&n); err != nil {
-		return 0, fmt.Errorf("count the %s events: %w", st, err)
-	}
-	return n, nil
 }

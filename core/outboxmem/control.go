@@ -218,18 +218,5 @@ func (s *Store) endPending(ctx context.Context, what string, ids []string, end f
 
 // Remove deletes events in any status and returns how many it removed.
 func (s *Store) Remove(ctx context.Context, ids []string) (int64, error) {
-	if err := ctx.Err(); err != nil {
-		return 0, fmt.Errorf("outboxmem: remove: %w", err)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var n int64
-	for _, id := range ids {
-		if r, ok := s.rows[id]; ok {
-			s.unindex(r)
-			delete(s.rows, id)
-			n++
-		}
-	}
-	return n, nil
+	return s.remove(ctx, "remove", ids, func(*row) bool { return true })
 }

@@ -590,14 +590,21 @@ func (s *Store) Replay(ctx context.Context, ids []string, now time.Time) (int64,
 
 // Delete removes DEAD events and returns how many it removed.
 func (s *Store) Delete(ctx context.Context, ids []string) (int64, error) {
+	return s.remove(ctx, "delete", ids, func(r *row) bool { return r.status == outbox.StatusDead })
+}
+
+// remove deletes the rows of ids that which selects (what names the
+// operation in errors) and returns how many.
+func (s *Store) remove(ctx context.Context, what string, ids []string, which func(*row) bool) (int64, error) {
 	if err := ctx.Err(); err != nil {
-		return 0, fmt.Errorf("outboxmem: delete: %w", err)
+		return 0, fmt.Errorf("outboxmem: %s: %w", what, err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var n int64
 	for _, id := range ids {
-		if r, ok := s.rows[id]; ok && r.status == outbox.StatusDead {
+		if r, ok := s.rows[id]; ok && which(r) {
+			s.unindex(r)
 			delete(s.rows, id)
 			n++
 		}

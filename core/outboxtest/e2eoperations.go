@@ -223,14 +223,8 @@ func e2eRateAcrossNodes(t *testing.T, f Fixture) {
 	})
 	cfg := outbox.Config{Lease: 3 * time.Second, PollInterval: 50 * time.Millisecond,
 		Routes: map[string]outbox.RoutePolicy{evtPing.Name(): {Rate: rate, Burst: 15}}}
-	var clients []*outbox.Client
-	for range nodes {
-		clients = append(clients, startNode(t, f, listener, cfg))
-	}
-	waitNodes(t, clients, nodes)
-	w := writerOnly(t, f, nil)
-	writeMany(t, f, w, events, func(i int) outbox.Envelope { return numbered(t, evtPing, i) })
-	Eventually(t, 120*time.Second, "every event DONE", func() bool { return count(t, f, outbox.StatusDone) == events })
+	startNodes(t, f, nodes, listener, cfg)
+	deliverPings(t, f, events)
 	mu.Lock()
 	defer mu.Unlock()
 	slices.SortFunc(at, func(a, b time.Time) int { return a.Compare(b) })
@@ -251,31 +245,20 @@ func e2eConcurrencyAcrossNodes(t *testing.T, f Fixture) {
 		limit  = 4
 		events = 120
 	)
-	var running, most atomic.Int32
+	var running, most atomic.Int64
 	l := NewLedger()
 	listener := outbox.ListenerFunc(func(_ context.Context, e outbox.Envelope) error {
 		n := running.Add(1)
 		defer running.Add(-1)
-		for {
-			m := most.Load()
-			if n <= m || most.CompareAndSwap(m, n) {
-				break
-			}
-		}
+		atomicMax(&most, n)
 		time.Sleep(10 * time.Millisecond)
 		l.Record(e.ID())
 		return nil
 	})
 	cfg := outbox.Config{Lease: 3 * time.Second, PollInterval: 20 * time.Millisecond, Workers: 4,
 		Routes: map[string]outbox.RoutePolicy{evtPing.Name(): {Concurrency: limit}}}
-	var clients []*outbox.Client
-	for range nodes {
-		clients = append(clients, startNode(t, f, listener, cfg))
-	}
-	waitNodes(t, clients, nodes)
-	w := writerOnly(t, f, nil)
-	writeMany(t, f, w, events, func(i int) outbox.Envelope { return numbered(t, evtPing, i) })
-	Eventually(t, 120*time.Second, "every event DONE", func() bool { return count(t, f, outbox.StatusDone) == events })
+	startNodes(t, f, nodes, listener, cfg)
+	deliverPings(t, f, events)
 	t.Logf("concurrency: nodes=%d workers=4 each limit=%d events=%d most-at-once=%d", nodes, limit, events, most.Load())
 	if m := most.Load(); m > limit {
 		t.Errorf("%d deliveries ran at once; want at most %d", m, limit)
@@ -371,5 +354,31 @@ func e2ePauseAcrossNodes(t *testing.T, f Fixture) {
 		if !sort.IntsAreSorted(ns) || len(ns) != perKey {
 			t.Errorf("key %s: %d events in the order %v; want %d in order", k, len(ns), ns, perKey)
 		}
+	}
+}
+
+// startNodes starts n delivering Clients with listener on evtPing and cfg,
+// and waits until each sees all n among the table's live nodes.
+func startNodes(t *testing.T, f Fixture, n int, listener outbox.Listener, cfg outbox.Config) []*outbox.Client {
+	t.Helper()
+	var clients []*outbox.Client
+	for range n {
+		clients = append(clients, startNode(t, f, listener, cfg))
+	}
+	waitNodes(t, clients, n)
+	return clients
+}
+
+// deliverPings writes n numbered evtPing events through a writer-only
+// Client and waits until all of them are DONE.
+func deliverPings(t *testing.T, f Fixture, n int) {
+	t.Helper()
+	writeMany(t, f, writerOnly(t, f, nil), n, func(i int) outbox.Envelope { return numbered(t, evtPing, i) })
+	Eventually(t, 120*time.Second, "every event DONE", func() bool { return count(t, f, outbox.StatusDone) == int64(n) })
+}
+
+// atomicMax raises most to n if n is larger.
+func atomicMax(most *atomic.Int64, n int64) {
+	for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
 	}
 }

@@ -334,8 +334,7 @@ func e2eOrderedNeverTwoAtOnce(t *testing.T, f Fixture) {
 	var running, most atomic.Int64
 	probe.fail = func(outbox.Envelope, int) error {
 		n := running.Add(1)
-		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
-		}
+		atomicMax(&most, n)
 		time.Sleep(2 * time.Millisecond)
 		running.Add(-1)
 		return nil

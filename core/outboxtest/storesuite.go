@@ -116,7 +116,13 @@ func event(t testing.TB, opts ...outbox.EnvelopeOption) outbox.Envelope {
 // rawEvent builds an event occurred at t0 whose payload opts must give.
 func rawEvent(t testing.TB, opts ...outbox.EnvelopeOption) outbox.Envelope {
 	t.Helper()
-	e, err := outbox.NewEnvelope(evtTest, append([]outbox.EnvelopeOption{outbox.WithOccurredAt(t0)}, opts...)...)
+	return eventOf(t, evtTest, opts...)
+}
+
+// eventOf returns an event of type et that occurred at t0, with opts.
+func eventOf(t testing.TB, et outbox.EventType, opts ...outbox.EnvelopeOption) outbox.Envelope {
+	t.Helper()
+	e, err := outbox.NewEnvelope(et, append([]outbox.EnvelopeOption{outbox.WithOccurredAt(t0)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package outboxtest
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -17,11 +18,7 @@ import (
 // typed builds an event of type typ with opts.
 func typed(t testing.TB, typ string, opts ...outbox.EnvelopeOption) outbox.Envelope {
 	t.Helper()
-	e, err := outbox.NewEnvelope(outbox.EventName(typ), append([]outbox.EnvelopeOption{outbox.WithOccurredAt(t0), outbox.WithJSON([]byte(`{"k":1}`))}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return e
+	return eventOf(t, outbox.EventName(typ), append([]outbox.EnvelopeOption{outbox.WithJSON([]byte(`{"k":1}`))}, opts...)...)
 }
 
 // hostileTypes are event types that a filter and Stats must keep apart
@@ -135,24 +132,13 @@ func storeClaimHostileTypes(t *testing.T, f Fixture) {
 		}
 	}
 	// Everything is claimed now; release it and skip all but one.
-	if _, err := f.Store.Release(context.Background(), ownerA, ids(slices.Collect(mapValues(byType)))); err != nil {
+	if _, err := f.Store.Release(context.Background(), ownerA, ids(slices.Collect(maps.Values(byType)))); err != nil {
 		t.Fatal(err)
 	}
 	skip := slices.DeleteFunc(slices.Clone(hostileTypes), func(typ string) bool { return typ == "pad" })
 	req := outbox.ClaimRequest{Owner: ownerB, Now: now, Lease: time.Hour, Limit: 10, SkipTypes: skip}
 	if got, want := recIDs(claim(t, f, req)), []string{byType["pad"].ID()}; !slices.Equal(got, want) {
 		t.Errorf("claim skipping all but \"pad\" = %v, want %v", got, want)
-	}
-}
-
-// mapValues returns the values of m.
-func mapValues[K comparable, V any](m map[K]V) func(yield func(V) bool) {
-	return func(yield func(V) bool) {
-		for _, v := range m {
-			if !yield(v) {
-				return
-			}
-		}
 	}
 }
 

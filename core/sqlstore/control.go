@@ -271,6 +271,7 @@ func (s *Store) Nodes(ctx context.Context, since time.Time) ([]outbox.Node, erro
 			if err := json.Unmarshal([]byte(types.s), &n.Types); err != nil {
 				return fmt.Errorf("the types of node %q: %w", owner.s, err)
 			}
+			n.Types = nodeTypes(n.Types) // as Beat keeps them, whoever wrote the row
 		}
 		out = append(out, n)
 		return nil

@@ -68,12 +68,9 @@ type dialect struct {
 	// databases that need several statements. f is the claim's filter on
 	// event types (see filter.go).
 	claim func(ctx context.Context, s *Store, req outbox.ClaimRequest, f typeFilter) ([]outbox.Record, error)
-	// purgeSQL, when set, replaces the shared purge statement
-	// (DELETE … WHERE event_id IN (SELECT … LIMIT n)). It receives the
-	// table name and the condition on the tenant ("" for every tenant, or
-	// tenantWhere) and must bind the cutoff, the status, the condition's
-	// tenant and the limit, in this order.
-	purgeSQL func(table, tenant string) string
+	// purge, when set, replaces the shared selection of the rows a purge
+	// deletes (see purgeSelection).
+	purge *purgeSelection
 	// idsFrom, when set, replaces "event_id IN (<sub>)", the condition by
 	// which the shared claim and purge find the rows their subquery sub
 	// selects.

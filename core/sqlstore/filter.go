@@ -35,12 +35,12 @@ import (
 // out rows where they are. MySQL's claim runs its own statements (see
 // mysqlTypedClaim and mysqlTypeCond).
 
-// MaxClaimTypes bounds the event types of one claim's Types and of its
-// SkipTypes (after duplicates are dropped): a claim with more fails with
-// an error wrapping outbox.ErrInvalidConfig, claiming nothing. A filter is
-// one statement (SQLite: a UNION ALL of one read per type, which SQLite
-// caps at 500 terms), read once per type.
-const MaxClaimTypes = 256
+// MaxClaimTypes is outbox.MaxClaimTypes: a claim with more types in Types
+// or in SkipTypes (after duplicates are dropped) fails with an error
+// wrapping outbox.ErrInvalidConfig, claiming nothing. A filter is one
+// statement (SQLite: a UNION ALL of one read per type, which SQLite caps
+// at 500 terms), read once per type.
+const MaxClaimTypes = outbox.MaxClaimTypes
 
 // typeFilter is a claim's filter on event types: only types (when
 // typed), never skip. Both are sorted, without duplicates.

@@ -77,12 +77,7 @@ var mysqlDialect = &dialect{
 	padSpace: true,
 	// A tenant's purge walks the tenant index (tenant, status, id) from
 	// the oldest id instead: the purge index holds every tenant's rows.
-	purgeSQL: func(table, tenant string) string {
-		if tenant != "" {
-			return "DELETE FROM " + table + " WHERE purge_at < ? AND status = ?" + tenant + tenantOrder + " LIMIT ?"
-		}
-		return "DELETE FROM " + table + " WHERE purge_at < ? AND status = ? ORDER BY purge_at LIMIT ?"
-	},
+	purge:           &purgeSelection{where: "purge_at < ? AND status = ?", order: " ORDER BY purge_at", cutoffFirst: true, direct: true},
 	missingTable:    func(err error) bool { return mysqlErrorNumber(err) == 1146 }, // ER_NO_SUCH_TABLE
 	uniqueViolation: func(err error) bool { return mysqlErrorNumber(err) == 1062 }, // ER_DUP_ENTRY
 	maxIdent:        64,
@@ -497,8 +492,9 @@ func mysqlTypedClaim(ctx context.Context, s *Store, tx Conn, f typeFilter, a cla
 		at timeCol
 	}
 	var found []due
+	read := mysqlTypedRead(s.table)
 	for _, typ := range f.types {
-		err := s.eachRowOn(ctx, tx, mysqlTypedRead(s.table), []any{typ, len(typ), a.freshWhere[0], a.freshWhere[1], n}, func(rows Rows) error {
+		err := s.eachRowOn(ctx, tx, read, []any{typ, len(typ), a.freshWhere[0], a.freshWhere[1], n}, func(rows Rows) error {
 			d := due{at: timeCol{d: s.d}}
 			if err := rows.Scan(&d.id, &d.at); err != nil {
 				return err

@@ -72,9 +72,9 @@ func buildOrderQueries(d *dialect, t, selectList string) *orderQueries {
 		blocked: "SELECT COUNT(*), MIN(o.done_at) FROM " + t + " o WHERE o." + d.openKeyCol + " IS NOT NULL AND " + d.openKeyCond +
 			blockingWhere(d, t, "o"),
 	}
-	o.pending = newKeysSQL(d, "SELECT DISTINCT "+d.openKeyCol+" FROM "+t+" WHERE "+d.openKeyCond, d.openKeyCol)
+	o.pending = newKeysSQL(d, "SELECT DISTINCT "+d.openKeyCol+" FROM "+t+" WHERE "+d.openKeyCond, d.openKeyCol, "")
 	prefix, col, tail := d.repark(d, t)
-	o.repark = newKeysSQLTail(d, prefix, col, tail)
+	o.repark = newKeysSQL(d, prefix, col, tail)
 	o.sweep = d.sweep(d, t)
 	o.keysOf = newIDsSQL(d, "SELECT DISTINCT ordering_key FROM "+t+" WHERE ordering_key IS NOT NULL AND ")
 	// The heads' own state is checked again as they are locked: another
@@ -595,11 +595,9 @@ type keysSQL struct {
 	array string
 }
 
-func newKeysSQL(d *dialect, prefix, col string) *keysSQL { return newKeysSQLTail(d, prefix, col, "") }
-
-// newKeysSQLTail is newKeysSQL with tail (no placeholders) after the
-// condition on col.
-func newKeysSQLTail(d *dialect, prefix, col, tail string) *keysSQL {
+// newKeysSQL returns the statement prefix, then the condition "col is one
+// of the keys", then tail (no placeholders).
+func newKeysSQL(d *dialect, prefix, col, tail string) *keysSQL {
 	if d.idsArray != "" {
 		return &keysSQL{d: d, array: d.rebind(prefix+col+" = ANY(CAST(? AS TEXT[]))"+tail, 1)}
 	}
@@ -655,15 +653,24 @@ func pgUpgrade(ctx context.Context, s *Store) error {
 // builds it anew. schema and name are in lower case.
 func pgDropStaleIndex(ctx context.Context, s *Store, schema, name, kind, want string) error {
 	idx := name + "_" + kind + "_idx"
-	def, err := s.queryText(ctx, "SELECT indexdef FROM pg_indexes WHERE schemaname = COALESCE(NULLIF($1, ''), current_schema())"+
-		" AND tablename = $2 AND indexname = $3", schema, name, idx)
-	if err != nil || def == "" || strings.Contains(def, want) {
+	drop := idx
+	if schema != "" {
+		drop = schema + "." + idx
+	}
+	return dropStaleIndex(ctx, s, "SELECT indexdef FROM pg_indexes WHERE schemaname = COALESCE(NULLIF($1, ''), current_schema())"+
+		" AND tablename = $2 AND indexname = $3", []any{schema, name, idx}, drop, want)
+}
+
+// dropStaleIndex drops the index drop (its name as DROP INDEX takes it)
+// when its definition, which the query def reads with args, lacks want;
+// the schema's CREATE INDEX IF NOT EXISTS then builds it anew. An index
+// that does not exist is left alone.
+func dropStaleIndex(ctx context.Context, s *Store, def string, args []any, drop, want string) error {
+	text, err := s.queryText(ctx, def, args...)
+	if err != nil || text == "" || strings.Contains(text, want) {
 		return err
 	}
-	if schema != "" {
-		idx = schema + "." + idx
-	}
-	_, err = s.db.Exec(ctx, "DROP INDEX "+idx)
+	_, err = s.db.Exec(ctx, "DROP INDEX "+drop)
 	return err
 }
 
@@ -686,14 +693,8 @@ func sqliteUpgrade(ctx context.Context, s *Store) error {
 	}
 	for _, stale := range [][2]string{{"due", "ordering_key"}, {"purge", "(status, "}} {
 		idx := name + "_" + stale[0] + "_idx"
-		def, err := s.queryText(ctx, "SELECT sql FROM "+main+".sqlite_master WHERE type = 'index' AND tbl_name = ? AND name = ?", name, idx)
-		if err != nil {
-			return err
-		}
-		if def == "" || strings.Contains(def, stale[1]) {
-			continue
-		}
-		if _, err := s.db.Exec(ctx, "DROP INDEX "+main+"."+idx); err != nil {
+		if err := dropStaleIndex(ctx, s, "SELECT sql FROM "+main+".sqlite_master WHERE type = 'index' AND tbl_name = ? AND name = ?",
+			[]any{name, idx}, main+"."+idx, stale[1]); err != nil {
 			return err
 		}
 	}

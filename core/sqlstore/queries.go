@@ -151,16 +151,13 @@ const (
 )
 
 // tenantWhere returns the condition that selects the events of one
-// tenant, exactly; tenantArgs binds it.
+// tenant, exactly; equalArgs binds it.
 func (d *dialect) tenantWhere() string {
 	if d.padSpace {
 		return d.equalWhere("tenant_id")
 	}
 	return tenantWhere
 }
-
-// tenantArgs returns the arguments of tenantWhere for tenant.
-func (d *dialect) tenantArgs(tenant string) []any { return d.equalArgs(tenant) }
 
 // equalWhere returns the condition that a text column equals a bound
 // value exactly, trailing spaces included: on a database whose collation
@@ -208,6 +205,8 @@ type queries struct {
 	statsTypes   string // Stats: the pending rows per event type, when read apart
 	purge        string // Purge of every tenant
 	purgeTenant  string // Purge of one tenant
+	// CountPurgeable of every tenant, and of one.
+	purgeCount, purgeCountTenant string
 	// The SELECT of the DEAD events Purge deletes (all, or one tenant's).
 	purgeDead, purgeDeadTenant string
 	ord                        *orderQueries  // ordered delivery, see ordering.go
@@ -258,25 +257,64 @@ func buildQueries(d *dialect, t string) *queries {
 	q.freshClaim = claim(freshSet, freshWhere, "available_at, event_id")
 	// The purge of DEAD events selects them, then deletes them as Delete
 	// does (and reparks their keys): purgeIDs is its SELECT.
-	purgeIDs := func(tenant string) string {
-		if d.purgeSQL != nil {
-			return "SELECT event_id" + strings.TrimPrefix(d.purgeSQL(t, tenant), "DELETE")
-		}
-		order := ""
-		if tenant != "" {
-			order = tenantOrder
-		}
-		return "SELECT event_id FROM " + t + " WHERE status IN (1, 3) AND status = ? AND COALESCE(done_at, created_at) < ?" + tenant + order + " LIMIT ?"
-	}
+	sel := d.purgeSelection()
+	purgeIDs := func(tenant string) string { return "SELECT event_id FROM " + t + sel.rows(tenant) }
 	purge := func(tenant string) string {
-		if d.purgeSQL != nil {
-			return d.rebind(d.purgeSQL(t, tenant), 1)
+		if sel.direct {
+			return d.rebind("DELETE FROM "+t+sel.rows(tenant), 1)
 		}
 		return d.rebind("DELETE FROM "+t+" WHERE "+d.inSubquery(purgeIDs(tenant)), 1)
 	}
 	q.purge, q.purgeTenant = purge(""), purge(d.tenantWhere())
 	q.purgeDead, q.purgeDeadTenant = d.rebind(purgeIDs(""), 1), d.rebind(purgeIDs(d.tenantWhere()), 1)
+	count := func(tenant string) string { return d.rebind("SELECT COUNT(*) FROM "+t+" WHERE "+sel.where+tenant, 1) }
+	q.purgeCount, q.purgeCountTenant = count(""), count(d.tenantWhere())
 	return q
+}
+
+// purgeSelection describes the rows a purge deletes: where, which binds
+// the status and the cutoff (the cutoff first with cutoffFirst), then a
+// tenant's condition (tenantWhere) if any, in order (tenantOrder for a
+// tenant's), limited. The shared one reads the purge index's range of
+// terminal statuses; direct deletes with one DELETE … ORDER BY … LIMIT
+// (MySQL) instead of DELETE … WHERE event_id IN (SELECT …).
+type purgeSelection struct {
+	where, order        string
+	cutoffFirst, direct bool
+}
+
+// sharedPurge is the purge selection of the dialects that set none.
+var sharedPurge = purgeSelection{where: "status IN (1, 3) AND status = ? AND COALESCE(done_at, created_at) < ?"}
+
+// purgeSelection returns d's purge selection.
+func (d *dialect) purgeSelection() purgeSelection {
+	if d.purge != nil {
+		return *d.purge
+	}
+	return sharedPurge
+}
+
+// rows returns " WHERE …" selecting the rows of a purge of tenant (""
+// for every tenant, or tenantWhere), ordered and limited.
+func (p purgeSelection) rows(tenant string) string {
+	order := p.order
+	if tenant != "" {
+		order = tenantOrder
+	}
+	return " WHERE " + p.where + tenant + order + " LIMIT ?"
+}
+
+// args returns the arguments of the selection of status and cutoff, then
+// of tenant ("" for every tenant) on d.
+func (p purgeSelection) args(d *dialect, status int, cutoff any, tenant string) []any {
+	args := []any{status, cutoff}
+	if p.cutoffFirst {
+		args[0], args[1] = args[1], args[0]
+	}
+	if tenant != "" {
+		args = append(args, d.equalArgs(tenant)...)
+	}
+	return args
 }
 
 // batchSQL is a statement with a variable number of repeated groups, such as

@@ -688,7 +688,7 @@ func (s *Store) where(q outbox.Query) (string, []any) {
 	}
 	if q.TenantID != "" {
 		where += s.d.tenantWhere()
-		args = append(args, s.d.tenantArgs(q.TenantID)...)
+		args = append(args, s.d.equalArgs(q.TenantID)...)
 	}
 	if q.Blocking {
 		where += " AND " + s.blockingWhere("o")
@@ -921,21 +921,40 @@ func (s *Store) Purge(ctx context.Context, req outbox.PurgeRequest) (int64, erro
 	if req.Status != outbox.StatusDone && req.Status != outbox.StatusDead {
 		return 0, fmt.Errorf("%w: sqlstore: purge of %s events: only DONE and DEAD events are purged", outbox.ErrInvalidConfig, req.Status)
 	}
-	query, args := s.q.purge, []any{int(req.Status), s.t(req.Before)}
-	if s.d.purgeSQL != nil {
-		args[0], args[1] = args[1], args[0]
-	}
-	dead := s.q.purgeDead
+	query, dead := s.q.purge, s.q.purgeDead
 	if req.TenantID != "" {
-		query, dead, args = s.q.purgeTenant, s.q.purgeDeadTenant, append(args, s.d.tenantArgs(req.TenantID)...)
+		query, dead = s.q.purgeTenant, s.q.purgeDeadTenant
 	}
-	args = append(args, req.Limit)
+	args := append(s.d.purgeSelection().args(s.d, int(req.Status), s.t(req.Before), req.TenantID), req.Limit)
 	if req.Status == outbox.StatusDead {
 		return s.purgeDead(ctx, dead, args)
 	}
 	n, err := s.w.Exec(ctx, query, args...)
 	if err != nil {
 		return 0, fmt.Errorf("sqlstore: purge %s: %w", s.table, s.explain(err))
+	}
+	return n, nil
+}
+
+// CountPurgeable returns how many events Purge deletes for req, all
+// batches together (req.Limit is ignored): in req.Status, of
+// req.TenantID if set, completed (or, without a completion time, created)
+// before req.Before — the rows Purge selects, by the same condition. For
+// an operator's prompt before a purge.
+func (s *Store) CountPurgeable(ctx context.Context, req outbox.PurgeRequest) (int64, error) {
+	if req.Status != outbox.StatusDone && req.Status != outbox.StatusDead {
+		return 0, fmt.Errorf("%w: sqlstore: purge of %s events: only DONE and DEAD events are purged", outbox.ErrInvalidConfig, req.Status)
+	}
+	query := s.q.purgeCount
+	if req.TenantID != "" {
+		query = s.q.purgeCountTenant
+	}
+	var n int64
+	err := s.eachRow(ctx, query, s.d.purgeSelection().args(s.d, int(req.Status), s.t(req.Before), req.TenantID), func(rows Rows) error {
+		return rows.Scan(&n)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("sqlstore: count the purgeable events of %s: %w", s.table, s.explain(err))
 	}
 	return n, nil
 }

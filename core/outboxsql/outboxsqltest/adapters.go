@@ -101,13 +101,19 @@ func (b Backend) OpenWith(t *testing.T, db *sql.DB, open func(opts ...outboxsql.
 // that reads the table another way (through an ORM's model, say).
 func Insert(t testing.TB, db *sql.DB, store outbox.Store, events ...outbox.Envelope) {
 	t.Helper()
+	InsertAt(t, db, store, time.Now(), "", events...)
+}
+
+// InsertAt is Insert at now, the rows claimed by owner ("": unclaimed).
+func InsertAt(t testing.TB, db *sql.DB, store outbox.Store, now time.Time, owner string, events ...outbox.Envelope) {
+	t.Helper()
 	txm := outboxsql.NewTxManager(db)
 	err := txm.InTx(context.Background(), func(ctx context.Context) error {
 		tx, err := txm.Current(ctx)
 		if err != nil {
 			return err
 		}
-		return store.Insert(ctx, tx, time.Now(), "", events)
+		return store.Insert(ctx, tx, now, owner, events)
 	})
 	if err != nil {
 		t.Fatalf("insert %d events: %v", len(events), err)
