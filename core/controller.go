@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -124,7 +125,7 @@ func (c *controller) recovered() {
 }
 
 func (c *controller) failed(ctx context.Context, what string, err error) {
-	if ctx.Err() != nil && context.Cause(ctx) == context.Canceled {
+	if ctx.Err() != nil && errors.Is(context.Cause(ctx), context.Canceled) {
 		return // cut off by Close
 	}
 	c.gate.controlFailed(fmt.Errorf("%s: %w", what, err), utcNow(c.clock))

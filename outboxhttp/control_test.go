@@ -171,7 +171,9 @@ func TestProbes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client.Handle(outbox.EventName("Nothing"), func(context.Context, outbox.Envelope) error { return nil })
+	if err := client.Handle(outbox.EventName("Nothing"), func(context.Context, outbox.Envelope) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
 	p, err := NewProbes(client, cfg)
 	if err != nil {
 		t.Fatal(err)

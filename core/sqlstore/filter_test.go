@@ -48,7 +48,7 @@ func TestClaimTypesBounded(t *testing.T) {
 			if !errors.Is(err, tc.want) || tc.want == nil && err != nil || len(recs) != 0 {
 				t.Errorf("%s: %s: claim = %d records, %v; want %v", d.Name(), tc.what, len(recs), err, tc.want)
 			}
-			if tc.want == outbox.ErrInvalidConfig && !strings.Contains(fmt.Sprint(err), "MaxClaimTypes") {
+			if errors.Is(tc.want, outbox.ErrInvalidConfig) && !strings.Contains(fmt.Sprint(err), "MaxClaimTypes") {
 				t.Errorf("%s: %s: %v does not name the bound", d.Name(), tc.what, err)
 			}
 		}
