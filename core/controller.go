@@ -118,7 +118,7 @@ func (c *controller) beat(ctx context.Context) {
 
 // recovered notes a refresh that succeeded after failures.
 func (c *controller) recovered() {
-	c.gate.controlled()
+	c.gate.controlled(nil, utcNow(c.clock))
 	if c.failing.Swap(false) {
 		c.log.Info("outbox: control refresh works again")
 	}
@@ -128,7 +128,7 @@ func (c *controller) failed(ctx context.Context, what string, err error) {
 	if ctx.Err() != nil && errors.Is(context.Cause(ctx), context.Canceled) {
 		return // cut off by Close
 	}
-	c.gate.controlFailed(fmt.Errorf("%s: %w", what, err), utcNow(c.clock))
+	c.gate.controlled(fmt.Errorf("%s: %w", what, err), utcNow(c.clock))
 	if c.failing.Swap(true) {
 		c.log.Debug("outbox: control refresh failed again: could not "+what, "error", err)
 		return

@@ -60,8 +60,23 @@ type gate struct {
 	lastPoll time.Time
 	// The last errors of the poller and of the control refresh, each
 	// cleared when its part succeeds again.
-	pollErr, ctlErr     string
-	pollErrAt, ctlErrAt time.Time
+	pollErr, ctlErr lastError
+}
+
+// lastError is the last error of a part of the Client, and when it
+// happened; zero once the part succeeds again.
+type lastError struct {
+	text string
+	at   time.Time
+}
+
+// set records the outcome err (nil: a success) at now; g.mu is held.
+func (e *lastError) set(err error, now time.Time) {
+	if err == nil {
+		*e = lastError{}
+		return
+	}
+	*e = lastError{text: storableText(err.Error(), MaxReasonLen), at: now}
 }
 
 // breaker is the circuit breaker of one route (event type).
@@ -669,30 +684,20 @@ func (l *limiter) giveBack(n int) {
 	}
 }
 
-// polled and pollFailed record the poller's last success and error,
-// controlled and controlFailed the control refresh's (Health).
-func (g *gate) polled(now time.Time) {
+// polled records the outcome of a poll (err: nil for a success) at now,
+// controlled the control refresh's (Health).
+func (g *gate) polled(err error, now time.Time) {
 	g.mu.Lock()
-	g.lastPoll = now
-	g.pollErr, g.pollErrAt = "", time.Time{}
+	if err == nil {
+		g.lastPoll = now
+	}
+	g.pollErr.set(err, now)
 	g.mu.Unlock()
 }
 
-func (g *gate) pollFailed(err error, now time.Time) {
+func (g *gate) controlled(err error, now time.Time) {
 	g.mu.Lock()
-	g.pollErr, g.pollErrAt = storableText(err.Error(), MaxReasonLen), now
-	g.mu.Unlock()
-}
-
-func (g *gate) controlled() {
-	g.mu.Lock()
-	g.ctlErr, g.ctlErrAt = "", time.Time{}
-	g.mu.Unlock()
-}
-
-func (g *gate) controlFailed(err error, now time.Time) {
-	g.mu.Lock()
-	g.ctlErr, g.ctlErrAt = storableText(err.Error(), MaxReasonLen), now
+	g.ctlErr.set(err, now)
 	g.mu.Unlock()
 }
 
@@ -700,9 +705,9 @@ func (g *gate) controlFailed(err error, now time.Time) {
 func (g *gate) health(h *Health) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	h.LastPoll, h.LastError, h.LastErrorAt = g.lastPoll, g.pollErr, g.pollErrAt
-	if g.ctlErr != "" && g.ctlErrAt.After(h.LastErrorAt) {
-		h.LastError, h.LastErrorAt = g.ctlErr, g.ctlErrAt
+	h.LastPoll, h.LastError, h.LastErrorAt = g.lastPoll, g.pollErr.text, g.pollErr.at
+	if g.ctlErr.text != "" && g.ctlErr.at.After(h.LastErrorAt) {
+		h.LastError, h.LastErrorAt = g.ctlErr.text, g.ctlErr.at
 	}
 	h.Paused = slices.Clone(g.pauses)
 	h.Nodes = len(g.nodes)

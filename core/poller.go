@@ -136,7 +136,6 @@ func (p *poller) loop(ctx context.Context) {
 		case err != nil:
 			backoff = min(max(2*backoff, time.Second), p.cfg.MaxPollBackoff)
 			wait = backoff
-			p.claims.gate.pollFailed(err, utcNow(p.cfg.Clock))
 			p.log.Error("outbox: poll failed, backing off", "error", err, "retry_in", wait)
 		case more:
 			backoff, wait = 0, 0
@@ -149,9 +148,7 @@ func (p *poller) loop(ctx context.Context) {
 		default:
 			backoff = 0
 		}
-		if err == nil {
-			p.claims.gate.polled(utcNow(p.cfg.Clock))
-		}
+		p.claims.gate.polled(err, utcNow(p.cfg.Clock))
 		timer.Reset(wait)
 	}
 }
