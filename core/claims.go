@@ -53,6 +53,10 @@ type claims struct {
 	// poll: the hot path refused them, or an ordered event ended and the
 	// next of its key may go out.
 	wake chan struct{}
+	// cross wakes the other instances' pollers (nil without a Waker);
+	// polls says this Client runs a poller of its own.
+	cross *crossWake
+	polls bool
 }
 
 // newClaims returns the claims of the owner cfg.Owner, with the settings
@@ -608,11 +612,29 @@ func (c *claims) release(ctx context.Context, ids []string) error {
 // wakeups is where the poller hears wakePoller.
 func (c *claims) wakeups() <-chan struct{} { return c.wake }
 
-// wakePoller asks the poller to poll soon: events wait in the table for it.
+// wakePoller asks the poller to poll soon: events wait in the table for
+// it. A Client without a poller of its own asks the other instances'.
 func (c *claims) wakePoller() {
+	if !c.polls {
+		c.cross.send()
+		return
+	}
 	select {
 	case c.wake <- struct{}{}:
 	default:
+	}
+}
+
+// wakeAll asks this Client's poller and the other instances' to poll
+// soon: events wait in the table that any of them may take (this
+// Client's hot path refused them, or an operator made them claimable).
+func (c *claims) wakeAll() {
+	c.cross.send()
+	if c.polls {
+		select {
+		case c.wake <- struct{}{}:
+		default:
+		}
 	}
 }
 

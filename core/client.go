@@ -31,6 +31,9 @@ type Client struct {
 	// Client that delivers nothing).
 	claims  *claims
 	control *controller
+	// listen hears the other instances' wake-ups (see Waker) for the
+	// poller.
+	listen background
 
 	mu      sync.Mutex
 	started bool
@@ -56,11 +59,13 @@ func New(cfg Config) (*Client, error) {
 	} else {
 		cl = newClaimsOf(cfg, ackRoom(cfg), &c.registry)
 		c.d = newDispatcher(cfg, &c.registry, cl)
-		c.dead.wake = cl.wakePoller
 		c.control = newController(cfg, cl.gate)
 	}
 	c.claims = cl
+	cl.cross = newCrossWake(cfg)
+	c.dead.wake = cl.wakeAll
 	if cfg.Mode == ModeFull || cfg.Mode == ModePollerOnly {
+		cl.polls = true
 		c.poller = newPoller(cfg, cl, c.d)
 		if cfg.Purger != nil && !cfg.DisablePurge {
 			if c.purge, err = newPurgeScheduler(cfg); err != nil {
@@ -157,6 +162,12 @@ func (c *Client) Start(ctx context.Context) error {
 			return errors.Join(err, c.poller.Close(ctx), c.control.close(ctx), c.d.Close(ctx))
 		}
 	}
+	if c.poller != nil && c.claims.cross != nil {
+		cl, log := c.claims, c.cfg.Logger.With("outbox_owner", c.cfg.Owner)
+		_ = c.listen.start(ctx, "wake-up listener", func(ctx context.Context) { // fails only when closed, as the sampler
+			listenLoop(ctx, c.cfg.Waker, c.cfg.Owner, log, c.cfg.MaxPollBackoff, cl.wakePoller)
+		})
+	}
 	if c.sampler != nil {
 		if err := c.sampler.start(ctx); err != nil {
 			return err // it fails only once closed, and Close was not called
@@ -188,6 +199,7 @@ func (c *Client) Close(ctx context.Context) error {
 	if c.purge != nil {
 		errs = append(errs, c.purge.Close(ctx))
 	}
+	errs = append(errs, c.listen.close(ctx, "wake-up listener"))
 	if c.poller != nil {
 		errs = append(errs, c.poller.Close(ctx))
 	}
@@ -197,6 +209,7 @@ func (c *Client) Close(ctx context.Context) error {
 	if c.control != nil {
 		errs = append(errs, c.control.close(ctx))
 	}
+	errs = append(errs, c.claims.cross.close(ctx)) // the last wake-ups: released events, acks of ordered ones
 	return errors.Join(errs...)
 }
 

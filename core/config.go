@@ -53,6 +53,11 @@ type Config struct {
 	TxContext TxContext
 	// Purger deletes old terminal events; default: Store, if it is one.
 	Purger Purger
+	// Waker carries wake-ups between the instances on the table, so that
+	// a poller claims an event another instance left in the table at once
+	// rather than at its next poll; default: Store, if it is one. NoWaker
+	// turns them off.
+	Waker Waker
 	// Mode selects what runs in this process (default ModeFull).
 	Mode Mode
 
@@ -244,6 +249,9 @@ func (c Config) WithDefaults() Config {
 	c.Metrics = metricsOr(c.Metrics)
 	if c.Purger == nil {
 		c.Purger, _ = c.Store.(Purger)
+	}
+	if c.Waker == nil {
+		c.Waker, _ = c.Store.(Waker)
 	}
 	return c
 }

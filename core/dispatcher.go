@@ -494,5 +494,6 @@ func (d *dispatcher) releaseQueued(ctx context.Context) {
 		d.log.Warn("outbox: could not release undelivered events; they are claimable again when their lease expires", "count", len(ids), "error", err)
 		return
 	}
+	d.claims.cross.send() // the other instances' pollers take them at once
 	d.log.Info("outbox: released undelivered events for other pollers", "count", len(ids))
 }

@@ -268,7 +268,7 @@ func TestDispatcherHotQueueFull(t *testing.T) {
 	if free, _ := h.d.room(); free != 0 {
 		t.Error("cold queue room > 0 before Start")
 	}
-	if take, _ := h.d.takesHot(nil); take {
+	if h.d.takesHot(nil) {
 		t.Error("dispatcher takes hot events before Start")
 	}
 	ctx, tx := withTx(context.Background())
@@ -282,7 +282,7 @@ func TestDispatcherHotQueueFull(t *testing.T) {
 	}
 
 	h.start(t)
-	if take, _ := h.d.takesHot(nil); !take {
+	if !h.d.takesHot(nil) {
 		t.Error("running dispatcher does not take hot events")
 	}
 	a := h.commit(t, evt("E"))
@@ -369,7 +369,7 @@ func TestDispatcherCloseReleasesQueued(t *testing.T) {
 	if h.d.enqueueHot(evt("E"), time.Time{}) || h.d.enqueueClaimed(Record{Envelope: evt("E")}, nil) {
 		t.Error("closed dispatcher accepted an event")
 	}
-	if take, _ := h.d.takesHot(nil); take {
+	if h.d.takesHot(nil) {
 		t.Error("closed dispatcher still takes hot events")
 	}
 }

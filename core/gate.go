@@ -340,26 +340,25 @@ func (g *gate) wait(maxWait time.Duration) time.Duration {
 // hot reports whether a write of events may take the hot path: every one
 // is routed by this Client (unless it claims every type), and none is
 // paused, held back by a breaker, or of a limited route (those are left
-// to the claims that keep the limits: limited reports one, whose claim
-// the poller should run once the write commits).
-func (g *gate) hot(events []Envelope) (hot, limited bool) {
+// to the claims that keep the limits).
+func (g *gate) hot(events []Envelope) bool {
 	if !g.claimAll && g.reg != nil {
 		for _, e := range events {
 			if g.reg.listenerFor(e.AggregateType(), e.Type()) == nil {
-				return false, false // another service's: left to its pollers
+				return false // another service's: left to its pollers
 			}
 		}
 	}
 	if g.calm.Load() && !g.limitedAny(events) {
-		return true, false
+		return true
 	}
 	g.mu.RLock()
-	hot, probe, limited := g.hotLocked(events)
+	hot, probe := g.hotLocked(events)
 	g.mu.RUnlock()
 	if probe {
-		return g.hotProbe(events), false
+		return g.hotProbe(events)
 	}
-	return hot, limited
+	return hot
 }
 
 // limitedAny reports whether one of events is of a limited route. It
@@ -377,26 +376,25 @@ func (g *gate) limitedAny(events []Envelope) bool {
 }
 
 // hotLocked is hot under g.mu's read lock; probe reports that the write
-// is held back by breakers only, which may probe with it (hotProbes),
-// limited that it is held back by a limited route.
-func (g *gate) hotLocked(events []Envelope) (hot, probe, limited bool) {
+// is held back by breakers only, which may probe with it (hotProbes).
+func (g *gate) hotLocked(events []Envelope) (hot, probe bool) {
 	if g.paused[PauseAll] {
-		return false, false, false
+		return false, false
 	}
 	hot = true
 	for _, e := range events {
 		t := e.Type()
 		if g.paused[t] {
-			return false, false, false
+			return false, false
 		}
 		if _, ok := g.limits[t]; ok {
-			return false, false, true
+			return false, false
 		}
 		if g.open(t) {
 			hot, probe = false, g.hotProbes
 		}
 	}
-	return hot, probe, false
+	return hot, probe
 }
 
 // hotProbe reports whether a write held back by breakers may take the

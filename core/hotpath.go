@@ -44,17 +44,12 @@ func (d *dispatcher) dropHot(e Envelope) {
 // not running or its hot queue is full, nor when the gate holds one of
 // them back (another service's type, a pause, an open circuit breaker, a
 // limited route). The rows are then left unclaimed for any poller (and,
-// with a full queue, counted as dropped from the hot path); wake says that
-// this process's poller should claim them once they are committed: the
-// queue was full, or a limited route's claim takes them.
-func (d *dispatcher) takesHot(events []Envelope) (take, wake bool) {
+// with a full queue, counted as dropped from the hot path).
+func (d *dispatcher) takesHot(events []Envelope) bool {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
-	if !d.started || d.closed {
-		return false, false
-	}
-	if take, limited := d.claims.gate.hot(events); !take {
-		return false, limited
+	if !d.started || d.closed || !d.claims.gate.hot(events) {
+		return false
 	}
 	if len(d.hot) == cap(d.hot) {
 		for _, e := range events {
@@ -62,9 +57,9 @@ func (d *dispatcher) takesHot(events []Envelope) (take, wake bool) {
 				d.dropHot(e)
 			}
 		}
-		return false, true
+		return false
 	}
-	return true, false
+	return true
 }
 
 // afterCommit hands the events the writer inserted claimed by this

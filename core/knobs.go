@@ -42,7 +42,7 @@ type Knob struct {
 
 // Knobs returns the description of every tunable setting of Config, in
 // the order of the fields. The settings that are not plain values (Store,
-// TxContext, Purger, RetryPolicy, Interceptors, Hooks, Routes, EnvelopeOptions,
+// TxContext, Purger, Waker, RetryPolicy, Interceptors, Hooks, Routes, EnvelopeOptions,
 // Clock, Logger, Metrics) are not knobs.
 func Knobs() []Knob { return slices.Clone(knobs) }
 

@@ -44,7 +44,7 @@ func validConfig() outbox.Config {
 // knob per plain field, named after it, with an environment name in upper
 // snake case, a doc line and a default that Set reads.
 func TestKnobsDescribeEveryField(t *testing.T) {
-	notKnobs := map[string]bool{"Store": true, "TxContext": true, "Purger": true, "RetryPolicy": true, "Interceptors": true,
+	notKnobs := map[string]bool{"Store": true, "TxContext": true, "Purger": true, "Waker": true, "RetryPolicy": true, "Interceptors": true,
 		"Hooks": true, "EnvelopeOptions": true, "Clock": true, "Logger": true, "Metrics": true, "Routes": true}
 	typ := reflect.TypeFor[outbox.Config]()
 	knobs := outbox.Knobs()

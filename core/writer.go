@@ -148,9 +148,9 @@ func (w *writer) Write(ctx context.Context, events ...Envelope) ([]string, error
 		marked[i] = e.inOrder(w.ordered)
 	}
 	events = marked
-	var claim, wake bool
+	var claim bool
 	if w.hot != nil {
-		claim, wake = w.hot.takesHot(events)
+		claim = w.hot.takesHot(events)
 	}
 	var hot []Envelope
 	var released []string
@@ -177,8 +177,11 @@ func (w *writer) Write(ctx context.Context, events ...Envelope) ([]string, error
 	if claim {
 		d := w.hot
 		tx.AfterCommit(func() { d.afterCommit(hot, released, now) })
-	} else if wake {
-		tx.AfterCommit(w.claims.wakePoller)
+	} else if anyDue(events) {
+		// Left in the table: the pollers claim them, this instance's and,
+		// woken, the others' (a writer-only instance, a full hot queue,
+		// a type another service routes, a limited route).
+		tx.AfterCommit(w.claims.wakeAll)
 	}
 	if !isNop(w.metrics) {
 		tx.AfterCommit(func() { countWritten(w.metrics, events) })
@@ -189,4 +192,14 @@ func (w *writer) Write(ctx context.Context, events ...Envelope) ([]string, error
 		tx.AfterRollback(func() { safeCall(w.logger, "after-rollback hook", func() { h.AfterRollback(events) }) })
 	}
 	return ids, nil
+}
+
+// anyDue reports whether one of events is due at once (not Delayed).
+func anyDue(events []Envelope) bool {
+	for _, e := range events {
+		if !e.Delayed() {
+			return true
+		}
+	}
+	return false
 }

@@ -7,9 +7,11 @@ import (
 	"log/slog"
 	"testing"
 
+	outboxpgx "github.com/go-outbox/outbox/adapters/pgx"
 	"github.com/go-outbox/outbox/core/outboxsql"
 	"github.com/go-outbox/outbox/core/outboxsql/outboxsqltest"
 	"github.com/go-outbox/outbox/core/outboxtest"
+	"github.com/go-outbox/outbox/core/sqlstore"
 
 	_ "modernc.org/sqlite"
 )
@@ -21,7 +23,11 @@ var quietLogger = slog.New(slog.DiscardHandler)
 func newFixture(t *testing.T, b outboxsqltest.Backend) outboxtest.Fixture {
 	t.Helper()
 	db := b.Open(t)
-	store := b.NewStore(t, db)
+	var opts []outboxsql.Option
+	if b.Dialect == outboxsql.PostgreSQL { // database/sql cannot LISTEN: wake-ups are heard through pgx
+		opts = append(opts, sqlstore.WithListener(outboxpgx.NewListener(b.DSN(t))))
+	}
+	store := b.NewStore(t, db, opts...)
 	txm := outboxsql.NewTxManager(db, outboxsql.WithTxLogger(quietLogger))
 	return outboxsqltest.Fixture(db, store, txm, txm.InTx)
 }

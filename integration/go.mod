@@ -3,6 +3,7 @@ module github.com/go-outbox/outbox/integration
 go 1.26.0
 
 require (
+	github.com/go-outbox/outbox/adapters/pgx v0.0.0
 	github.com/go-outbox/outbox/core v0.0.0
 	github.com/go-sql-driver/mysql v1.10.1
 	github.com/jackc/pgx/v5 v5.12.0

@@ -3,7 +3,6 @@ package outboxpgx
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 
 	outbox "github.com/go-outbox/outbox/core"
@@ -26,7 +25,10 @@ func WithTable(name string) Option { return sqlstore.WithTable(name) }
 // pool. The Store runs its statements on pool (and never closes it), while
 // Store.Insert runs in the caller's transaction, the one TxManager carries
 // in the context. Open does not touch the database: call Store.Migrate to
-// create the table. Errors wrap outbox.ErrInvalidConfig.
+// create the table. The Store hears the wake-ups of the other instances
+// (outbox.Waker) on a connection it takes out of pool for as long as a
+// Client listens; WithListenConnString listens elsewhere. Errors wrap
+// outbox.ErrInvalidConfig.
 func Open(pool *pgxpool.Pool, opts ...Option) (*sqlstore.Store, error) {
 	if pool == nil {
 		return nil, fmt.Errorf("%w: outboxpgx: nil *pgxpool.Pool", outbox.ErrInvalidConfig)
@@ -34,7 +36,8 @@ func Open(pool *pgxpool.Pool, opts ...Option) (*sqlstore.Store, error) {
 	if d := sqlstore.Apply(opts...).Dialect; d != nil && d != sqlstore.PostgreSQL {
 		return nil, fmt.Errorf("%w: outboxpgx: pgx speaks PostgreSQL, not %s", outbox.ErrInvalidConfig, d.Name())
 	}
-	return sqlstore.New(poolDB{pool}, append(slices.Clip(opts), sqlstore.WithDialect(sqlstore.PostgreSQL))...)
+	opts = append([]Option{sqlstore.WithListener(poolListener{pool})}, opts...) // the caller's Listener wins
+	return sqlstore.New(poolDB{pool}, append(opts, sqlstore.WithDialect(sqlstore.PostgreSQL))...)
 }
 
 // querier is what a *pgxpool.Pool, a *pgx.Conn and a pgx.Tx have in common.

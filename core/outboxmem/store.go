@@ -46,6 +46,8 @@ type Store struct {
 	cursor string
 	// ctl holds the control tables (see control.go).
 	ctl controls
+	// wk are the listeners of its wake-ups (see wake.go).
+	wk wakes
 }
 
 // New returns an empty Store.

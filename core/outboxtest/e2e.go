@@ -60,6 +60,8 @@ func RunEndToEndSuite(t *testing.T, newFixture func(t *testing.T) Fixture) {
 		{"RateLimitSharedAcrossThreeNodes", e2eRateAcrossNodes},
 		{"ConcurrencyLimitSharedAcrossThreeNodes", e2eConcurrencyAcrossNodes},
 		{"PauseObeyedByThreeOrderedNodes", e2ePauseAcrossNodes},
+		{"WakeUpReachesAPollerOnlyNode", e2eWakeUpReachesPollerOnlyNode},
+		{"WakeUpHandsOnAnOrderedKey", e2eWakeUpHandsOnOrderedKey},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.fn(t, newFixture(t))
@@ -634,9 +636,11 @@ func e2eLeaseExpiry(t *testing.T, f Fixture) {
 	var stale atomic.Int32
 	e := ping(t)
 	write(t, f, writerOnly(t, f, clock), e)
-	// Node A claims the event at its first poll and its listener hangs.
+	// Node A claims the event at its first poll and its listener hangs. It
+	// stands for a process that stopped: it hears no wake-ups, which would
+	// make it poll again and take its own expired claim back.
 	startNode(t, f, stuck, outbox.Config{Mode: outbox.ModePollerOnly, Clock: clock, Lease: time.Minute,
-		PollInterval: time.Hour, Metrics: staleCounter{n: &stale}})
+		PollInterval: time.Hour, Metrics: staleCounter{n: &stale}, Waker: outbox.NoWaker})
 	<-started
 	clock.Advance(2 * time.Minute) // A's lease expires while its listener hangs
 	// Node B takes it over at its first poll.

@@ -48,8 +48,10 @@ func e2ePoison(t *testing.T, f Fixture) {
 			write(t, f, writer, mate)
 			clock.Advance(time.Minute + time.Second) // the previous node's lease expires
 		}
+		// Each node stands for a process the poison killed: it polls once,
+		// and hears no wake-ups (they would make it poll again).
 		c := newClient(t, f, outbox.Config{Mode: outbox.ModePollerOnly, Clock: clock, Lease: time.Minute,
-			MaxAttempts: maxAttempts, PollInterval: time.Hour, DrainTimeout: 10 * time.Millisecond})
+			MaxAttempts: maxAttempts, PollInterval: time.Hour, DrainTimeout: 10 * time.Millisecond, Waker: outbox.NoWaker})
 		handle(t, c, evtFail, listener)
 		handle(t, c, evtPing, listener)
 		start(t, c) // claims at its first poll

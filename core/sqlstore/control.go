@@ -125,8 +125,15 @@ func mysqlUpsert(_ string, cols []string) string {
 }
 
 // ControlTables returns the names of the control tables beside the
-// outbox table: the pauses, the nodes and the audit trail.
-func (s *Store) ControlTables() []string { return []string{s.ctl.pauses, s.ctl.nodes, s.ctl.audit} }
+// outbox table: the pauses, the nodes, the audit trail and, on the
+// databases without notifications, the wake-up signal (see Wake).
+func (s *Store) ControlTables() []string {
+	tables := []string{s.ctl.pauses, s.ctl.nodes, s.ctl.audit}
+	if s.wk.table != "" {
+		tables = append(tables, s.wk.table)
+	}
+	return tables
+}
 
 // controlErr wraps err, an error of the control table table, with what
 // failed; a missing table wraps ErrNoTable with a hint.

@@ -140,6 +140,9 @@ type dialect struct {
 	// date; Migrate runs it after the DDL. Dialects whose DDL does that
 	// itself (DROP INDEX IF EXISTS, CREATE INDEX IF NOT EXISTS) need none.
 	upgrade func(ctx context.Context, s *Store) error
+	// notifies: wake-ups are NOTIFY and LISTEN (see wake.go); without,
+	// they are a signal row.
+	notifies bool
 	// oneWriter: the database has one write lock, so the store's own
 	// writes take turns in the process (see serialConn).
 	oneWriter bool

@@ -60,6 +60,7 @@ var postgresDialect = &dialect{
 	// serves it in custom and generic plans. (No partial index can: see
 	// schema/postgres.sql on the lease index.)
 	idsArray: "event_id = ANY(CAST(? AS TEXT[]))",
+	notifies: true,
 	maxIdent: 63, // NAMEDATALEN - 1: longer names are cut, and the cut index names of two tables collide
 	indexQuery: func(schema, name string) (string, []any) {
 		return "SELECT indexname FROM pg_indexes WHERE schemaname = COALESCE(NULLIF($1, ''), current_schema()) AND tablename = $2",

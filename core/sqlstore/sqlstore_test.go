@@ -59,15 +59,15 @@ func TestSchemaUsesTheTableName(t *testing.T) {
 		t.Fatal(err)
 	}
 	stmts := s.Schema()
-	if len(stmts) != 14 {
-		t.Fatalf("%d statements, want table, drop of the old claim index, 9 indexes, 3 control tables:\n%s", len(stmts), strings.Join(stmts, "\n---\n"))
+	if len(stmts) != 16 {
+		t.Fatalf("%d statements, want table, drop of the old claim index, 9 indexes, 4 control tables, the wake-up signal's row:\n%s", len(stmts), strings.Join(stmts, "\n---\n"))
 	}
-	for i, name := range []string{"pauses", "nodes", "audit"} {
+	for i, name := range []string{"pauses", "nodes", "audit", "wake"} {
 		if st := stmts[11+i]; !strings.HasPrefix(st, "CREATE TABLE IF NOT EXISTS app.my_outbox_"+name+" (") {
 			t.Errorf("control table statement: %s", st)
 		}
 	}
-	if got := s.ControlTables(); !slices.Equal(got, []string{"app.my_outbox_pauses", "app.my_outbox_nodes", "app.my_outbox_audit"}) {
+	if got := s.ControlTables(); !slices.Equal(got, []string{"app.my_outbox_pauses", "app.my_outbox_nodes", "app.my_outbox_audit", "app.my_outbox_wake"}) {
 		t.Errorf("ControlTables = %v", got)
 	}
 	stmts = stmts[:11]

@@ -40,6 +40,8 @@ type Store struct {
 	ord orderState
 	// ctl holds the control tables' statements (see control.go).
 	ctl *controlSQL
+	// wk carries the wake-ups between instances (see wake.go).
+	wk *wakeState
 }
 
 // Option configures a Store.
@@ -52,6 +54,11 @@ type Options struct {
 	// Dialect is the table's database (required by New; outboxsql detects
 	// it from the driver, outboxpgx sets PostgreSQL).
 	Dialect Dialect
+	// Listener hears wake-ups on PostgreSQL (WithListener).
+	Listener Listener
+	// WakeInterval is how often a listener reads the wake-up signal on
+	// the other databases (WithWakeInterval).
+	WakeInterval time.Duration
 }
 
 // Apply returns the Options opts set over the defaults, for bindings that
@@ -100,11 +107,15 @@ func New(db DB, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	wk, err := newWakeState(spec, o.Table, o)
+	if err != nil {
+		return nil, err
+	}
 	var w Conn = db
 	if spec.oneWriter {
 		w = newSerialConn(db)
 	}
-	return &Store{db: db, w: w, d: spec, table: o.Table, q: buildQueries(spec, o.Table), schema: append(schema, ctl.schema...), indexes: indexes, ctl: ctl}, nil
+	return &Store{db: db, w: w, d: spec, table: o.Table, q: buildQueries(spec, o.Table), schema: append(schema, ctl.schema...), indexes: indexes, ctl: ctl, wk: wk}, nil
 }
 
 // Table returns the name of the store's table.

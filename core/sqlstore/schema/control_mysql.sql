@@ -1,8 +1,9 @@
 -- Control tables for MySQL 8.0+ and MariaDB 10.6+ (InnoDB), beside the
 -- outbox table {{table}} (validated; every name here is derived from it):
--- the stored pauses, the instances delivering from the table, and the
--- operators' audit trail (see outbox.Controls). Migrate creates them with
--- the outbox table, and on a table made before them.
+-- the stored pauses, the instances delivering from the table, the
+-- operators' audit trail (see outbox.Controls) and the wake-up signal
+-- (outbox.Waker). Migrate creates them with the outbox table, and on a
+-- table made before them.
 --
 -- Timestamps are DATETIME(6) holding UTC, bound by the application, never
 -- the database's clock. The keys (scope, owner) are VARBINARY: they
@@ -46,3 +47,15 @@ CREATE TABLE IF NOT EXISTS {{table}}_audit (
     event_count BIGINT       NOT NULL,
     PRIMARY KEY (id)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
+
+-- The wake-up signal (outbox.Waker): one row, whose counter an instance
+-- raises after it left events in the table for the others' pollers, and
+-- which every listening instance reads every WakeInterval. by_owner is who
+-- raised it last.
+CREATE TABLE IF NOT EXISTS {{table}}_wake (
+    id       INT            NOT NULL,
+    n        BIGINT         NOT NULL,
+    by_owner VARBINARY(128) NOT NULL,
+    PRIMARY KEY (id)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
+INSERT IGNORE INTO {{table}}_wake (id, n, by_owner) VALUES (1, 0, '');

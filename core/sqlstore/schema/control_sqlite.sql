@@ -1,8 +1,8 @@
 -- Control tables for SQLite 3.35+, beside the outbox table {{table}}
 -- (validated; every name here is derived from it): the stored pauses, the
--- instances delivering from the table, and the operators' audit trail
--- (see outbox.Controls). Migrate creates them with the outbox table, and
--- on a table made before them.
+-- instances delivering from the table, the operators' audit trail (see
+-- outbox.Controls) and the wake-up signal (outbox.Waker). Migrate creates
+-- them with the outbox table, and on a table made before them.
 --
 -- Timestamps are INTEGER Unix microseconds, UTC, written by the
 -- application, never the database's clock. Text compares byte-wise
@@ -41,3 +41,14 @@ CREATE TABLE IF NOT EXISTS {{table}}_audit (
     reason      TEXT         NOT NULL,
     event_count INTEGER      NOT NULL
 );
+
+-- The wake-up signal (outbox.Waker): one row, whose counter an instance
+-- raises after it left events in the table for the others' pollers, and
+-- which every listening instance reads every WakeInterval. by_owner is who
+-- raised it last.
+CREATE TABLE IF NOT EXISTS {{table}}_wake (
+    id       INTEGER      NOT NULL PRIMARY KEY,
+    n        INTEGER      NOT NULL,
+    by_owner VARCHAR(128) NOT NULL
+);
+INSERT INTO {{table}}_wake (id, n, by_owner) VALUES (1, 0, '') ON CONFLICT (id) DO NOTHING;
