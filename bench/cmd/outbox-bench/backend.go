@@ -10,6 +10,7 @@ import (
 	"time"
 
 	outbox "github.com/go-outbox/outbox/core"
+	outboxpgx "github.com/go-outbox/outbox/adapters/pgx"
 	"github.com/go-outbox/outbox/core/sqlstore"
 	_ "github.com/go-sql-driver/mysql"
 	_ "github.com/jackc/pgx/v5/stdlib"
@@ -103,7 +104,11 @@ func (b backend) open(ctx context.Context, conns int) (pool, error) {
 		db.Close()
 		return nil, fmt.Errorf("connect to %s: %w", b.name, err)
 	}
-	return newSQLPool(db), nil
+	p := newSQLPool(db)
+	if b.family == "postgres" {
+		p.listen = outboxpgx.NewListener(b.dsn)
+	}
+	return p, nil
 }
 
 // resetSQLite removes the SQLite database file and its WAL.

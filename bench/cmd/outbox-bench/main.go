@@ -29,6 +29,9 @@
 //   - e2e-hot-observed: e2e-hot through a Client with Prometheus metrics
 //     and OpenTelemetry tracing against the same Client plain: see
 //     observed.go.
+//   - e2e-cross: commit → listener latency from a writer-only Client to a
+//     poller-only Client on another pool, -cross-rate events a second,
+//     with wake-ups against without: see cross.go.
 //
 // For the other scenarios rss_mb is the peak RSS of the main process so far
 // (VmHWM cannot be reset). Every ratio is the median of pairs of runs, one
@@ -74,6 +77,7 @@ type options struct {
 	orderedKeys              []int
 	drainRowsFewKeys         int
 	ackBatch, workers        int
+	crossRate                int
 	coldQueue                int
 	ackInterval              time.Duration
 	short                    bool
@@ -94,13 +98,14 @@ func main() {
 	var o options
 	var writers string
 	flag.StringVar(&o.dbs, "db", "all", "backends: comma-separated sqlite, postgres (pgx, pgx-native and pq), pgx, pgx-native, pq, mysql, all")
-	flag.StringVar(&o.scenarios, "scenario", "write,write-batch,e2e-hot,e2e-hot-observed,drain,e2e-hot-ordered,drain-ordered", "scenarios to run, comma-separated")
+	flag.StringVar(&o.scenarios, "scenario", "write,write-batch,e2e-hot,e2e-hot-observed,e2e-cross,drain,e2e-hot-ordered,drain-ordered", "scenarios to run, comma-separated")
 	flag.DurationVar(&o.duration, "duration", 3*time.Second, "length of each timed write, write-batch and e2e-hot run")
 	flag.IntVar(&o.pairs, "pairs", 5, "pairs of runs (one per side) of write, write-batch, e2e-hot and e2e-hot-ordered; the median pair is reported")
 	flag.IntVar(&o.drainPairs, "drain-pairs", 2, "pairs of drains (one per side) of the drain scenario; the median pair (the lower of two) is reported")
 	flag.StringVar(&writers, "writers", "1,16", "concurrent writers of the write and write-batch scenarios")
 	flag.IntVar(&o.batch, "batch", 100, "events per transaction in write-batch")
 	flag.IntVar(&o.e2eWriters, "e2e-writers", 16, "concurrent writers of e2e-hot")
+	flag.IntVar(&o.crossRate, "cross-rate", 1000, "events a second (one per transaction) of e2e-cross")
 	flag.IntVar(&o.pool, "pool", 20, "connection pool size of write, write-batch and e2e-hot (both sides)")
 	flag.IntVar(&o.drainRows, "drain-rows", 1_000_000, "pending rows of the drain scenario")
 	flag.IntVar(&o.drainRowsMySQL, "drain-rows-mysql", 0, "pending rows of the drain scenario on MySQL/MariaDB (0: -drain-rows)")
@@ -272,6 +277,11 @@ func runBackend(ctx context.Context, o options, b backend, want map[string]bool,
 	}
 	if want["e2e-hot-observed"] {
 		if err := e.e2eObserved(ctx, o, rep); err != nil {
+			return err
+		}
+	}
+	if want["e2e-cross"] {
+		if err := e.cross(ctx, o, rep); err != nil {
 			return err
 		}
 	}

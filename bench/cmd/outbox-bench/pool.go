@@ -55,6 +55,8 @@ type pool interface {
 type sqlPool struct {
 	sqlConn
 	db *sql.DB
+	// listen hears wake-ups on PostgreSQL, which database/sql cannot.
+	listen sqlstore.Listener
 }
 
 // executor is what *sql.DB and *sql.Tx share.
@@ -85,7 +87,11 @@ func (p *sqlPool) inTx(ctx context.Context, readCommitted bool, fn func(c conn) 
 }
 
 func (p *sqlPool) store(table string) (*sqlstore.Store, error) {
-	return outboxsql.Open(p.db, outboxsql.WithTable(table))
+	opts := []outboxsql.Option{outboxsql.WithTable(table)}
+	if p.listen != nil {
+		opts = append(opts, sqlstore.WithListener(p.listen))
+	}
+	return outboxsql.Open(p.db, opts...)
 }
 
 func (p *sqlPool) txManager() txManager { return outboxsql.NewTxManager(p.db) }

@@ -1,0 +1,148 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	outbox "github.com/go-outbox/outbox/core"
+)
+
+// The e2e-cross scenario: commit → listener latency from one node to
+// another. A writer-only Client writes one event per transaction at a
+// steady -cross-rate, on its own pool; a poller-only Client, on a pool of
+// its own, as if in another process, delivers them with the poll interval
+// left at its default (5 s). The framework side hears the writer's
+// wake-ups (outbox.Waker: LISTEN/NOTIFY on PostgreSQL, the signal row on
+// MySQL and SQLite); the "poll" side is the same with wake-ups off
+// (outbox.NoWaker), which is what every node but the writer saw before
+// them. Both sides write at the same rate, so the ratio of their rates is
+// about 1: the latencies are the result (the baseline's are in its note).
+
+// crossSide runs one side of e2e-cross for d: wake says whether the
+// Clients wake each other.
+func (e *env) crossSide(ctx context.Context, o options, wake bool) (r run, err error) {
+	if err := e.b.truncate(ctx, e.p, fwTable); err != nil {
+		return r, err
+	}
+	other, err := e.b.open(ctx, o.pool)
+	if err != nil {
+		return r, err
+	}
+	defer other.close()
+	otherStore, err := other.store(fwTable)
+	if err != nil {
+		return r, err
+	}
+	cfg := e.cfg
+	cfg.Logger = e.log
+	if !wake {
+		cfg.Waker = outbox.NoWaker
+	}
+	wcfg := cfg
+	wcfg.Store, wcfg.TxContext, wcfg.Mode = e.store, e.txm, outbox.ModeWriterOnly
+	writer, err := outbox.New(wcfg)
+	if err != nil {
+		return r, err
+	}
+	pcfg := cfg
+	pcfg.Store, pcfg.Mode = otherStore, outbox.ModePollerOnly
+	poller, err := outbox.New(pcfg)
+	if err != nil {
+		return r, err
+	}
+	var (
+		stamps    sync.Map
+		delivered atomic.Int64
+		latMu     sync.Mutex
+		lats      = make([]time.Duration, 0, 1<<14)
+	)
+	if err := poller.Handle(outbox.EventName(eventType), func(_ context.Context, ev outbox.Envelope) error {
+		now := time.Now()
+		if v, ok := stamps.LoadAndDelete(ev.ID()); ok {
+			latMu.Lock()
+			lats = append(lats, now.Sub(v.(time.Time)))
+			latMu.Unlock()
+		}
+		delivered.Add(1)
+		return nil
+	}); err != nil {
+		return r, err
+	}
+	for _, c := range []*outbox.Client{poller, writer} {
+		if err := c.Start(ctx); err != nil {
+			return r, err
+		}
+		defer func() {
+			if cerr := c.Close(ctx); cerr != nil && err == nil {
+				err = cerr
+			}
+		}()
+	}
+	written, err := paced(ctx, o.crossRate, o.duration, e.fwWrite(writer, 1, &stamps))
+	if err != nil {
+		return r, err
+	}
+	// Every event reaches the listener within a poll interval at worst.
+	for deadline := time.Now().Add(outbox.DefaultPollInterval + 5*time.Second); delivered.Load() < written && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	r = run{n: delivered.Load(), elapsed: o.duration, lat: lats}
+	if r.n != written {
+		r.note = fmt.Sprintf("written=%d,delivered=%d", written, r.n)
+	}
+	if !wake {
+		r.note = "wake-ups off"
+	}
+	return r, nil
+}
+
+// paced runs op at rate operations a second for d, each on a goroutine of
+// its own as its time comes (so that a slow commit does not hold back the
+// next), and returns how many succeeded.
+func paced(ctx context.Context, rate int, d time.Duration, op func(ctx context.Context, w, i int) error) (int64, error) {
+	var (
+		wg    sync.WaitGroup
+		done  atomic.Int64
+		first atomic.Value
+	)
+	interval := time.Second / time.Duration(max(rate, 1))
+	start := time.Now()
+	for i := 0; ; i++ {
+		at := start.Add(time.Duration(i) * interval)
+		if at.Sub(start) >= d {
+			break
+		}
+		time.Sleep(time.Until(at))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := op(ctx, i, 0); err != nil {
+				first.CompareAndSwap(nil, err)
+				return
+			}
+			done.Add(1)
+		}()
+	}
+	wg.Wait()
+	if err, _ := first.Load().(error); err != nil {
+		return done.Load(), err
+	}
+	return done.Load(), nil
+}
+
+// cross runs the e2e-cross scenario: pairs of the two sides, the latency
+// of the one without wake-ups in the baseline's note.
+func (e *env) cross(ctx context.Context, o options, rep *report) error {
+	return rep.addPairs(e.b.name, fmt.Sprintf("e2e-cross-%d/s", o.crossRate), 1, max(1, o.pairs/2), "framework", []string{"poll"}, "",
+		func(side string) (run, error) {
+			r, err := e.crossSide(ctx, o, side == "framework")
+			if err == nil && side == "poll" {
+				r.summarize()
+				r.addNote(fmt.Sprintf("p50=%s,p99=%s", percentile(r.lat, 0.5).Round(time.Millisecond), percentile(r.lat, 0.99).Round(time.Millisecond)))
+			}
+			return r, err
+		})
+}
