@@ -146,3 +146,58 @@ func (e *env) cross(ctx context.Context, o options, rep *report) error {
 			return r, err
 		})
 }
+
+// idleNodes is how many idle poller-only Clients idle-wake runs.
+const idleNodes = 8
+
+// idleSide runs idleNodes poller-only Clients on an empty table for d,
+// listening for wake-ups or not, and returns the CPU the local database
+// servers and this process spent meanwhile (SQLite's is in the process).
+// Nothing is written: it is what listening costs an idle database, beside
+// what the idle pollers, heartbeats and pause refreshes cost anyway.
+func (e *env) idleSide(ctx context.Context, d time.Duration, wake bool) (r run, err error) {
+	if err := e.b.truncate(ctx, e.p, fwTable); err != nil {
+		return r, err
+	}
+	cfg := e.cfg
+	cfg.Store, cfg.Mode, cfg.Logger = e.store, outbox.ModePollerOnly, e.log
+	if !wake {
+		cfg.Waker = outbox.NoWaker
+	}
+	for range idleNodes {
+		c, err := outbox.New(cfg)
+		if err != nil {
+			return r, err
+		}
+		if err := c.HandleAll(outbox.ListenerFunc(func(context.Context, outbox.Envelope) error { return nil })); err != nil {
+			return r, err
+		}
+		if err := c.Start(ctx); err != nil {
+			return r, err
+		}
+		defer func() {
+			if cerr := c.Close(ctx); cerr != nil && err == nil {
+				err = cerr
+			}
+		}()
+	}
+	time.Sleep(time.Second) // the start: first polls, heartbeats, LISTEN
+	cpu := cpuSince()
+	time.Sleep(d)
+	cpu(&r)
+	r.n, r.elapsed = 1, d
+	per := func(c time.Duration) string { return fmt.Sprintf("%.1fms/s", float64(c.Microseconds())/1e3/d.Seconds()) }
+	r.note = "server=" + per(r.server) + ",client=" + per(r.client)
+	if !wake {
+		r.addNote("wake-ups off")
+	}
+	return r, nil
+}
+
+// idle runs the idle-wake scenario: idleNodes idle Clients listening for
+// wake-ups against the same without, the CPU of each in its note.
+func (e *env) idle(ctx context.Context, o options, rep *report) error {
+	d := max(o.duration, 5*time.Second)
+	return rep.addPairs(e.b.name, fmt.Sprintf("idle-wake-%d-nodes", idleNodes), idleNodes, 1, "framework", []string{"off"}, "",
+		func(side string) (run, error) { return e.idleSide(ctx, d, side == "framework") })
+}
