@@ -108,6 +108,7 @@ type settings struct {
 	interceptors []outbox.Interceptor
 	hooks        []outbox.WriterHook
 	envelopeOpts func(ctx context.Context) []outbox.EnvelopeOption
+	storeOpts    []outboxsql.Option
 }
 
 // WithConfig sets the data source's whole configuration, replacing what
@@ -190,6 +191,16 @@ func WithHooks(hooks ...outbox.WriterHook) Option {
 // write's context (trace headers, tenant).
 func WithEnvelopeOptions(fn func(ctx context.Context) []outbox.EnvelopeOption) Option {
 	return func(s *settings) { s.envelopeOpts = fn }
+}
+
+// WithStoreOptions adds options of the data source's Store (package
+// sqlstore's), after its table: on PostgreSQL, for one, a Listener, with
+// which the Client hears the other instances' wake-ups (database/sql
+// cannot LISTEN):
+//
+//	outboxfx.WithStoreOptions(sqlstore.WithListener(outboxpgx.NewListener(directDSN)))
+func WithStoreOptions(opts ...outboxsql.Option) Option {
+	return func(s *settings) { s.storeOpts = append(s.storeOpts, opts...) }
 }
 
 // ResolveConfig returns the configuration DataSource(name, opts...) would
@@ -388,7 +399,7 @@ func build(name string, s settings, db *sql.DB, routes checkedRoutes, log *slog.
 	}
 	log = log.With("outbox_ds", displayName(name))
 
-	store, err := outboxsql.Open(db, outboxsql.WithTable(cfg.Table))
+	store, err := outboxsql.Open(db, append([]outboxsql.Option{outboxsql.WithTable(cfg.Table)}, s.storeOpts...)...)
 	if err != nil {
 		return nil, err
 	}

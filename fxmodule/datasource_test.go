@@ -16,6 +16,7 @@ import (
 	outbox "github.com/go-outbox/outbox/core"
 	"github.com/go-outbox/outbox/core/outboxsql"
 	"github.com/go-outbox/outbox/core/outboxtest"
+	"github.com/go-outbox/outbox/core/sqlstore"
 	outboxfx "github.com/go-outbox/outbox/fxmodule"
 	"github.com/rs/zerolog"
 	"go.uber.org/fx"
@@ -471,6 +472,9 @@ func TestBadConfigurationFailsTheApp(t *testing.T) {
 		{"bad table name", func(t *testing.T) []fx.Option {
 			return []fx.Option{db(t), outboxfx.DataSource("orders", outboxfx.WithConfig(outboxfx.Config{Table: "1table"}))}
 		}, `table name "1table" is not allowed`},
+		{"a store option out of bounds", func(t *testing.T) []fx.Option {
+			return []fx.Option{db(t), outboxfx.DataSource("orders", outboxfx.WithStoreOptions(sqlstore.WithWakeInterval(time.Nanosecond)))}
+		}, `sqlstore: wake interval 1ns is outside [5ms, 1m0s]`},
 		{"unknown preset", func(t *testing.T) []fx.Option {
 			return []fx.Option{outboxfx.DataSource("orders", outboxfx.WithPreset("cluster"))}
 		}, `unknown preset "cluster"`},
