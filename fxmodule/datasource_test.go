@@ -428,6 +428,37 @@ func TestDataSourceWithoutListenersStartsAndLeavesEventsPending(t *testing.T) {
 	}
 }
 
+// TestStoreOptionsReachTheStore: WithStoreOptions are the Store's, after
+// its table (here one that overrides it).
+func TestStoreOptionsReachTheStore(t *testing.T) {
+	var deps struct {
+		fx.In
+		Client *outbox.Client       `name:"audit"`
+		TxM    *outboxsql.TxManager `name:"audit"`
+	}
+	path := dsn(t, "audit")
+	app := fxtest.New(t, fx.NopLogger,
+		outboxfx.SQLDB("audit", "sqlite", path),
+		outboxfx.DataSource("audit", outboxfx.WithConfig(fastConfig), outboxfx.WithStoreOptions(sqlstore.WithTable("audit_events"))),
+		fx.Populate(&deps),
+	)
+	app.RequireStart()
+	ids := write(t, deps.TxM, deps.Client, orderAggregate, orderPlaced, 1)
+	app.RequireStop()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	store, err := outboxsql.Open(db, sqlstore.WithTable("audit_events"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Get(context.Background(), ids[0]); err != nil {
+		t.Errorf("the event is not in the table the store option named: %v", err)
+	}
+}
+
 // appErr builds and starts an app, returning the first error.
 func appErr(opts ...fx.Option) error {
 	app := fx.New(append([]fx.Option{fx.NopLogger}, opts...)...)
@@ -472,9 +503,6 @@ func TestBadConfigurationFailsTheApp(t *testing.T) {
 		{"bad table name", func(t *testing.T) []fx.Option {
 			return []fx.Option{db(t), outboxfx.DataSource("orders", outboxfx.WithConfig(outboxfx.Config{Table: "1table"}))}
 		}, `table name "1table" is not allowed`},
-		{"a store option out of bounds", func(t *testing.T) []fx.Option {
-			return []fx.Option{db(t), outboxfx.DataSource("orders", outboxfx.WithStoreOptions(sqlstore.WithWakeInterval(time.Nanosecond)))}
-		}, `sqlstore: wake interval 1ns is outside [5ms, 1m0s]`},
 		{"unknown preset", func(t *testing.T) []fx.Option {
 			return []fx.Option{outboxfx.DataSource("orders", outboxfx.WithPreset("cluster"))}
 		}, `unknown preset "cluster"`},
