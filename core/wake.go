@@ -32,9 +32,9 @@ type Waker interface {
 	Wake(ctx context.Context, from string) error
 	// Listen listens for wake-ups until ctx ends or its connection fails,
 	// and calls wake, from the goroutine that called Listen, with the
-	// sender's owner id of each; a wake-up whose
-	// sender is unknown carries "". Once it listens it calls wake("")
-	// once, so that the Client polls for what it may have missed before.
+	// sender's owner id of each; a wake-up whose sender is unknown carries
+	// "". Once it listens it calls wake("") once, so that the Client polls
+	// for what it may have missed before.
 	// It returns ctx's error once ctx ends, or the failure; the Client
 	// listens again after a pause. An error wrapping
 	// errors.ErrUnsupported means it cannot listen at all (for example a
@@ -43,8 +43,8 @@ type Waker interface {
 	Listen(ctx context.Context, wake func(from string)) error
 }
 
-// NoWaker, as Config.Waker, turns cross-instance wake-ups off: the other
-// instances find this Client's events at their next poll.
+// NoWaker turns wake-ups between instances off, as Config.Waker: the
+// other instances find this Client's events at their next poll.
 var NoWaker Waker = noWaker{}
 
 type noWaker struct{}

@@ -36,7 +36,7 @@ func (l dsnListener) Listen(ctx context.Context, channel string, listening func(
 	if err != nil {
 		return fmt.Errorf("outboxpgx: listen: connect: %w", err)
 	}
-	defer conn.Close(context.WithoutCancel(ctx)) //nolint:errcheck // the connection is dropped either way
+	defer conn.Close(context.WithoutCancel(ctx))
 	return listen(ctx, conn, channel, listening, notify)
 }
 
@@ -51,7 +51,7 @@ func (l poolListener) Listen(ctx context.Context, channel string, listening func
 		return fmt.Errorf("outboxpgx: listen: acquire a connection: %w", err)
 	}
 	conn := c.Hijack()
-	defer conn.Close(context.WithoutCancel(ctx)) //nolint:errcheck // the connection is dropped either way
+	defer conn.Close(context.WithoutCancel(ctx))
 	return listen(ctx, conn, channel, listening, notify)
 }
 

@@ -185,9 +185,9 @@ func (s *Store) Listen(ctx context.Context, wake func(from string)) error {
 		if err != nil {
 			return err
 		}
-		switch {
-		case m == n:
-		case m == n+1: // one raise: its sender is known
+		switch m {
+		case n:
+		case n + 1: // one raise: its sender is known
 			wake(by)
 		default:
 			wake("")

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	outbox "github.com/go-outbox/outbox/core"
 	outboxpgx "github.com/go-outbox/outbox/adapters/pgx"
+	outbox "github.com/go-outbox/outbox/core"
 	"github.com/go-outbox/outbox/core/sqlstore"
 	_ "github.com/go-sql-driver/mysql"
 	_ "github.com/jackc/pgx/v5/stdlib"

@@ -186,7 +186,9 @@ func (e *env) idleSide(ctx context.Context, d time.Duration, wake bool) (r run, 
 	time.Sleep(d)
 	cpu(&r)
 	r.n, r.elapsed = 1, d
-	per := func(c time.Duration) string { return fmt.Sprintf("%.1fms/s", float64(c.Microseconds())/1e3/d.Seconds()) }
+	per := func(c time.Duration) string {
+		return fmt.Sprintf("%.1fms/s", float64(c.Microseconds())/1e3/d.Seconds())
+	}
 	r.note = "server=" + per(r.server) + ",client=" + per(r.client)
 	if !wake {
 		r.addNote("wake-ups off")
