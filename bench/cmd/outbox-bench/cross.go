@@ -53,22 +53,8 @@ func (e *env) crossSide(ctx context.Context, o options, wake bool) (r run, err e
 	if err != nil {
 		return r, err
 	}
-	var (
-		stamps    sync.Map
-		delivered atomic.Int64
-		latMu     sync.Mutex
-		lats      = make([]time.Duration, 0, 1<<14)
-	)
-	if err := poller.Handle(outbox.EventName(eventType), func(_ context.Context, ev outbox.Envelope) error {
-		now := time.Now()
-		if v, ok := stamps.LoadAndDelete(ev.ID()); ok {
-			latMu.Lock()
-			lats = append(lats, now.Sub(v.(time.Time)))
-			latMu.Unlock()
-		}
-		delivered.Add(1)
-		return nil
-	}); err != nil {
+	var got arrivals
+	if err := poller.Handle(outbox.EventName(eventType), got.arrived); err != nil {
 		return r, err
 	}
 	for _, c := range []*outbox.Client{poller, writer} {
@@ -81,15 +67,15 @@ func (e *env) crossSide(ctx context.Context, o options, wake bool) (r run, err e
 			}
 		}()
 	}
-	written, err := paced(ctx, o.crossRate, o.duration, e.fwWrite(writer, 1, &stamps))
+	written, err := paced(ctx, o.crossRate, o.duration, e.fwWrite(writer, 1, &got.stamps))
 	if err != nil {
 		return r, err
 	}
 	// Every event reaches the listener within a poll interval at worst.
-	for deadline := time.Now().Add(outbox.DefaultPollInterval + 5*time.Second); delivered.Load() < written && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(outbox.DefaultPollInterval + 5*time.Second); got.delivered.Load() < written && time.Now().Before(deadline); {
 		time.Sleep(time.Millisecond)
 	}
-	r = run{n: delivered.Load(), elapsed: o.duration, lat: lats}
+	r = run{n: got.delivered.Load(), elapsed: o.duration, lat: got.latencies()}
 	if r.n != written {
 		r.note = fmt.Sprintf("written=%d,delivered=%d", written, r.n)
 	}

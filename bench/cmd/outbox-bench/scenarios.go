@@ -242,12 +242,7 @@ func (e *env) e2eFramework(ctx context.Context, workers int, d time.Duration, v 
 	if err := e.b.truncate(ctx, e.p, fwTable); err != nil {
 		return fw, err
 	}
-	var (
-		stamps    sync.Map
-		delivered atomic.Int64
-		latMu     sync.Mutex
-		lats      = make([]time.Duration, 0, 1<<16)
-	)
+	var got arrivals
 	cfg := e.cfg
 	cfg.Store, cfg.TxContext, cfg.Mode, cfg.Logger, cfg.Ordered = e.store, e.txm, outbox.ModeFull, e.log, v.ordered
 	if v.obs != nil {
@@ -257,16 +252,7 @@ func (e *env) e2eFramework(ctx context.Context, workers int, d time.Duration, v 
 	if err != nil {
 		return fw, err
 	}
-	if err := c.Handle(outbox.EventName(eventType), func(_ context.Context, ev outbox.Envelope) error {
-		now := time.Now()
-		if v, ok := stamps.LoadAndDelete(ev.ID()); ok {
-			latMu.Lock()
-			lats = append(lats, now.Sub(v.(time.Time)))
-			latMu.Unlock()
-		}
-		delivered.Add(1)
-		return nil
-	}); err != nil {
+	if err := c.Handle(outbox.EventName(eventType), got.arrived); err != nil {
 		return fw, err
 	}
 	if err := c.Start(ctx); err != nil {
@@ -274,7 +260,7 @@ func (e *env) e2eFramework(ctx context.Context, workers int, d time.Duration, v 
 	}
 	cpu := cpuSince()
 	start := time.Now()
-	op := e.fwWrite(c, 1, &stamps)
+	op := e.fwWrite(c, 1, &got.stamps)
 	if v.obs != nil {
 		write := op
 		op = func(ctx context.Context, w, i int) error {
@@ -286,8 +272,8 @@ func (e *env) e2eFramework(ctx context.Context, workers int, d time.Duration, v 
 	written, werr := loop(ctx, workers, d, 1, op)
 	// Wait for every written event to reach the listener, then stop: Close
 	// writes the last acks, so the run ends when every row is DONE.
-	for last, since := int64(-1), time.Now(); delivered.Load() < written.n && time.Since(since) < 10*time.Second; {
-		if cur := delivered.Load(); cur != last {
+	for last, since := int64(-1), time.Now(); got.delivered.Load() < written.n && time.Since(since) < 10*time.Second; {
+		if cur := got.delivered.Load(); cur != last {
 			last, since = cur, time.Now()
 		}
 		time.Sleep(200 * time.Microsecond)
@@ -305,11 +291,39 @@ func (e *env) e2eFramework(ctx context.Context, workers int, d time.Duration, v 
 	if err != nil {
 		return fw, err
 	}
-	fw.n, fw.elapsed, fw.lat = done, elapsed, lats
+	fw.n, fw.elapsed, fw.lat = done, elapsed, got.latencies()
 	if done != written.n {
 		fw.note = fmt.Sprintf("written=%d,done=%d", written.n, done)
 	}
 	return fw, nil
+}
+
+// arrivals is a listener that counts the events it gets and records each
+// one's commit → listener latency, from the commit times in stamps (see
+// fwWrite).
+type arrivals struct {
+	stamps    sync.Map
+	delivered atomic.Int64
+	mu        sync.Mutex
+	lats      []time.Duration
+}
+
+func (a *arrivals) arrived(_ context.Context, ev outbox.Envelope) error {
+	now := time.Now()
+	if v, ok := a.stamps.LoadAndDelete(ev.ID()); ok {
+		a.mu.Lock()
+		a.lats = append(a.lats, now.Sub(v.(time.Time)))
+		a.mu.Unlock()
+	}
+	a.delivered.Add(1)
+	return nil
+}
+
+// latencies returns the latencies recorded so far.
+func (a *arrivals) latencies() []time.Duration {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.lats)
 }
 
 // e2eRaw is e2e-hot's baseline: the hot path's job written by hand, with
