@@ -284,7 +284,7 @@ func (g *horizonGuard) check(h Horizon) []HorizonWarning {
 		if g.age > 0 && ho.Age > g.age {
 			ws = append(ws, HorizonWarning{Check: CheckHolderAge, Message: fmt.Sprintf(
 				"%s has held the horizon for %s (%d transactions), longer than HorizonAge %s: vacuum cannot remove the dead tuples of any table of the database",
-				holderText(ho), roundAge(ho.Age), ho.XIDAge, fmtValue(g.age))})
+				holderText(ho), fmtValue(roundAge(ho.Age)), ho.XIDAge, fmtValue(g.age))})
 			break
 		}
 	}
@@ -320,7 +320,7 @@ func horizonAttrs(r *HorizonReport, check string) []any {
 	attrs := []any{"check", check, "dead_tuples", r.DeadTuples, "live_tuples", r.LiveTuples, "table_bytes", r.TableSize}
 	if ho, ok := r.Oldest(); ok {
 		attrs = append(attrs, slog.Group("holder", "kind", ho.Kind, "pid", ho.PID, "name", ho.Name, "state", ho.State,
-			"age", roundAge(ho.Age).String(), "xid_age", ho.XIDAge))
+			"age", fmtValue(roundAge(ho.Age)), "xid_age", ho.XIDAge))
 	}
 	return attrs
 }

@@ -142,7 +142,9 @@ func TestHorizonGuardPinnedByTransaction(t *testing.T) {
 				t.Errorf("log has no warning of %s:\n%s", check, logs)
 			}
 		}
-		t.Logf("warning: %s", logLine(logs.String(), "check="+outbox.CheckHolderAge))
+		for _, check := range []string{outbox.CheckDeadTuples, outbox.CheckHolderAge, outbox.CheckTableSize} {
+			t.Logf("warning: %s", logLine(logs.String(), "check="+check))
+		}
 	})
 }
 
@@ -220,4 +222,53 @@ func logLine(logs, s string) string {
 		}
 	}
 	return ""
+}
+
+// BenchmarkHorizon measures one read of the horizon guard (two catalog
+// and statistics statements) on PostgreSQL, against a claim of an empty
+// table in the same process: the raw cost the guard adds once per
+// HorizonInterval.
+func BenchmarkHorizon(b *testing.B) {
+	for _, be := range outboxsqltest.Backends() {
+		if be.Dialect != outboxsql.PostgreSQL {
+			continue
+		}
+		b.Run(be.Name, func(b *testing.B) {
+			dsn, _ := outboxsqltest.ServerDSN(be.Dialect)
+			db, err := sql.Open(be.DriverName, dsn)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer db.Close()
+			if err := db.Ping(); err != nil {
+				b.Skipf("PostgreSQL unavailable: %v", err)
+			}
+			table := outboxsqltest.TableName("outbox_bench")
+			store, err := outboxsql.Open(db, outboxsql.WithDialect(be.Dialect), outboxsql.WithTable(table))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer outboxsqltest.DropTables(db, store)
+			ctx := context.Background()
+			if err := store.Migrate(ctx); err != nil {
+				b.Fatal(err)
+			}
+			b.Run("horizon", func(b *testing.B) {
+				for b.Loop() {
+					if _, err := store.Horizon(ctx); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+			b.Run("claim-empty", func(b *testing.B) {
+				req := outbox.ClaimRequest{Owner: "bench", Lease: time.Minute, Limit: 50, NoRecovery: true}
+				for b.Loop() {
+					req.Now = time.Now()
+					if _, err := store.Claim(ctx, req); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		})
+	}
 }
