@@ -75,7 +75,11 @@ func TestHorizonGuardPinnedByTransaction(t *testing.T) {
 		if err := w.Start(ctx); err != nil {
 			t.Fatal(err)
 		}
-		defer w.Close(ctx) //nolint:errcheck // checked by the leak test of the package
+		t.Cleanup(func() {
+			if err := w.Close(context.Background()); err != nil {
+				t.Errorf("close: %v", err)
+			}
+		})
 
 		// Write and deliver 2,000 events of 1 KiB: past 1 MB, with a
 		// dead version each that the pinned snapshot keeps.

@@ -204,13 +204,7 @@ func TestWriterHookKeepsExistingHeaders(t *testing.T) {
 }
 
 func TestMetricsOnAMeterProvider(t *testing.T) {
-	reader := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	defer func() { _ = mp.Shutdown(context.Background()) }()
-	m, err := outboxotel.NewMetrics(mp, outboxotel.MetricsOptions{DataSource: "orders"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, reader := ordersMetrics(t)
 	c, txm := sqliteClient(t, outbox.Config{Metrics: m, MetricsInterval: 10 * time.Millisecond})
 	for _, name := range []string{"mail", "stock"} { // two subscribers: outbox.subscriber.runs
 		if err := c.Subscribe(name, outbox.EventName("OrderPlaced"), outbox.ListenerFunc(func(context.Context, outbox.Envelope) error { return nil })); err != nil {
@@ -357,13 +351,7 @@ func TestTenantAttribute(t *testing.T) {
 }
 
 func TestHorizonGauges(t *testing.T) {
-	reader := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	defer func() { _ = mp.Shutdown(context.Background()) }()
-	m, err := outboxotel.NewMetrics(mp, outboxotel.MetricsOptions{DataSource: "orders"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, reader := ordersMetrics(t)
 	m.Horizon(outbox.HorizonReport{Horizon: outbox.Horizon{DeadTuples: 236_000, TableSize: 80 << 20,
 		Holders: []outbox.HorizonHolder{{Kind: outbox.HolderTransaction, Age: 90 * time.Second, XIDAge: 5000}}},
 		Warnings: []outbox.HorizonWarning{{Check: outbox.CheckHolderAge}}})
@@ -400,4 +388,18 @@ func TestHorizonGauges(t *testing.T) {
 	if floats["outbox.horizon.holder.age transaction"] != 90 {
 		t.Errorf("holder age: %v", floats)
 	}
+}
+
+// ordersMetrics returns the Metrics of data source "orders" on a meter
+// provider shut down at cleanup, and the provider's manual reader.
+func ordersMetrics(t *testing.T) (*outboxotel.Metrics, *sdkmetric.ManualReader) {
+	t.Helper()
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	m, err := outboxotel.NewMetrics(mp, outboxotel.MetricsOptions{DataSource: "orders"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, reader
 }
