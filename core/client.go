@@ -26,6 +26,7 @@ type Client struct {
 	purge      *PurgeScheduler
 	dead       *DeadEvents
 	sampler    *backlogSampler
+	guard      *horizonGuard
 	// claims are the parts' claims, with the gate; control keeps the
 	// gate in step with the stored pauses and the live nodes (nil for a
 	// Client that delivers nothing).
@@ -48,7 +49,8 @@ func New(cfg Config) (*Client, error) {
 		return nil, err
 	}
 	cfg = cfg.WithDefaults()
-	c := &Client{cfg: cfg, dead: newDeadEvents(cfg.Store, cfg.Clock), sampler: newBacklogSampler(cfg)}
+	c := &Client{cfg: cfg, dead: newDeadEvents(cfg.Store, cfg.Clock), guard: newHorizonGuard(cfg)}
+	c.sampler = newBacklogSampler(cfg, c.guard)
 	c.dead.record = c.record
 	var err error
 	// One claims for the parts: a writer-only Client's only inserts, and
@@ -227,7 +229,8 @@ func (c *Client) Get(ctx context.Context, id string) (Record, error) {
 
 // Stats counts the table's events by status and finds the oldest pending
 // one and the keys blocked by a DEAD event (see Stats.BlockedKeys), and
-// the pending event types that no live instance routes (Stats.Unrouted).
+// the pending event types that no live instance routes (Stats.Unrouted),
+// and the horizon guard's latest report (Stats.Horizon).
 func (c *Client) Stats(ctx context.Context) (Stats, error) {
 	now := utcNow(c.cfg.Clock)
 	st, err := c.cfg.Store.Stats(ctx, now)
@@ -237,6 +240,7 @@ func (c *Client) Stats(ctx context.Context) (Stats, error) {
 	if st.Unrouted, err = c.unrouted(ctx, st.Types, now); err != nil {
 		return st, fmt.Errorf("outbox: stats: live nodes: %w", err)
 	}
+	st.Horizon = c.guard.report(ctx)
 	return st, nil
 }
 

@@ -206,6 +206,24 @@ type Config struct {
 	// never). Without Metrics nothing is sampled. The first sample is
 	// taken at Start.
 	MetricsInterval time.Duration
+
+	// HorizonInterval spaces the samples of the horizon guard (default
+	// 1m; negative: no guard), which runs when the Store is a
+	// HorizonReporter (PostgreSQL): it reads the table's dead tuples and
+	// size and what holds the database's vacuum horizon back (the oldest
+	// transaction, prepared transaction or replication slot), reports them
+	// in Stats, Health and Metrics.Horizon, and logs a warning when a
+	// threshold below is passed. See docs/operations.md.
+	HorizonInterval time.Duration
+	// HorizonAge warns when something has held the horizon back longer
+	// than this (default 15m; negative: no check). HorizonDeadTuples warns
+	// when the table has more dead tuples than this (default 10,000,000;
+	// negative: no check). HorizonTableMegabytes warns when the table, its
+	// indexes included, takes more megabytes than this (default 0: no
+	// check; the right size depends on the write rate and the Retention).
+	HorizonAge            time.Duration
+	HorizonDeadTuples     int
+	HorizonTableMegabytes int
 }
 
 // Validate reports the first setting of c that New would refuse, as an

@@ -36,6 +36,12 @@ type Health struct {
 	Routes []RouteState
 	// Nodes counts the live instances on the table (see Node).
 	Nodes int
+	// Horizon is the horizon guard's latest report on the table's storage,
+	// as in Stats.Horizon (nil without one). Its Warnings are warnings:
+	// the Client works on, and they do not make it unready (restarting it
+	// would not end another session's transaction), but the table bloats
+	// until they are dealt with (see docs/operations.md).
+	Horizon *HorizonReport
 }
 
 // Breaker states of a route (RouteState.Breaker).
@@ -77,7 +83,9 @@ func (c *Client) Started() bool {
 // Health reports the Client's health (see Health). It reads the table's
 // backlog (Store.Stats) unless the backlog sampler's last sample is
 // recent (see Config.MetricsInterval); the pauses, routes and nodes are
-// this Client's view, refreshed every ControlInterval and Lease/3. An
+// this Client's view, refreshed every ControlInterval and Lease/3; the
+// horizon the guard's latest report (read now if it is older than two
+// HorizonIntervals). An
 // error means the database could not be read, and the Health returned then
 // holds what is known without it.
 func (c *Client) Health(ctx context.Context) (Health, error) {
@@ -105,5 +113,6 @@ func (c *Client) Health(ctx context.Context) (Health, error) {
 	}
 	b := backlogOf(st, now)
 	h.OldestPendingAge, h.Dead, h.BlockedKeys = b.OldestPending, b.Dead, b.BlockedKeys
+	h.Horizon = c.guard.report(ctx)
 	return h, nil
 }

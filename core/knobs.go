@@ -105,6 +105,12 @@ const (
 	maxAttempts  = 10_000
 	day          = 24 * time.Hour
 	maxKeep      = 3650 * day // ten years
+	// The horizon guard's thresholds: from a thousand dead tuples (fewer
+	// are the noise of any busy table) to two billion (an int on every
+	// platform), up to a pebibyte.
+	minDeadTuples = 1000
+	maxDeadTuples = 2_000_000_000
+	maxTableMB    = 1 << 30
 )
 
 var knobs = []Knob{
@@ -190,6 +196,17 @@ var knobs = []Knob{
 	withNegative(numKnob("MetricsInterval", "spaces the samples of the backlog reported to Metrics (negative: never)",
 		func(c *Config) *time.Duration { return &c.MetricsInterval }, DefaultMetricsInterval, time.Millisecond, day),
 		"off", func(c Config) bool { return c.MetricsInterval < 0 }),
+	withNegative(numKnob("HorizonInterval", "spaces the horizon guard's samples of the table's dead tuples, size and oldest horizon holder (PostgreSQL; negative: no guard)",
+		func(c *Config) *time.Duration { return &c.HorizonInterval }, DefaultHorizonInterval, time.Second, time.Hour),
+		"off", func(c Config) bool { return c.HorizonInterval < 0 }),
+	withNegative(numKnob("HorizonAge", "warns when a transaction, prepared transaction or replication slot has held the vacuum horizon back longer than this (negative: no check)",
+		func(c *Config) *time.Duration { return &c.HorizonAge }, DefaultHorizonAge, time.Second, 7*day),
+		"off", func(c Config) bool { return c.HorizonAge < 0 }),
+	withNegative(numKnob("HorizonDeadTuples", "warns when the table has more dead tuples than this (negative: no check)",
+		func(c *Config) *int { return &c.HorizonDeadTuples }, DefaultHorizonDeadTuples, minDeadTuples, maxDeadTuples),
+		"off", func(c Config) bool { return c.HorizonDeadTuples < 0 }),
+	numKnob("HorizonTableMegabytes", "warns when the table, indexes included, takes more megabytes than this (0: no check)",
+		func(c *Config) *int { return &c.HorizonTableMegabytes }, 0, 1, maxTableMB),
 }
 
 // modes lists every Mode, in order.

@@ -94,6 +94,11 @@ type Metrics interface {
 	// Paused reports that this Client started (paused) or stopped
 	// obeying a stored pause of scope (an event type, or PauseAll).
 	Paused(scope string, paused bool)
+	// Horizon reports a sample of the horizon guard (Config.HorizonInterval):
+	// the table's dead and live tuples, its size, what holds the vacuum
+	// horizon back, and the thresholds passed. Like Backlog, every Client
+	// on a table sees the same: aggregate with max.
+	Horizon(r HorizonReport)
 
 	// embedsNopMetrics is NopMetrics's: implementations embed it (see
 	// above).
@@ -226,6 +231,9 @@ func (NopMetrics) BreakerState(string, string) {}
 
 // Paused does nothing.
 func (NopMetrics) Paused(string, bool) {}
+
+// Horizon does nothing.
+func (NopMetrics) Horizon(HorizonReport) {}
 
 // metricsOr returns m, or NopMetrics if m is nil.
 func metricsOr(m Metrics) Metrics {

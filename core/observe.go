@@ -13,13 +13,15 @@ import (
 const DefaultMetricsInterval = 15 * time.Second
 
 // backlogSampler reports the table's backlog to Metrics.Backlog every
-// interval, from Start to Close.
+// interval, and runs the horizon guard's samples every HorizonInterval,
+// from Start to Close: one goroutine for both.
 type backlogSampler struct {
 	store    Store
-	metrics  Metrics
+	metrics  Metrics // nil: no backlog samples
 	clock    Clock
 	log      *slog.Logger
 	interval time.Duration
+	guard    *horizonGuard // nil: no guard
 	bg       background
 
 	mu       sync.Mutex
@@ -35,36 +37,67 @@ func (s *backlogSampler) latest(now time.Time) (Stats, bool) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	fresh := !s.sampleAt.IsZero() && now.Sub(s.sampleAt) <= 2*s.interval
+	fresh := s.metrics != nil && !s.sampleAt.IsZero() && now.Sub(s.sampleAt) <= 2*s.interval
 	return s.last, fresh
 }
 
 // newBacklogSampler returns the sampler cfg (defaults applied, see
-// Config.WithDefaults) asks for, or nil: no Metrics, or a negative
-// MetricsInterval.
-func newBacklogSampler(cfg Config) *backlogSampler {
+// Config.WithDefaults) asks for with the guard g, or nil: no guard, and
+// no Metrics or a negative MetricsInterval.
+func newBacklogSampler(cfg Config, g *horizonGuard) *backlogSampler {
+	s := &backlogSampler{store: cfg.Store, metrics: cfg.Metrics, clock: cfg.Clock, log: cfg.Logger, interval: cfg.MetricsInterval, guard: g}
 	if cfg.MetricsInterval < 0 || isNop(cfg.Metrics) {
-		return nil
+		if g == nil {
+			return nil
+		}
+		s.metrics = nil
 	}
-	return &backlogSampler{store: cfg.Store, metrics: cfg.Metrics, clock: cfg.Clock, log: cfg.Logger, interval: cfg.MetricsInterval}
+	return s
 }
 
 func (s *backlogSampler) start(ctx context.Context) error {
+	if s == nil {
+		return nil
+	}
 	return s.bg.start(ctx, "backlog sampler", func(ctx context.Context) {
-		t := time.NewTicker(s.interval)
-		defer t.Stop()
-		for {
+		backlog := s.ticker(s.metrics != nil, s.interval)
+		defer backlog.Stop()
+		horizon := s.ticker(s.guard != nil, s.guard.every())
+		defer horizon.Stop()
+		if s.metrics != nil {
 			s.sample(ctx)
+		}
+		if s.guard != nil {
+			s.guard.sample(ctx)
+		}
+		for {
 			select {
 			case <-ctx.Done():
 				return
-			case <-t.C:
+			case <-backlog.C:
+				s.sample(ctx)
+			case <-horizon.C:
+				s.guard.sample(ctx)
 			}
 		}
 	})
 }
 
-func (s *backlogSampler) close(ctx context.Context) error { return s.bg.close(ctx, "backlog sampler") }
+// ticker returns a ticker of every, or, unless on, one that never ticks.
+func (s *backlogSampler) ticker(on bool, every time.Duration) *time.Ticker {
+	t := time.NewTicker(max(every, time.Millisecond))
+	if !on {
+		t.Stop()
+	}
+	return t
+}
+
+func (s *backlogSampler) close(ctx context.Context) error {
+	if s == nil {
+		return nil
+	}
+	return s.bg.close(ctx, "backlog sampler")
+}
 
 // sample reads Store.Stats, bounded by the interval, and reports it.
 func (s *backlogSampler) sample(ctx context.Context) {

@@ -196,6 +196,11 @@ type Stats struct {
 	// instance on the table routes (see Node): they stay pending until one
 	// does.
 	Unrouted []TypeBacklog
+	// Horizon (Client.Stats only) is the horizon guard's latest report on
+	// the table's storage (see HorizonReporter): nil when the Store has no
+	// horizon, the guard is off (Config.HorizonInterval) or could not read
+	// it.
+	Horizon *HorizonReport
 }
 
 // MaxStatsTypes bounds Stats.Types: event types come from the table's

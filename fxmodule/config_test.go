@@ -74,7 +74,7 @@ func TestLoadEnvSetsEveryField(t *testing.T) {
 		"LEASE": "1m", "MAX_POLL_BACKOFF": "30s",
 		"RETENTION": "3d", "DEAD_RETENTION": "30d", "PURGE_BATCH_SIZE": "250", "PURGE_INTERVAL": "15m",
 		"UNROUTED_RETRY": "1m", "CLAIM_ALL": "true", "CONTROL_INTERVAL": "2s", "BREAKER_FAILURES": "5", "BREAKER_INTERVAL": "45s",
-		"METRICS_INTERVAL": "30s",
+		"METRICS_INTERVAL": "30s", "HORIZON_INTERVAL": "5m", "HORIZON_AGE": "1h", "HORIZON_DEAD_TUPLES": "-1", "HORIZON_TABLE_MEGABYTES": "20480",
 	}
 	env := map[string]string{
 		// Another data source's variables and the default's are not read.
@@ -101,6 +101,7 @@ func TestLoadEnvSetsEveryField(t *testing.T) {
 		MaxPollBackoff: 30 * time.Second, Retention: 72 * time.Hour, DeadRetention: 720 * time.Hour, PurgeBatchSize: 250,
 		PurgeInterval: 15 * time.Minute, UnroutedRetry: time.Minute, ClaimAll: true, ControlInterval: 2 * time.Second,
 		BreakerFailures: 5, BreakerInterval: 45 * time.Second, MetricsInterval: 30 * time.Second,
+		HorizonInterval: 5 * time.Minute, HorizonAge: time.Hour, HorizonDeadTuples: -1, HorizonTableMegabytes: 20480,
 	}}
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("LoadEnv:\n got %+v\nwant %+v", c, want)

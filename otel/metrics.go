@@ -17,7 +17,8 @@ import (
 // the subscriber and its outcome (ok, failed) of outbox.subscriber.runs,
 // the Client's MetricsOptions.DataSource, a delivery's result (done,
 // retry, dead, release) on outbox.delivery.duration, a circuit breaker's
-// state (closed, half-open, open) and a pause's scope.
+// state (closed, half-open, open), a pause's scope, and the horizon
+// guard's kind of holder and check (outbox.Metrics.Horizon).
 const (
 	EventTypeKey  = attribute.Key("outbox.event_type")
 	TenantKey     = attribute.Key("outbox.tenant")
@@ -29,6 +30,8 @@ const (
 	ResultKey     = attribute.Key("outbox.result")
 	StateKey      = attribute.Key("outbox.breaker.state")
 	ScopeKey      = attribute.Key("outbox.pause.scope")
+	HolderKey     = attribute.Key("outbox.horizon.holder")
+	CheckKey      = attribute.Key("outbox.horizon.check")
 )
 
 // results are the values of ResultKey (outbox.Metrics.DeliveryDuration).
@@ -64,6 +67,9 @@ type Metrics struct {
 	queue, pending, due, deadNow, blocked               metric.Int64Gauge
 	retrying, inFlight, breaker, paused                 metric.Int64Gauge
 	oldest                                              metric.Float64Gauge
+	// The horizon guard's gauges (outbox.Metrics.Horizon).
+	deadTuples, liveTuples, tableSize, holderXIDs, horizonWarn metric.Int64Gauge
+	holderAge, vacuumed                                        metric.Float64Gauge
 
 	base   []attribute.KeyValue
 	common metric.MeasurementOption
@@ -157,9 +163,22 @@ func NewMetrics(mp metric.MeterProvider, opts ...MetricsOptions) (*Metrics, erro
 	m.inFlight = gauge("outbox.in_flight", "Pending events claimed by some instance (queued or being delivered), at the last sample.", "{event}")
 	m.breaker = gauge("outbox.breaker", "1 for the state a route's circuit breaker is in (closed, half-open, open), 0 for the others.", "1")
 	m.paused = gauge("outbox.paused", "1 while this Client obeys a stored pause of the scope, 0 once it is removed.", "1")
-	if err == nil {
-		m.oldest, err = meter.Float64Gauge("outbox.oldest_pending.age", metric.WithDescription("Age of the oldest pending event, at the last sample."), metric.WithUnit("s"))
+	m.deadTuples = gauge("outbox.table.dead_tuples", "Dead row versions in the outbox table, which only vacuum reclaims (PostgreSQL; horizon guard).", "{tuple}")
+	m.liveTuples = gauge("outbox.table.live_tuples", "Live rows in the outbox table, as the database's statistics count them (PostgreSQL; horizon guard).", "{tuple}")
+	m.tableSize = gauge("outbox.table.size", "Size of the outbox table on disk, indexes and TOAST included (PostgreSQL; horizon guard).", "By")
+	m.holderXIDs = gauge("outbox.horizon.holder.xid_age", "How many transactions old the horizon the oldest holder of a kind holds is (0: none of the kind).", "{transaction}")
+	m.horizonWarn = gauge("outbox.horizon.warning", "1 while the horizon guard's check (dead_tuples, holder_age, table_size) passes its threshold, 0 otherwise.", "1")
+	fgauge := func(name, desc string) metric.Float64Gauge {
+		if err != nil {
+			return nil
+		}
+		var g metric.Float64Gauge
+		g, err = meter.Float64Gauge(name, metric.WithDescription(desc), metric.WithUnit("s"))
+		return g
 	}
+	m.oldest = fgauge("outbox.oldest_pending.age", "Age of the oldest pending event, at the last sample.")
+	m.holderAge = fgauge("outbox.horizon.holder.age", "How long the oldest holder of a kind (transaction, prepared transaction, replication slot, replication connection) has held the vacuum horizon back (0: none of the kind).")
+	m.vacuumed = fgauge("outbox.table.last_vacuum", "When the outbox table was last vacuumed, by hand or by autovacuum (Unix time; 0: never) (PostgreSQL; horizon guard).")
 	if err != nil {
 		return nil, err
 	}
@@ -326,6 +345,54 @@ func (m *Metrics) Backlog(b outbox.Backlog) {
 	m.oldest.Record(bg, b.OldestPending.Seconds(), m.common)
 	m.deadNow.Record(bg, b.Dead, m.common)
 	m.blocked.Record(bg, b.BlockedKeys, m.common)
+}
+
+// holderKinds and horizonChecks are the values of HolderKey and CheckKey.
+var (
+	holderKinds   = [...]string{outbox.HolderTransaction, outbox.HolderPrepared, outbox.HolderSlot, outbox.HolderReplication}
+	horizonChecks = [...]string{outbox.CheckDeadTuples, outbox.CheckHolderAge, outbox.CheckTableSize}
+)
+
+// Horizon records the horizon guard's gauges: outbox.table.dead_tuples,
+// outbox.table.live_tuples, outbox.table.size, outbox.table.last_vacuum,
+// outbox.horizon.holder.age and outbox.horizon.holder.xid_age of each kind
+// of holder (0 for a kind with none), and outbox.horizon.warning of each
+// check.
+func (m *Metrics) Horizon(r outbox.HorizonReport) {
+	m.deadTuples.Record(bg, r.DeadTuples, m.common)
+	m.liveTuples.Record(bg, r.LiveTuples, m.common)
+	m.tableSize.Record(bg, r.TableSize, m.common)
+	last := r.LastVacuum
+	if r.LastAutovacuum.After(last) {
+		last = r.LastAutovacuum
+	}
+	at := 0.0
+	if !last.IsZero() {
+		at = float64(last.UnixNano()) / 1e9
+	}
+	m.vacuumed.Record(bg, at, m.common)
+	for _, kind := range holderKinds {
+		var age time.Duration
+		var xids int64
+		for _, h := range r.Holders {
+			if h.Kind == kind {
+				age, xids = h.Age, h.XIDAge
+				break
+			}
+		}
+		opt := metric.WithAttributes(append(m.base[:len(m.base):len(m.base)], HolderKey.String(kind))...)
+		m.holderAge.Record(bg, age.Seconds(), opt)
+		m.holderXIDs.Record(bg, xids, opt)
+	}
+	for _, c := range horizonChecks {
+		v := int64(0)
+		for _, w := range r.Warnings {
+			if w.Check == c {
+				v = 1
+			}
+		}
+		m.horizonWarn.Record(bg, v, metric.WithAttributes(append(m.base[:len(m.base):len(m.base)], CheckKey.String(c))...))
+	}
 }
 
 var _ outbox.Metrics = (*Metrics)(nil)

@@ -204,13 +204,7 @@ func TestWriterHookKeepsExistingHeaders(t *testing.T) {
 }
 
 func TestMetricsOnAMeterProvider(t *testing.T) {
-	reader := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	defer func() { _ = mp.Shutdown(context.Background()) }()
-	m, err := outboxotel.NewMetrics(mp, outboxotel.MetricsOptions{DataSource: "orders"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, reader := ordersMetrics(t)
 	c, txm := sqliteClient(t, outbox.Config{Metrics: m, MetricsInterval: 10 * time.Millisecond})
 	for _, name := range []string{"mail", "stock"} { // two subscribers: outbox.subscriber.runs
 		if err := c.Subscribe(name, outbox.EventName("OrderPlaced"), outbox.ListenerFunc(func(context.Context, outbox.Envelope) error { return nil })); err != nil {
@@ -354,4 +348,58 @@ func TestTenantAttribute(t *testing.T) {
 			t.Errorf("tenants seen %v, want acme and none", tenants)
 		}
 	}
+}
+
+func TestHorizonGauges(t *testing.T) {
+	m, reader := ordersMetrics(t)
+	m.Horizon(outbox.HorizonReport{Horizon: outbox.Horizon{DeadTuples: 236_000, TableSize: 80 << 20,
+		Holders: []outbox.HorizonHolder{{Kind: outbox.HolderTransaction, Age: 90 * time.Second, XIDAge: 5000}}},
+		Warnings: []outbox.HorizonWarning{{Check: outbox.CheckHolderAge}}})
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	ints := map[string]int64{}
+	floats := map[string]float64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, md := range sm.Metrics {
+			switch g := md.Data.(type) {
+			case metricdata.Gauge[int64]:
+				for _, dp := range g.DataPoints {
+					kind, _ := dp.Attributes.Value(outboxotel.HolderKey)
+					check, _ := dp.Attributes.Value(outboxotel.CheckKey)
+					ints[md.Name+" "+kind.AsString()+check.AsString()] = dp.Value
+				}
+			case metricdata.Gauge[float64]:
+				for _, dp := range g.DataPoints {
+					kind, _ := dp.Attributes.Value(outboxotel.HolderKey)
+					floats[md.Name+" "+kind.AsString()] = dp.Value
+				}
+			}
+		}
+	}
+	for name, want := range map[string]int64{"outbox.table.dead_tuples ": 236_000, "outbox.table.size ": 80 << 20,
+		"outbox.horizon.holder.xid_age transaction": 5000, "outbox.horizon.holder.xid_age replication slot": 0,
+		"outbox.horizon.warning holder_age": 1, "outbox.horizon.warning dead_tuples": 0} {
+		if ints[name] != want {
+			t.Errorf("%s = %d, want %d (all: %v)", name, ints[name], want, ints)
+		}
+	}
+	if floats["outbox.horizon.holder.age transaction"] != 90 {
+		t.Errorf("holder age: %v", floats)
+	}
+}
+
+// ordersMetrics returns the Metrics of data source "orders" on a meter
+// provider shut down at cleanup, and the provider's manual reader.
+func ordersMetrics(t *testing.T) (*outboxotel.Metrics, *sdkmetric.ManualReader) {
+	t.Helper()
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	m, err := outboxotel.NewMetrics(mp, outboxotel.MetricsOptions{DataSource: "orders"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, reader
 }

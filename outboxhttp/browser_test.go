@@ -361,7 +361,8 @@ func TestBrowserControl(t *testing.T) {
 	e := newEnv(t, sqlite(t), nil)
 	s := e.showcase()
 	logger, _ := outboxtest.NewLogBuffer()
-	ops, err := outbox.New(outbox.Config{Store: e.store, TxContext: e.txm, Mode: outbox.ModeFull, Logger: logger,
+	ops, err := outbox.New(outbox.Config{Store: bloatedStore{e.store}, TxContext: e.txm, Mode: outbox.ModeFull, Logger: logger,
+		HorizonDeadTuples: bloatedConfig.HorizonDeadTuples, HorizonTableMegabytes: bloatedConfig.HorizonTableMegabytes,
 		PollInterval: 50 * time.Millisecond, ControlInterval: 50 * time.Millisecond, MetricsInterval: 50 * time.Millisecond,
 		BreakerFailures: 2, BreakerInterval: time.Hour, Routes: map[string]outbox.RoutePolicy{"PaymentCaptured": {Rate: 50, Concurrency: 4}},
 		RetryPolicy: outbox.RetryPolicyFunc(func(int) time.Duration { return 10 * time.Millisecond })})
@@ -415,6 +416,19 @@ func TestBrowserControl(t *testing.T) {
 	if started, nodes := br.text(t, "#health-started"), br.text(t, "#health-breakers"); !strings.HasPrefix(started, "started") || nodes != "1" {
 		t.Errorf("health: client %q, open breakers %q; want started and 1", started, nodes)
 	}
+	// The horizon guard's warnings, shown in the Storage panel, the
+	// database's text as text.
+	br.do(t, "the storage panel", visible(`#horizon-warnings li[data-check="holder_age"]`), visible(`#horizon-holders tbody tr[data-kind="transaction"]`))
+	if got := br.text(t, `#horizon-warnings li[data-check="holder_age"]`); !strings.Contains(got, hostileApp) || !strings.Contains(got, "pid 48213") {
+		t.Errorf("holder warning %q: want the pid and the application name as text", got)
+	}
+	if got := br.text(t, `#horizon-holders tbody tr[data-kind="transaction"]`); !strings.Contains(got, hostileApp) || !strings.Contains(got, "47m") {
+		t.Errorf("holder row %q: want the application name as text and the age", got)
+	}
+	if imgs, err := chromedp.Run(br.ctx, chromedp.Evaluate[int](`document.querySelectorAll("#horizon-panel img").length`)); err != nil || imgs != 0 {
+		t.Errorf("the holder's name became %d img elements (%v)", imgs, err)
+	}
+	t.Logf("storage panel:\n%s", br.text(t, "#horizon-panel"))
 	if path := os.Getenv(envScreenshot); path != "" {
 		png, err := chromedp.Run(br.ctx, chromedp.FullScreenshot(100))
 		if err != nil || !bytes.HasPrefix(png, []byte("\x89PNG")) {

@@ -113,6 +113,11 @@ func TestStats(t *testing.T) {
 				t.Errorf("stats output does not match %s:\n%s", re, r.stdout)
 			}
 		}
+		// The horizon guard's figures, on PostgreSQL only.
+		storage := regexp.MustCompile(`(?m)^storage: \d+ dead tuples, \d+ live, \d+ bytes with indexes, last vacuumed `)
+		if pg := b.Dialect == outboxsql.PostgreSQL; pg != (st.Horizon != nil && st.Horizon.TableBytes > 0) || pg != storage.MatchString(r.stdout) {
+			t.Errorf("horizon of %s: %+v\n%s", b.Name, st.Horizon, r.stdout)
+		}
 	})
 }
 

@@ -181,7 +181,42 @@ func (c *cli) printStats(table, tenant string, st outbox.Stats) error {
 	for _, name := range slices.Sorted(maps.Keys(out.DeadBySubscriber)) {
 		c.printf(c.stdout, "DEAD owing subscriber %s: %d\n", cell(name, 0), out.DeadBySubscriber[name])
 	}
+	c.printHorizon(out.Horizon, now)
 	return nil
+}
+
+// printHorizon prints the horizon guard's report (PostgreSQL): the
+// table's tuples and size, what holds the vacuum horizon back, and each
+// warning, with the default thresholds (see outbox.Knobs).
+func (c *cli) printHorizon(hz *outboxadmin.Horizon, now time.Time) {
+	if hz == nil {
+		return
+	}
+	vacuumed := "never"
+	if last := laterOf(hz.LastVacuum, hz.LastAutovacuum); last != nil {
+		vacuumed = formatAge(max(now.Sub(*last), 0)) + " ago"
+	}
+	c.printf(c.stdout, "storage: %d dead tuples, %d live, %d bytes with indexes, last vacuumed %s\n",
+		hz.DeadTuples, hz.LiveTuples, hz.TableBytes, vacuumed)
+	for _, h := range hz.Holders {
+		age := "-"
+		if h.AgeSeconds > 0 {
+			age = formatAge(time.Duration(h.AgeSeconds * float64(time.Second)))
+		}
+		c.printf(c.stdout, "horizon held by: %s, pid %d, %s, %s, for %s, %d transactions\n",
+			h.Kind, h.PID, cell(h.Name, 64), cell(h.State, 64), age, h.XIDAge)
+	}
+	for _, w := range hz.Warnings {
+		c.printf(c.stdout, "WARNING (%s): %s\n", w.Check, cell(w.Message, 0))
+	}
+}
+
+// laterOf returns the later of two times, nil if neither is set.
+func laterOf(a, b *time.Time) *time.Time {
+	if a == nil || (b != nil && b.After(*a)) {
+		return b
+	}
+	return a
 }
 
 // eventJSON is one event in JSON output.

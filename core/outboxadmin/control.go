@@ -82,13 +82,17 @@ type Health struct {
 	Nodes                   int     `json:"nodes"`
 	// OpenBreakers counts the routes whose breaker is not closed.
 	OpenBreakers int `json:"open_breakers"`
+	// Horizon is the horizon guard's report (PostgreSQL), left out
+	// without one; its warnings do not make the Client unready.
+	Horizon *Horizon `json:"horizon,omitempty"`
 }
 
 // NewHealth returns the view of h.
 func NewHealth(h outbox.Health) Health {
 	out := Health{Started: h.Started, Mode: h.Mode, Owner: h.Owner, LastPollAt: timePtr(h.LastPoll), LastError: h.LastError,
 		LastErrorAt: timePtr(h.LastErrorAt), OldestPendingAgeSeconds: h.OldestPendingAge.Seconds(), Dead: h.Dead,
-		BlockedKeys: h.BlockedKeys, Paused: NewPauses(h.Paused), Routes: make([]Route, 0, len(h.Routes)), Nodes: h.Nodes}
+		BlockedKeys: h.BlockedKeys, Paused: NewPauses(h.Paused), Routes: make([]Route, 0, len(h.Routes)), Nodes: h.Nodes,
+		Horizon: NewHorizon(h.Horizon)}
 	if !h.LastPoll.IsZero() {
 		age := h.LastPollAge.Seconds()
 		out.LastPollAgeSeconds = &age

@@ -46,13 +46,16 @@ type Stats struct {
 	// instance on the table routes (outbox.Stats.Unrouted, of
 	// Client.Stats); left out when there is none.
 	Unrouted []TypeBacklog `json:"unrouted,omitempty"`
+	// Horizon is the horizon guard's report on the table's storage
+	// (outbox.Stats.Horizon, of Client.Stats); left out without one.
+	Horizon *Horizon `json:"horizon,omitempty"`
 }
 
 // NewStats returns the view of st at time now, which the age of the oldest
 // pending event is measured from (never below zero).
 func NewStats(st outbox.Stats, now time.Time) Stats {
 	out := Stats{Counts: make(map[string]int64, len(statuses)), DoneEstimated: st.DoneEstimated, Due: st.Due, DeadBySubscriber: st.DeadBySubscriber, OldestPendingAt: timePtr(st.OldestPending),
-		Claimed: st.Claimed, Unrouted: newTypeBacklogs(st.Unrouted)}
+		Claimed: st.Claimed, Unrouted: newTypeBacklogs(st.Unrouted), Horizon: NewHorizon(st.Horizon)}
 	for _, s := range statuses {
 		out.Counts[s.String()] = 0
 	}

@@ -91,6 +91,7 @@ func RunStoreSuite(t *testing.T, newFixture func(t *testing.T) Fixture) {
 		{"ClaimTypesExclusiveUnderConcurrency", storeClaimTypesConcurrent},
 		{"OrderedClaimTypes", storeOrderedClaimTypes},
 		{"StatsTypes", storeStatsTypes},
+		{"Horizon", storeHorizon},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -197,6 +197,13 @@ type dialect struct {
 	// RETURNING); where it is empty, the INSERT returns it.
 	upsert       func(key string, cols []string) string
 	lastInsertID string
+
+	// The horizon guard (see horizon.go), empty where the database has no
+	// vacuum horizon: horizonTable reads the table's tuples, vacuums and
+	// size, and the sessions hidden from the store's role, its one
+	// parameter the table's name; horizonHolders the oldest holder of the
+	// horizon of each kind.
+	horizonTable, horizonHolders string
 }
 
 func (d *dialect) Name() string   { return d.name }

@@ -96,7 +96,9 @@ var postgresDialect = &dialect{
 			" (pg_relation_size(c.oid) / current_setting('block_size')::int) AS BIGINT) ELSE 0 END" +
 			" FROM pg_class c WHERE c.oid = to_regclass($1)", []any{table}
 	},
-	upsert: excludedUpsert,
+	upsert:         excludedUpsert,
+	horizonTable:   pgHorizonTable,
+	horizonHolders: pgHorizonHolders,
 }
 
 // postgresURL takes a postgres:// URL as it is: pgx's stdlib driver reads
@@ -125,3 +127,48 @@ func scanTimeValue(src any) (time.Time, error) {
 	}
 	return time.Time{}, fmt.Errorf("sqlstore: timestamp column holds %T %v, want a time", src, src)
 }
+
+// pgHorizonTable reads the horizon guard's figures of the table $1 (its
+// name as the store's statements write it, resolved by to_regclass on the
+// search_path as they are): its tuples and vacuums from the statistics,
+// its size with indexes and TOAST, and how many sessions of the database
+// hide their transactions from this role (the other roles' sessions,
+// without pg_read_all_stats). Catalog and statistics reads only; every
+// role may run it.
+const pgHorizonTable = `SELECT COALESCE(s.n_live_tup, 0), COALESCE(s.n_dead_tup, 0), s.last_vacuum, s.last_autovacuum,
+ pg_total_relation_size(c.oid),
+ (SELECT COUNT(*) FROM pg_stat_activity a WHERE a.datname = current_database() AND a.query = '<insufficient privilege>')
+FROM pg_class c LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid
+WHERE c.oid = to_regclass($1)`
+
+// pgHorizonHolders lists the oldest holder of each kind of the horizon
+// that vacuum keeps the dead tuples of this database's tables above,
+// oldest first: kind, pid, name, state, age in milliseconds (-1: unknown),
+// age in transactions, xmin. A session holds it with its snapshot
+// (backend_xmin) or its transaction id (backend_xid), in this database,
+// or as a replication connection (a standby's hot_standby_feedback, for
+// every database); a prepared transaction with its transaction id; a
+// replication slot with its xmin. A slot's catalog_xmin (logical
+// decoding) holds back the system catalogs only, not the outbox table,
+// and is left out. This statement's own session is left out.
+const pgHorizonHolders = `SELECT kind, pid, name, state, age_ms, xid_age, xmin FROM (
+(SELECT DISTINCT ON (1) CASE WHEN a.backend_type = 'walsender' THEN 'replication connection' ELSE 'transaction' END AS kind,
+  CAST(a.pid AS BIGINT), COALESCE(a.application_name, '') AS name, COALESCE(a.state, '') AS state,
+  COALESCE(CAST(EXTRACT(EPOCH FROM now() - a.xact_start) * 1000 AS BIGINT), -1) AS age_ms,
+  GREATEST(age(a.backend_xmin), age(a.backend_xid))::bigint AS xid_age,
+  COALESCE(a.backend_xmin, a.backend_xid)::text AS xmin
+ FROM pg_stat_activity a
+ WHERE (a.backend_xmin IS NOT NULL OR a.backend_xid IS NOT NULL) AND a.pid <> pg_backend_pid()
+  AND (a.datname = current_database() OR a.backend_type = 'walsender')
+ ORDER BY 1, 6 DESC)
+UNION ALL
+(SELECT 'prepared transaction', 0, p.gid, '', CAST(EXTRACT(EPOCH FROM now() - p.prepared) * 1000 AS BIGINT),
+  age(p.transaction)::bigint, p.transaction::text
+ FROM pg_prepared_xacts p WHERE p.database = current_database()
+ ORDER BY 6 DESC LIMIT 1)
+UNION ALL
+(SELECT 'replication slot', CAST(COALESCE(r.active_pid, 0) AS BIGINT), r.slot_name::text, CASE WHEN r.active THEN 'active' ELSE 'inactive' END,
+  CAST(-1 AS BIGINT), age(r.xmin)::bigint, r.xmin::text
+ FROM pg_replication_slots r WHERE r.xmin IS NOT NULL
+ ORDER BY 6 DESC LIMIT 1)
+) h ORDER BY xid_age DESC, kind`

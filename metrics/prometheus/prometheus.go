@@ -110,6 +110,9 @@ type Metrics struct {
 	// paused is 1 for each scope this Client obeys a pause of.
 	breaker, paused *prom.GaugeVec
 	breakerMoves    *prom.CounterVec
+	// The horizon guard's gauges (outbox.Metrics.Horizon).
+	deadTuples, liveTuples, tableSize, vacuumed prom.Gauge
+	holderAge, holderXIDs, horizonWarn          *prom.GaugeVec
 
 	byType   sync.Map // outbox.EventLabels (Tenant "" unless tenant) -> *typeSeries
 	mu       sync.Mutex
@@ -227,6 +230,17 @@ func New(opts Options) (*Metrics, error) {
 			Help: "Moves of a route's circuit breaker into state (open, half-open, closed)."}, []string{"event_type", "state"}),
 		paused: prom.NewGaugeVec(prom.GaugeOpts{Namespace: ns, Name: "paused", ConstLabels: labels,
 			Help: "1 for each scope (an event type, or * for every type) of a stored pause this Client obeys; the series goes with the pause."}, []string{"scope"}),
+		deadTuples: gauge("table_dead_tuples", "Dead row versions in the outbox table, which only vacuum reclaims (PostgreSQL; horizon guard)."),
+		liveTuples: gauge("table_live_tuples", "Live rows in the outbox table, as the database's statistics count them (PostgreSQL; horizon guard)."),
+		tableSize:  gauge("table_size_bytes", "Size of the outbox table on disk, indexes and TOAST included (PostgreSQL; horizon guard)."),
+		vacuumed: gauge("table_last_vacuum_timestamp_seconds",
+			"When the outbox table was last vacuumed, by hand or by autovacuum (Unix time; 0: never) (PostgreSQL; horizon guard)."),
+		holderAge: prom.NewGaugeVec(prom.GaugeOpts{Namespace: ns, Name: "horizon_holder_age_seconds", ConstLabels: labels,
+			Help: "How long the oldest holder of each kind (transaction, prepared transaction, replication slot, replication connection) has held the vacuum horizon back; a kind with none has no series."}, []string{"kind"}),
+		holderXIDs: prom.NewGaugeVec(prom.GaugeOpts{Namespace: ns, Name: "horizon_holder_xid_age", ConstLabels: labels,
+			Help: "How many transactions old the horizon the oldest holder of each kind holds is; a kind with none has no series."}, []string{"kind"}),
+		horizonWarn: prom.NewGaugeVec(prom.GaugeOpts{Namespace: ns, Name: "horizon_warning", ConstLabels: labels,
+			Help: "1 while the horizon guard's check (dead_tuples, holder_age, table_size) passes its threshold, 0 otherwise."}, []string{"check"}),
 	}
 	if err := opts.Registerer.Register(m); err != nil {
 		var are prom.AlreadyRegisteredError
@@ -252,7 +266,8 @@ func (m *Metrics) Unregister() bool { return m.reg.Unregister(m) }
 func (m *Metrics) collectors() []prom.Collector {
 	return []prom.Collector{m.written, m.enqueued, m.dropped, m.delivered, m.failed, m.dead, m.expired, m.subscriberRuns, m.delivery, m.latency,
 		m.claim, m.claimSize, m.ackBatch, m.stale, m.heartbeats, m.renewed, m.keyBlocked, m.queue,
-		m.pending, m.due, m.oldest, m.deadNow, m.blocked, m.sampled, m.retrying, m.inFlight, m.breaker, m.breakerMoves, m.paused}
+		m.pending, m.due, m.oldest, m.deadNow, m.blocked, m.sampled, m.retrying, m.inFlight, m.breaker, m.breakerMoves, m.paused,
+		m.deadTuples, m.liveTuples, m.tableSize, m.vacuumed, m.holderAge, m.holderXIDs, m.horizonWarn}
 }
 
 // Describe sends the descriptors of every series.
@@ -457,6 +472,44 @@ func (m *Metrics) Backlog(b outbox.Backlog) {
 	m.deadNow.Set(float64(b.Dead))
 	m.blocked.Set(float64(b.BlockedKeys))
 	m.sampled.SetToCurrentTime()
+}
+
+// horizonChecks are the values of the check label of outbox_horizon_warning.
+var horizonChecks = [...]string{outbox.CheckDeadTuples, outbox.CheckHolderAge, outbox.CheckTableSize}
+
+// Horizon sets the horizon guard's gauges: outbox_table_dead_tuples,
+// outbox_table_live_tuples, outbox_table_size_bytes,
+// outbox_table_last_vacuum_timestamp_seconds, outbox_horizon_holder_age_seconds
+// and outbox_horizon_holder_xid_age of each kind of holder there is, and
+// outbox_horizon_warning of each check.
+func (m *Metrics) Horizon(r outbox.HorizonReport) {
+	m.deadTuples.Set(float64(r.DeadTuples))
+	m.liveTuples.Set(float64(r.LiveTuples))
+	m.tableSize.Set(float64(r.TableSize))
+	last := r.LastVacuum
+	if r.LastAutovacuum.After(last) {
+		last = r.LastAutovacuum
+	}
+	if last.IsZero() {
+		m.vacuumed.Set(0)
+	} else {
+		m.vacuumed.Set(float64(last.UnixNano()) / 1e9)
+	}
+	m.holderAge.Reset()
+	m.holderXIDs.Reset()
+	for _, h := range r.Holders {
+		m.holderAge.WithLabelValues(h.Kind).Set(h.Age.Seconds())
+		m.holderXIDs.WithLabelValues(h.Kind).Set(float64(h.XIDAge))
+	}
+	for _, c := range horizonChecks {
+		v := 0.0
+		for _, w := range r.Warnings {
+			if w.Check == c {
+				v = 1
+			}
+		}
+		m.horizonWarn.WithLabelValues(c).Set(v)
+	}
 }
 
 var _ outbox.Metrics = (*Metrics)(nil)

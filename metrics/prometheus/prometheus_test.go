@@ -535,3 +535,38 @@ func hasSeries(t *testing.T, reg prometheus.Gatherer, name string, labels map[st
 	}
 	return false
 }
+
+// The horizon guard's gauges, from a report as a PostgreSQL Client's guard
+// makes it: a kind of holder that goes away takes its series with it.
+func TestHorizonGauges(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	m, err := outboxprom.New(outboxprom.Options{Registerer: reg, DataSource: "orders"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vacuumed := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	m.Horizon(outbox.HorizonReport{Horizon: outbox.Horizon{DeadTuples: 236_000, LiveTuples: 120_000, TableSize: 80 << 20, LastAutovacuum: vacuumed,
+		Holders: []outbox.HorizonHolder{{Kind: outbox.HolderTransaction, PID: 7, Age: 90 * time.Second, XIDAge: 5000}, {Kind: outbox.HolderSlot, XIDAge: 10}}},
+		Warnings: []outbox.HorizonWarning{{Check: outbox.CheckDeadTuples}}})
+	for name, want := range map[string]float64{"outbox_table_dead_tuples": 236_000, "outbox_table_live_tuples": 120_000,
+		"outbox_table_size_bytes": 80 << 20, "outbox_table_last_vacuum_timestamp_seconds": float64(vacuumed.Unix())} {
+		if got := value(t, reg, name, nil); got != want {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
+	tx := map[string]string{"kind": outbox.HolderTransaction}
+	if age, xids := value(t, reg, "outbox_horizon_holder_age_seconds", tx), value(t, reg, "outbox_horizon_holder_xid_age", tx); age != 90 || xids != 5000 {
+		t.Errorf("transaction holder: %v s, %v transactions; want 90 and 5000", age, xids)
+	}
+	if value(t, reg, "outbox_horizon_warning", map[string]string{"check": outbox.CheckDeadTuples}) != 1 ||
+		value(t, reg, "outbox_horizon_warning", map[string]string{"check": outbox.CheckHolderAge}) != 0 {
+		t.Error("outbox_horizon_warning: want 1 for dead_tuples, 0 for holder_age")
+	}
+	m.Horizon(outbox.HorizonReport{})
+	if hasSeries(t, reg, "outbox_horizon_holder_age_seconds", tx) || value(t, reg, "outbox_horizon_warning", map[string]string{"check": outbox.CheckDeadTuples}) != 0 {
+		t.Error("a report without holders or warnings left their series")
+	}
+	if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) > 0 {
+		t.Errorf("lint: %v %v", problems, err)
+	}
+}

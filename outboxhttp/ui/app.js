@@ -211,6 +211,39 @@
     $("tab-dead").textContent = "Dead letters (" + st.counts.DEAD + ")";
   }
 
+  // fmtBytes: "812 KiB", "80.0 MiB".
+  function fmtBytes(n) {
+    const units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let i = 0;
+    while (n >= 1024 && i < units.length - 1) { n /= 1024; i++; }
+    return (i === 0 ? String(n) : n.toFixed(1)) + " " + units[i];
+  }
+
+  // renderHorizon shows the horizon guard's report (PostgreSQL), or hides
+  // the panel without one. Every text from the database goes in as text.
+  function renderHorizon(hz) {
+    const panel = $("horizon-panel");
+    panel.hidden = !hz;
+    if (!hz) return;
+    const warned = hz.warnings.length > 0;
+    panel.classList.toggle("bad", warned);
+    $("horizon-warnings").hidden = !warned;
+    $("horizon-warnings").querySelector("ul").replaceChildren(...hz.warnings.map((w) => el("li", { dataset: { check: w.check } }, w.message)));
+    $("horizon-dead").textContent = hz.dead_tuples.toLocaleString("en");
+    $("horizon-live").textContent = hz.live_tuples.toLocaleString("en");
+    $("horizon-size").textContent = fmtBytes(hz.table_bytes);
+    const last = [hz.last_vacuum, hz.last_autovacuum].filter(Boolean).sort().pop();
+    $("horizon-vacuum").textContent = last ? fmtTime(last) + " (" + ageOf(last) + ")" : "never";
+    const rows = hz.holders.map((ho) => el("tr", { dataset: { kind: ho.kind } }, el("td", {}, ho.kind), el("td", {}, ho.pid || "–"),
+      el("td", {}, ho.name || "–"), el("td", {}, ho.state || "–"), el("td", {}, ho.age_seconds ? fmtAge(ho.age_seconds) : "–"),
+      el("td", {}, ho.xid_age.toLocaleString("en"))));
+    $("horizon-holders").tBodies[0].replaceChildren(...rows);
+    $("horizon-empty").hidden = rows.length > 0;
+    $("horizon-hidden").hidden = !hz.hidden_sessions;
+    $("horizon-hidden").textContent = hz.hidden_sessions ? plural(hz.hidden_sessions, "session") +
+      " of other roles hide their transactions from the outbox's role (grant it pg_read_all_stats to see them)." : "";
+  }
+
   async function loadHealth() {
     const h = await api(src() + "/health");
     const card = (id, text, cls) => { const v = $(id); v.textContent = text; v.parentElement.className = "card" + (v.parentElement.classList.contains("wide") ? " wide" : "") + (cls ? " " + cls : ""); };
@@ -238,6 +271,7 @@
     });
     $("routes-table").tBodies[0].replaceChildren(...routes);
     $("routes-empty").hidden = routes.length > 0;
+    renderHorizon(h.horizon);
   }
 
   async function pause(form) {
