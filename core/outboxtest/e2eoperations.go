@@ -231,8 +231,9 @@ func e2eRateAcrossNodes(t *testing.T, f Fixture) {
 	lo, hi := len(at)/10, len(at)*9/10
 	got := float64(hi-lo) / at[hi].Sub(at[lo]).Seconds()
 	t.Logf("rate: nodes=%d limit=%.0f/s events=%d achieved=%.1f/s (deliveries %d to %d, over %s)", nodes, rate, events, got, lo, hi, at[hi].Sub(at[lo]).Round(time.Millisecond))
-	if got < rate*0.9 || got > rate*1.1 {
-		t.Errorf("achieved %.1f/s; want %.0f/s ± 10%%", got, rate)
+	// The limit is a ceiling: a loaded machine delivers slower, never faster.
+	if got > rate*1.1 {
+		t.Errorf("achieved %.1f/s; want at most %.0f/s (+10%%)", got, rate)
 	}
 }
 
