@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"regexp"
 	"slices"
 	"strings"
@@ -90,6 +91,13 @@ func TestExplainStats(t *testing.T) {
 		}
 		for i, st := range rec.stmts {
 			t.Logf("%s: Stats statement %d:\n%s", b.Name, i+1, st.query)
+			// Below 100,000 rows (sqlstore's exactDoneBelow) Stats counts
+			// the DONE rows exactly, and a planner may rightly read the
+			// whole small table for it.
+			if rows < 100_000 && strings.HasSuffix(st.query, "status IN (1, 3) AND status = 1") {
+				t.Logf("%s: Stats statement %d counts the DONE rows of a small table: its plan is not checked", b.Name, i+1)
+				continue
+			}
 			switch b.Dialect {
 			case outboxsql.PostgreSQL:
 				custom, generic := pgPlans(t, db, st)
@@ -117,6 +125,31 @@ func TestExplainStats(t *testing.T) {
 				}
 			default:
 				t.Fatalf("no plan check for dialect %s", b.Dialect.Name())
+			}
+		}
+
+		// The retention's purge of DONE events of every tenant (a batch
+		// of the oldest tenth), and the count an operator is shown first.
+		purge := outbox.PurgeRequest{Status: outbox.StatusDone, Before: base.Add(time.Duration(rows/10) * time.Millisecond), Limit: outbox.DefaultPurgeBatch}
+		for _, q := range []scaleQuery{
+			{what: "purge batch", run: func(s *outboxsql.Store) error {
+				n, err := s.Purge(ctx, purge)
+				if err == nil && n != int64(min(purge.Limit, rows/20)) {
+					err = fmt.Errorf("the purge deleted %d events, want %d", n, min(purge.Limit, rows/20))
+				}
+				return err
+			}},
+			// A count reads every row it counts (a tenth of the table):
+			// a planner may rightly read it all.
+			{what: "CountPurgeable", scans: true, run: func(s *outboxsql.Store) error {
+				_, err := s.CountPurgeable(ctx, purge)
+				return err
+			}},
+		} {
+			for _, st := range q.statements(t, b, db, table) {
+				t.Logf("%s: %s statement:\n%s", b.Name, q.what, st.query)
+				reads, _ := checkScalePlan(t, b, db, table, q.what, st, q.sorts, q.scans)
+				t.Logf("%s: %s reads %v", b.Name, q.what, reads)
 			}
 		}
 	})

@@ -465,7 +465,10 @@ func explainPostgres(t *testing.T, db *sql.DB, what, index string, st recordedSt
 	check := func(plan string, kind string) {
 		t.Helper()
 		t.Logf("%s %s plan:\n%s", kind, what, plan)
-		if !strings.Contains(plan, "Index Scan using "+index) {
+		// A bitmap scan (which PostgreSQL may prefer on a small table)
+		// reads the index too; it loses its order, which the sort check
+		// below then catches where the order matters.
+		if !strings.Contains(plan, "Index Scan using "+index) && !strings.Contains(plan, "Bitmap Index Scan on "+index) {
 			t.Errorf("%s %s plan does not scan %s", kind, what, index)
 		}
 		if strings.Contains(plan, "Seq Scan") {

@@ -42,6 +42,13 @@ var postgresDialect = &dialect{
 	timeArg:   func(t time.Time) any { return t.Truncate(time.Microsecond) },
 	scanTime:  scanTimeValue,
 	claimLock: " FOR UPDATE SKIP LOCKED",
+	// The purge reads the oldest rows first, in the purge index's order.
+	// Without an order the planner, which expects the rows to purge
+	// spread evenly through the table, reads it in physical order until
+	// it has a batch where they are a few percent of it: fast while the
+	// oldest rows lie at the start of the heap, a scan of most of it once
+	// their space was reused.
+	purge: &purgeSelection{where: sharedPurge.where, order: " ORDER BY COALESCE(done_at, created_at)"},
 	// "= ANY(ARRAY(sub))" rather than "IN (sub)": the subquery becomes an
 	// InitPlan and the rows are then fetched by primary key. With IN, a
 	// generic plan (pgx caches prepared statements, and PostgreSQL switches
