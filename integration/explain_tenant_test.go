@@ -29,6 +29,7 @@ const explainTenant = "t7"
 func TestExplainTenant(t *testing.T) {
 	rows := explainRows(t, "the plans of a tenant's admin queries")
 	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
+		skipPartitioned(t, b)
 		ctx := context.Background()
 		db, store, base := tenantTable(t, b, rows)
 		table := store.Table()
