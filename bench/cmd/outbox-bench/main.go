@@ -85,6 +85,7 @@ type options struct {
 	pinnedRetention          time.Duration
 	pinnedPartition          time.Duration
 	pinnedRuns               string
+	pinnedVacuum             time.Duration
 	short                    bool
 	pgDSN, myDSN, sqlitePath string
 	md                       string
@@ -130,6 +131,7 @@ func main() {
 	flag.IntVar(&o.pinnedRate, "pinned-rate", 2000, "events written (and delivered) per second in pinned-horizon")
 	flag.DurationVar(&o.pinnedRetention, "pinned-retention", time.Minute, "the Retention of DONE events in pinned-horizon")
 	flag.DurationVar(&o.pinnedPartition, "pinned-partition", 20*time.Second, "the partition interval of pinned-horizon's partitioned runs")
+	flag.DurationVar(&o.pinnedVacuum, "pinned-vacuum", time.Minute, "pinned-horizon runs VACUUM on its table this often (0: never; for a server with autovacuum off)")
 	flag.StringVar(&o.pinnedRuns, "pinned-runs", "default,default+pin,partitioned,partitioned+pin", "the runs of pinned-horizon, comma-separated")
 	flag.BoolVar(&o.short, "short", false, "CI sizes: -duration 300ms -pairs 1 -drain-pairs 1 -drain-rows 100000 unless set")
 	flag.StringVar(&o.pgDSN, "postgres-dsn", serverDSN(sqlstore.PostgreSQL), "PostgreSQL DSN")

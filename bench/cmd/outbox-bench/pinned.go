@@ -37,6 +37,8 @@ import (
 // in the last window (a minute, or a fifth of a shorter run) and its
 // growth, and at the end (the pin still held) the table's dead tuples
 // (n_dead_tup, summed over its partitions) and its size with indexes.
+// Every -pinned-vacuum the table is vacuumed, as autovacuum would at most
+// (on a server where it is off).
 
 // Settings of the pinned-horizon runs that are not flags.
 const (
@@ -253,7 +255,9 @@ func (e *env) pinnedRun(ctx context.Context, sp *sqlPool, o options, c pinnedCas
 			}
 		}()
 	}
+	stopVacuum := vacuumEvery(ctx, sp, table, o.pinnedVacuum)
 	wg.Wait()
+	stopVacuum()
 	res.elapsed = time.Since(start)
 	res.delivered, res.written = delivered.Load(), written.Load()
 	close(errs)
@@ -283,6 +287,32 @@ func (e *env) pinnedRun(ctx context.Context, sp *sqlPool, o options, c pinnedCas
 		res.otherXminAge = toInt64(vals)
 	}
 	return res, err
+}
+
+// vacuumEvery runs VACUUM on table every d (never when d is 0) until the
+// function it returns is called, which waits for a running VACUUM: what
+// autovacuum would do at most, on a server where it is off.
+func vacuumEvery(ctx context.Context, sp *sqlPool, table string, d time.Duration) func() {
+	if d <= 0 {
+		return func() {}
+	}
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(d)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				if _, err := sp.exec(ctx, "VACUUM "+table); err != nil {
+					fmt.Fprintf(os.Stderr, "outbox-bench: VACUUM %s: %v\n", table, err)
+				}
+			}
+		}
+	}()
+	return func() { close(stop); <-done }
 }
 
 // pin opens a REPEATABLE READ transaction on a connection of its own and
