@@ -51,8 +51,14 @@ func relOf(t *testing.T, db *sql.DB, store *outboxsql.Store, id string) string {
 // partitionCount returns how many partitions the table has, DEFAULT included.
 func partitionCount(t *testing.T, db *sql.DB, table string) int {
 	t.Helper()
+	return queryCount(t, db, "SELECT COUNT(*) FROM pg_inherits WHERE inhparent = to_regclass($1)", table)
+}
+
+// queryCount runs query, which returns one number, on db.
+func queryCount(t *testing.T, db *sql.DB, query string, args ...any) int {
+	t.Helper()
 	var n int
-	if err := db.QueryRow("SELECT COUNT(*) FROM pg_inherits WHERE inhparent = to_regclass($1)", table).Scan(&n); err != nil {
+	if err := db.QueryRow(query, args...).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n
