@@ -127,3 +127,11 @@ release: ## Tag core, point the other modules at it, tag them, write them as a m
 release-check: ## Release HEAD into a throwaway clone, go get adapters/gorm and fxmodule from its proxy in a fresh module, tidy, run the GORM quick start to a delivered event.
 	cd scripts/modproxy && GOWORK=off $(GO) vet ./...
 	@GO='$(GO)' bash scripts/release-check.sh $(VERSION)
+
+# The pinned-horizon benchmark: 4 runs of PINNED_DURATION each (about 45
+# minutes with the defaults); see docs/benchmarks.md, "Pinned horizon".
+PINNED_DURATION ?= 10m
+
+.PHONY: bench-long
+bench-long: ## The pinned-horizon benchmark on PostgreSQL (4 runs of PINNED_DURATION=10m; not in CI).
+	cd bench && $(GO) run ./cmd/outbox-bench -db pgx -scenario pinned-horizon -pinned-duration $(PINNED_DURATION) $(BENCH_FLAGS)

@@ -59,7 +59,8 @@ func NewPurgeScheduler(cfg PurgeConfig) (*PurgeScheduler, error) {
 
 // PurgeOnce deletes DONE events older than Retention (and DEAD events
 // older than DeadRetention, when set), batch after batch until a batch is
-// not full, and returns the total.
+// not full, and returns the total. A RetentionPurger's PurgeRetention
+// runs rather than Purge.
 func (s *PurgeScheduler) PurgeOnce(ctx context.Context) (int64, error) {
 	now := utcNow(s.clock)
 	total, err := s.purge(ctx, StatusDone, now.Add(-s.cfg.Retention))
@@ -71,9 +72,13 @@ func (s *PurgeScheduler) PurgeOnce(ctx context.Context) (int64, error) {
 }
 
 func (s *PurgeScheduler) purge(ctx context.Context, status Status, before time.Time) (int64, error) {
+	purge := s.cfg.Purger.Purge
+	if r, ok := s.cfg.Purger.(RetentionPurger); ok {
+		purge = r.PurgeRetention
+	}
 	var total int64
 	for {
-		n, err := s.cfg.Purger.Purge(ctx, PurgeRequest{Status: status, Before: before, Limit: s.cfg.BatchSize})
+		n, err := purge(ctx, PurgeRequest{Status: status, Before: before, Limit: s.cfg.BatchSize})
 		total += n
 		if err != nil {
 			return total, fmt.Errorf("outbox: purge %s events: %w", status, err)

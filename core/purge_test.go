@@ -78,3 +78,48 @@ func TestPurgeSchedulerStartClose(t *testing.T) {
 	}
 	waitFor(t, "purge log", func() bool { return strings.Contains(buf.String(), "purged terminal events") })
 }
+
+// retentionPurger is a RetentionPurger that records the requests of each
+// of its two ways.
+type retentionPurger struct {
+	purged, retained []PurgeRequest
+	n                []int64 // what the calls of PurgeRetention return, in turn
+}
+
+func (p *retentionPurger) Purge(_ context.Context, req PurgeRequest) (int64, error) {
+	p.purged = append(p.purged, req)
+	return 0, nil
+}
+
+func (p *retentionPurger) PurgeRetention(_ context.Context, req PurgeRequest) (int64, error) {
+	p.retained = append(p.retained, req)
+	n := p.n[0]
+	p.n = p.n[1:]
+	return n, nil
+}
+
+// TestPurgeRetention: the scheduler applies the retention through
+// PurgeRetention when the Purger has it, and calls it again while it
+// deletes a batch or more (a dropped partition counts its rows).
+func TestPurgeRetention(t *testing.T) {
+	clk := newStepClock()
+	p := &retentionPurger{n: []int64{1200, 3, 1}}
+	s, err := NewPurgeScheduler(PurgeConfig{Purger: p, BatchSize: 500, Clock: clk, DeadRetention: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := s.PurgeOnce(context.Background())
+	if err != nil || n != 1204 {
+		t.Fatalf("PurgeOnce = %d, %v; want 1204", n, err)
+	}
+	if len(p.purged) != 0 || len(p.retained) != 3 {
+		t.Fatalf("Purge called %d times, PurgeRetention %d; want 0 and 3", len(p.purged), len(p.retained))
+	}
+	want := clk.Now().Add(-DefaultRetention)
+	if r := p.retained[0]; r.Status != StatusDone || !r.Before.Equal(want) || r.Limit != 500 {
+		t.Fatalf("first request %+v, want DONE before %v, limit 500", r, want)
+	}
+	if r := p.retained[2]; r.Status != StatusDead {
+		t.Fatalf("last request %+v, want the DEAD events'", r)
+	}
+}

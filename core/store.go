@@ -349,6 +349,18 @@ type Purger interface {
 	Purge(ctx context.Context, req PurgeRequest) (int64, error)
 }
 
+// RetentionPurger is a Purger with a cheaper way to apply a retention:
+// the PurgeScheduler calls PurgeRetention rather than Purge. It deletes
+// events as Purge does, but may keep some of those req selects for a
+// while (a table partitioned by time drops a partition only once all its
+// events are old enough) and may delete more than req.Limit at once
+// (whole partitions); it returns how many it deleted, and the scheduler
+// calls it again while that is at least req.Limit.
+type RetentionPurger interface {
+	Purger
+	PurgeRetention(ctx context.Context, req PurgeRequest) (int64, error)
+}
+
 // SetTypes sets Types to the backlogs of types, most pending first, then
 // by type, at most MaxStatsTypes of them (TypesTruncated when types has
 // more), for Stores filling Stats. It reorders types.

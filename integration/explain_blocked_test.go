@@ -40,6 +40,7 @@ func TestExplainBlockedKeys(t *testing.T) {
 		keys = n
 	}
 	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
+		skipPartitioned(t, b)
 		db := b.Open(t)
 		store := b.NewStore(t, db)
 		base := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)

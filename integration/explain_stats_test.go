@@ -40,6 +40,7 @@ func sqliteTableScan(plan, table string) bool {
 func TestExplainStats(t *testing.T) {
 	rows := explainRows(t, "the plans of Stats")
 	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
+		skipPartitioned(t, b)
 		ctx := context.Background()
 		db, store, base := tenantTable(t, b, rows)
 		table := store.Table()

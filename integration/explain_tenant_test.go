@@ -36,6 +36,7 @@ func TestExplainTenant(t *testing.T) {
 		t.Skipf("%d rows give %s too few DEAD events to page through: want at least 20,000", rows, explainTenant)
 	}
 	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
+		skipPartitioned(t, b)
 		ctx := context.Background()
 		db, store, base := tenantTable(t, b, rows)
 		table := store.Table()

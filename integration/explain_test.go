@@ -35,6 +35,7 @@ const (
 func TestExplainClaim(t *testing.T) {
 	rows := explainRows(t, "the claim's plans")
 	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
+		skipPartitioned(t, b)
 		ctx := context.Background()
 		db := b.Open(t)
 		store := b.NewStore(t, db)

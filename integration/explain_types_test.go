@@ -26,6 +26,7 @@ import (
 func TestExplainTypedClaim(t *testing.T) {
 	rows := explainRows(t, "the plans of a claim of some event types")
 	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
+		skipPartitioned(t, b)
 		ctx := context.Background()
 		db := b.Open(t)
 		store := b.NewStore(t, db)

@@ -36,11 +36,7 @@ func openSQLite(t *testing.T, dsn string) *sql.DB {
 
 func tableExists(t *testing.T, db *sql.DB, name string) bool {
 	t.Helper()
-	var n int
-	if err := db.QueryRow("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = ?", name).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n == 1
+	return queryCount(t, db, "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = ?", name) == 1
 }
 
 func TestTableNameInjectionIsRejected(t *testing.T) {

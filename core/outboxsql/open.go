@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"time"
 
 	outbox "github.com/go-outbox/outbox/core"
 	"github.com/go-outbox/outbox/core/sqlstore"
@@ -29,6 +30,11 @@ var (
 // WithTable sets the outbox table's name (default "outbox_event"),
 // optionally schema-qualified ("app.outbox_event"); it is validated.
 func WithTable(name string) Option { return sqlstore.WithTable(name) }
+
+// WithPartitions makes the PostgreSQL table partitioned, one partition
+// per interval, its retention dropping whole partitions: see
+// sqlstore.WithPartitions.
+func WithPartitions(interval time.Duration) Option { return sqlstore.WithPartitions(interval) }
 
 // WithDialect sets the database family instead of detecting it from the
 // driver: for drivers Open does not know.

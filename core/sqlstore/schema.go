@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 
 	outbox "github.com/go-outbox/outbox/core"
 )
@@ -140,7 +141,11 @@ func (s *Store) Schema() []string { return append([]string(nil), s.schema...) }
 // Migrate creates the store's table and indexes if they do not exist, on
 // the store's pool, then checks in the database's catalog that every index
 // the outbox relies on exists: without them claims and purges scan the
-// whole table. It is safe to run at every start.
+// whole table. It is safe to run at every start. On a store made
+// WithPartitions it creates the table partitioned, with its DEFAULT
+// partition and the partitions of the current interval and the
+// PartitionsAhead next ones, and fails with outbox.ErrInvalidConfig on a
+// table of that name that is not partitioned.
 func (s *Store) Migrate(ctx context.Context) error {
 	for i, stmt := range s.schema {
 		if _, err := s.db.Exec(ctx, stmt); err != nil {
@@ -149,6 +154,11 @@ func (s *Store) Migrate(ctx context.Context) error {
 		// The first statement creates the table: a table made by an
 		// earlier version is brought up to date before its indexes.
 		if i == 0 {
+			if s.part != nil {
+				if err := s.checkPartitioned(ctx); err != nil {
+					return err
+				}
+			}
 			if err := s.upgrade(ctx); err != nil {
 				return fmt.Errorf("sqlstore: migrate %s: upgrade: %w", s.table, err)
 			}
@@ -162,7 +172,8 @@ func (s *Store) Migrate(ctx context.Context) error {
 		return fmt.Errorf("sqlstore: migrate %s: index %s missing after CREATE INDEX IF NOT EXISTS (an index of that name on another table, or a name the database cut?)",
 			s.table, strings.Join(missing, ", "))
 	}
-	return nil
+	_, err = s.MaintainPartitions(ctx, time.Now(), time.Time{})
+	return err
 }
 
 // missingIndexes returns the indexes of the schema that the database's

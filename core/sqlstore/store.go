@@ -15,6 +15,8 @@ import (
 var (
 	_ outbox.Store  = (*Store)(nil)
 	_ outbox.Purger = (*Store)(nil)
+
+	_ outbox.RetentionPurger = (*Store)(nil)
 )
 
 // DefaultListLimit is how many records List returns when Query.Limit is zero.
@@ -42,6 +44,8 @@ type Store struct {
 	ctl *controlSQL
 	// wk carries the wake-ups between instances (see wake.go).
 	wk *wakeState
+	// part is the partitioned mode (WithPartitions), nil without it.
+	part *partitioning
 }
 
 // Option configures a Store.
@@ -59,6 +63,9 @@ type Options struct {
 	// WakeInterval is how often a listener reads the wake-up signal on
 	// the other databases (WithWakeInterval).
 	WakeInterval time.Duration
+	// Partitions is the interval of the partitions of a partitioned
+	// PostgreSQL table (WithPartitions); zero for a plain table.
+	Partitions time.Duration
 }
 
 // Apply returns the Options opts set over the defaults, for bindings that
@@ -111,11 +118,18 @@ func New(db DB, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	var part *partitioning
+	if o.Partitions != 0 {
+		if part, err = newPartitioning(spec, o.Table, o.Partitions); err != nil {
+			return nil, err
+		}
+		schema = part.partitionedSchema(o.Table, schema)
+	}
 	var w Conn = db
 	if spec.oneWriter {
 		w = newSerialConn(db)
 	}
-	return &Store{db: db, w: w, d: spec, table: o.Table, q: buildQueries(spec, o.Table), schema: append(schema, ctl.schema...), indexes: indexes, ctl: ctl, wk: wk}, nil
+	return &Store{db: db, w: w, d: spec, table: o.Table, q: buildQueries(spec, o.Table), schema: append(schema, ctl.schema...), indexes: indexes, ctl: ctl, wk: wk, part: part}, nil
 }
 
 // Table returns the name of the store's table.
@@ -765,21 +779,7 @@ func (s *Store) Count(ctx context.Context, q outbox.Query) (int64, error) {
 
 // queryInt runs a query that returns one integer.
 func (s *Store) queryInt(ctx context.Context, query string, args ...any) (int64, error) {
-	rows, err := s.db.Query(ctx, query, args...)
-	if err != nil {
-		return 0, err
-	}
-	defer rows.Close()
-	var n int64
-	if rows.Next() {
-		if err := rows.Scan(&n); err != nil {
-			return 0, err
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return 0, err
-	}
-	return n, rows.Close()
+	return s.queryIntOn(ctx, s.db, query, args...)
 }
 
 // exactDoneBelow is the size of a table (as the dialect's rowsEstimate
@@ -860,7 +860,11 @@ func (s *Store) Stats(ctx context.Context, now time.Time) (outbox.Stats, error) 
 	if err != nil {
 		return fail(err)
 	}
-	query, args := s.d.rowsEstimate(s.table)
+	estimate := s.d.rowsEstimate
+	if s.part != nil {
+		estimate = partitionedRowsEstimate
+	}
+	query, args := estimate(s.table)
 	size, err := s.queryInt(ctx, query, args...)
 	if err != nil {
 		return fail(err)

@@ -34,6 +34,10 @@
 //     with wake-ups against without: see cross.go.
 //   - idle-wake (not run by default): the CPU that 8 idle Clients
 //     listening for wake-ups cost the database, against the same without.
+//   - pinned-horizon (not in the default list; make bench-long): a
+//     sustained write + delivery load on PostgreSQL, with and without a
+//     transaction pinning the horizon, on the plain and the partitioned
+//     table: see pinned.go.
 //
 // For the other scenarios rss_mb is the peak RSS of the main process so far
 // (VmHWM cannot be reset). Every ratio is the median of pairs of runs, one
@@ -82,6 +86,12 @@ type options struct {
 	crossRate                int
 	coldQueue                int
 	ackInterval              time.Duration
+	pinnedDuration           time.Duration
+	pinnedRate               int
+	pinnedRetention          time.Duration
+	pinnedPartition          time.Duration
+	pinnedRuns               string
+	pinnedVacuum             time.Duration
 	short                    bool
 	pgDSN, myDSN, sqlitePath string
 	md                       string
@@ -124,6 +134,12 @@ func main() {
 	flag.IntVar(&o.coldQueue, "cold-queue", 0, "the framework's ColdQueueSize (0: the default)")
 	flag.IntVar(&o.ackBatch, "ack-batch", 0, "the framework's AckBatchSize (0: the default)")
 	flag.DurationVar(&o.ackInterval, "ack-interval", 0, "the framework's AckInterval (0: the default)")
+	flag.DurationVar(&o.pinnedDuration, "pinned-duration", 10*time.Minute, "length of each of the four runs of pinned-horizon")
+	flag.IntVar(&o.pinnedRate, "pinned-rate", 2000, "events written (and delivered) per second in pinned-horizon")
+	flag.DurationVar(&o.pinnedRetention, "pinned-retention", time.Minute, "the Retention of DONE events in pinned-horizon")
+	flag.DurationVar(&o.pinnedPartition, "pinned-partition", 20*time.Second, "the partition interval of pinned-horizon's partitioned runs")
+	flag.DurationVar(&o.pinnedVacuum, "pinned-vacuum", time.Minute, "pinned-horizon runs VACUUM on its table this often (0: never; for a server with autovacuum off)")
+	flag.StringVar(&o.pinnedRuns, "pinned-runs", "default,default+pin,partitioned,partitioned+pin", "the runs of pinned-horizon, comma-separated")
 	flag.BoolVar(&o.short, "short", false, "CI sizes: -duration 300ms -pairs 1 -drain-pairs 1 -drain-rows 100000 unless set")
 	flag.StringVar(&o.pgDSN, "postgres-dsn", serverDSN(sqlstore.PostgreSQL), "PostgreSQL DSN")
 	flag.StringVar(&o.myDSN, "mysql-dsn", serverDSN(sqlstore.MySQL), "MySQL/MariaDB DSN")
@@ -299,6 +315,11 @@ func runBackend(ctx context.Context, o options, b backend, want map[string]bool,
 	}
 	if want["drain-ordered"] {
 		if err := e.drainOrdered(ctx, o, rep); err != nil {
+			return err
+		}
+	}
+	if want["pinned-horizon"] {
+		if err := e.pinnedHorizon(ctx, o); err != nil {
 			return err
 		}
 	}

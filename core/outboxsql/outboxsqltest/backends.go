@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/go-outbox/outbox/core/outboxsql"
 )
@@ -47,6 +48,9 @@ type Backend struct {
 	// zoneDSN returns a server's DSN with the session time zone set to
 	// SessionZone; nil for a database without session time zones.
 	zoneDSN func(dsn string) string
+	// Options are the store options of the backend's storage mode, which
+	// NewStore passes (such as outboxsql.WithPartitions).
+	Options []outboxsql.Option
 }
 
 // backends is every backend the suites run on.
@@ -54,6 +58,8 @@ var backends = []Backend{
 	{Name: "sqlite", Dialect: outboxsql.SQLite, DriverName: "sqlite", fileDSN: outboxsql.SQLiteDSN},
 	{Name: "postgres-pq", Dialect: outboxsql.PostgreSQL, DriverName: "postgres", EnvDSN: EnvPostgresDSN, defaultDSN: DefaultPostgresDSN, zoneDSN: postgresZoneDSN},
 	{Name: "postgres-pgx", Dialect: outboxsql.PostgreSQL, DriverName: "pgx", EnvDSN: EnvPostgresDSN, defaultDSN: DefaultPostgresDSN, zoneDSN: postgresZoneDSN},
+	{Name: "postgres-partitioned", Dialect: outboxsql.PostgreSQL, DriverName: "pgx", EnvDSN: EnvPostgresDSN, defaultDSN: DefaultPostgresDSN, zoneDSN: postgresZoneDSN,
+		Options: []outboxsql.Option{outboxsql.WithPartitions(time.Hour)}},
 	{Name: "mysql", Dialect: outboxsql.MySQL, DriverName: "mysql", EnvDSN: EnvMySQLDSN, defaultDSN: DefaultMySQLDSN, zoneDSN: mysqlZoneDSN},
 }
 
@@ -204,7 +210,8 @@ func (c closingServers) Run() int {
 func (b Backend) NewStore(t *testing.T, db *sql.DB, opts ...outboxsql.Option) *outboxsql.Store {
 	t.Helper()
 	table := TableName("outbox_test")
-	store, err := outboxsql.Open(db, append([]outboxsql.Option{outboxsql.WithDialect(b.Dialect)}, append(opts, outboxsql.WithTable(table))...)...)
+	opts = append(append([]outboxsql.Option{outboxsql.WithDialect(b.Dialect)}, b.Options...), opts...)
+	store, err := outboxsql.Open(db, append(opts, outboxsql.WithTable(table))...)
 	if err != nil {
 		t.Fatal(err)
 	}
