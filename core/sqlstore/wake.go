@@ -35,7 +35,7 @@ var _ outbox.Waker = (*Store)(nil)
 
 // DefaultWakeInterval is how often a listener on MySQL, MariaDB or SQLite
 // reads the wake-up signal unless WithWakeInterval sets another interval.
-const DefaultWakeInterval = 100 * time.Millisecond
+const DefaultWakeInterval = 50 * time.Millisecond
 
 // Bounds of WithWakeInterval.
 const (

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,7 +49,8 @@ func (e *env) crossSide(ctx context.Context, o options, wake bool) (r run, err e
 		return r, err
 	}
 	pcfg := cfg
-	pcfg.Store, pcfg.Mode = otherStore, outbox.ModePollerOnly
+	claims := &claimTimes{}
+	pcfg.Store, pcfg.Mode, pcfg.Metrics = otherStore, outbox.ModePollerOnly, claims
 	poller, err := outbox.New(pcfg)
 	if err != nil {
 		return r, err
@@ -80,9 +82,34 @@ func (e *env) crossSide(ctx context.Context, o options, wake bool) (r run, err e
 		r.note = fmt.Sprintf("written=%d,delivered=%d", written, r.n)
 	}
 	if !wake {
-		r.note = "wake-ups off"
+		r.addNote("wake-ups off")
 	}
+	r.addNote(claims.String())
 	return r, nil
+}
+
+// claimTimes records how long the poller's claims took.
+type claimTimes struct {
+	outbox.NopMetrics
+	mu    sync.Mutex
+	times []time.Duration
+	rows  int
+}
+
+func (c *claimTimes) Claimed(d time.Duration, n int) {
+	c.mu.Lock()
+	c.times = append(c.times, d)
+	c.rows += n
+	c.mu.Unlock()
+}
+
+// String is how many claims there were, their rows and their p50 and p99.
+func (c *claimTimes) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	slices.Sort(c.times)
+	return fmt.Sprintf("claims=%d,rows/claim=%.1f,claim-p50=%s,claim-p99=%s", len(c.times), float64(c.rows)/float64(max(len(c.times), 1)),
+		percentile(c.times, 0.5).Round(10*time.Microsecond), percentile(c.times, 0.99).Round(10*time.Microsecond))
 }
 
 // paced runs op at rate operations a second for d, each on a goroutine of
