@@ -250,9 +250,26 @@ func (e *env) statuses(ids ...string) []string { return outboxadmintest.Statuses
 // --table first (it lists e's own table among those found), and migrate
 // only to create a new table.
 func (e *env) noTable(table string) []string {
-	return []string{
+	want := []string{
 		"table " + table + " does not exist in " + e.display + ". If the service uses another table, pass --table NAME or set OUTBOX_TABLE (outbox tables there: ",
-		e.store.Table(),
 		"); only to create a new, empty outbox table here, run `outboxctl --table " + table + " migrate --apply`",
 	}
+	// The message lists the first maxListedTables by name: the test's
+	// own table only if the shared server has few others.
+	rows, err := e.db.QueryContext(context.Background(), tablesQuery(e.b.Dialect))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		n++
+	}
+	if err := rows.Err(); err != nil {
+		e.t.Fatal(err)
+	}
+	if n <= maxListedTables {
+		want = append(want, e.store.Table())
+	}
+	return want
 }
