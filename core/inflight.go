@@ -93,15 +93,18 @@ func (h *holds) acquire(id, typ string, claimed, now time.Time, mates *claimMate
 	return nh, true
 }
 
-// release forgets hd (unless its id has been acquired again since).
-func (h *holds) release(hd *hold) {
+// release forgets hd (unless its id has been acquired again since) and
+// reports whether it was still held.
+func (h *holds) release(hd *hold) bool {
 	h.mu.Lock()
-	if h.m[hd.id] == hd {
-		delete(h.m, hd.id)
-		hd.endMate()
-		h.end(hd)
+	defer h.mu.Unlock()
+	if h.m[hd.id] != hd {
+		return false
 	}
-	h.mu.Unlock()
+	delete(h.m, hd.id)
+	hd.endMate()
+	h.end(hd)
+	return true
 }
 
 // end tells ended of hd, if it is counted; h.mu is held.
