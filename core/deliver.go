@@ -154,6 +154,12 @@ func (d *dispatcher) deliverRun(to *timeouts, q queued) {
 		if d.expired(item) || d.outlived(item) || d.heldBack(item) {
 			return
 		}
+		if item.suspect { // taken over from an owner that stored no outcome
+			if !d.claims.countAttempt(d.runCtx, item.hold, item.env) {
+				return
+			}
+			item.attempts, item.charged = item.attempts+1, true
+		}
 		item.inRun = next < len(run)
 		deadline := utcNow(d.clock).Add(d.cfg.ListenerTimeout)
 		for _, t := range run[next:] {

@@ -198,9 +198,10 @@ func (d *dispatcher) enqueueClaimed(run []Record, mates *claimMates) bool {
 	r := run[0]
 	item := queued{env: r.Envelope, attempts: r.Attempts, suspect: takenOver(r), created: r.CreatedAt, subscribers: r.Subscribers}
 	q := d.cold
-	if inFlight(r) {
+	if inFlight(r) && len(run) == 1 {
 		// It may be what stopped its owner: it runs alone, after the
-		// events claimed with it, so that they are not dragged along.
+		// events claimed with it, so that they are not dragged along. (In
+		// a run, its attempt is counted before it starts, see deliverRun.)
 		q, item.after, mates = d.suspects, mates, nil
 	}
 	if len(run) > 1 {
@@ -243,7 +244,7 @@ func (d *dispatcher) holdRun(recs []Record, mates *claimMates) (rest []queued, b
 			}
 			return rest, back
 		}
-		rest = append(rest, queued{env: r.Envelope, attempts: r.Attempts, created: r.CreatedAt, subscribers: r.Subscribers, hold: hd})
+		rest = append(rest, queued{env: r.Envelope, attempts: r.Attempts, suspect: takenOver(r), created: r.CreatedAt, subscribers: r.Subscribers, hold: hd})
 	}
 	return rest, nil
 }

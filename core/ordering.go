@@ -109,40 +109,46 @@ func (w *writer) hotSplit(ctx context.Context, tx Tx, events []Envelope) (hot []
 // before the next starts, and gives back the rest unstarted at the first
 // that does not succeed.
 
-// groupRuns orders the records of a claim so that the events of one run
-// follow each other in Seq order, where the first of them was: the
-// ordered events of a key that the claim took fresh (a taken-over event
-// is recovered as a head, alone).
+// groupRuns orders the records of a claim for the queues: the events of
+// one key follow each other in Seq order (a run: the store returns several
+// events of a key only as a run), where the first of them was; then the
+// runs and single events are ordered, stably, by suspicion (fresh, taken
+// over, in flight when their owner stopped), a run by its most suspect
+// event's.
 func groupRuns(recs []Record) {
-	runs, n := map[string][]Record{}, 0
-	for _, r := range recs {
-		if inRun(r) {
-			runs[r.Envelope.OrderingKey()] = append(runs[r.Envelope.OrderingKey()], r)
-			n++
-		}
-	}
-	if len(runs) == n {
-		return // no key has more than one event
-	}
-	out := make([]Record, 0, len(recs))
+	units := make([][]Record, 0, len(recs))
+	at := map[string]int{} // key → its unit
 	for _, r := range recs {
 		if !inRun(r) {
-			out = append(out, r)
+			units = append(units, []Record{r})
 			continue
 		}
 		k := r.Envelope.OrderingKey()
-		if run, ok := runs[k]; ok {
-			slices.SortFunc(run, func(a, b Record) int { return cmp.Compare(a.Seq, b.Seq) })
-			out = append(out, run...)
-			delete(runs, k)
+		if i, ok := at[k]; ok {
+			units[i] = append(units[i], r)
+			continue
 		}
+		at[k] = len(units)
+		units = append(units, []Record{r})
+	}
+	worst := func(u []Record) int {
+		w := 0
+		for _, r := range u {
+			w = max(w, suspicion(r))
+		}
+		return w
+	}
+	slices.SortStableFunc(units, func(a, b []Record) int { return worst(a) - worst(b) })
+	out := recs[:0:0]
+	for _, u := range units {
+		slices.SortFunc(u, func(a, b Record) int { return cmp.Compare(a.Seq, b.Seq) })
+		out = append(out, u...)
 	}
 	copy(recs, out)
 }
 
-// inRun reports whether r may be an event of a run: an ordered event
-// claimed fresh.
-func inRun(r Record) bool { return r.Err == nil && r.Envelope.Ordered() && !takenOver(r) }
+// inRun reports whether r may be an event of a run: an ordered event.
+func inRun(r Record) bool { return r.Err == nil && r.Envelope.Ordered() }
 
 // runLen returns how many records at the start of recs (at least one)
 // form a run: the first, and those after it of the same key (see

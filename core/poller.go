@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 )
@@ -210,12 +209,12 @@ func (p *poller) enqueue(ctx context.Context, got claimed, limit int, concurrent
 	if len(recs) == 0 {
 		return 0, false, false
 	}
-	// Events taken over from an owner that stored no outcome go after the
-	// fresh ones, and those that were in flight when it stopped (suspects:
-	// one may be what stopped it) last, in the suspect lane, where each
-	// starts once the others of this claim (its mates) have ended: a
-	// suspect that kills the process again takes none of them along.
-	slices.SortStableFunc(recs, func(a, b Record) int { return suspicion(a) - suspicion(b) })
+	// Events taken over from an owner that stored no outcome come after the
+	// fresh ones (claims.claim orders them, see groupRuns), and those that
+	// were in flight when it stopped (suspects: one may be what stopped it)
+	// last, in the suspect lane, where each starts once the others of this
+	// claim (its mates) have ended: a suspect that kills the process again
+	// takes none of them along.
 	var mates *claimMates
 	sealed := true
 	if inFlight(recs[len(recs)-1]) {
