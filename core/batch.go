@@ -18,8 +18,7 @@ import (
 // reused from one to the next.
 func (d *dispatcher) run(to *timeouts, buf *batchBuf, q queued) (next queued, more bool) {
 	if len(q.rest) > 0 {
-		d.deliverRun(to, q)
-		return queued{}, false
+		return d.deliverRuns(to, q)
 	}
 	if d.expired(q) || d.outlived(q) || d.heldBack(q) {
 		return queued{}, false

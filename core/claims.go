@@ -480,9 +480,13 @@ func (c *claims) markDone(batch []*hold) {
 	if stale := len(ids) - int(n); stale > 0 {
 		c.metrics.StaleUpdates(stale)
 		c.log.Warn("outbox: some DONE updates found their claim taken over", "stale", stale, "batch", len(ids))
+	} else {
+		for _, hd := range batch {
+			hd.done.Store(true)
+		}
 	}
 	for _, hd := range batch {
-		if hd.ordered { // the next event of its key may go out now
+		if hd.ordered && !hd.midRun { // the next event of its key may go out now
 			c.wakePoller()
 			break
 		}
@@ -521,33 +525,17 @@ func (c *claims) giveBack(ctx context.Context, hd *hold, e Envelope) {
 func (c *claims) letGo(hd *hold) bool { return c.held.release(hd) }
 
 // settleStep stores the outcome o of the delivery of e, held by hd, an
-// event of a run with more after it, and reports whether the run goes on:
-// its DONE is written at once, fenced (the next event of its key may
-// start only once it is stored); any other outcome is settled as usual
-// and stops the run.
+// event of a run with more after it, and reports whether it was DONE: its
+// DONE then joins the acknowledgements, and the run goes on once they are
+// written (flushAcksNow) and hd.done says it is stored, its claim still
+// this owner's — the next event of its key may start only then. Any other
+// outcome is settled as usual and stops the run.
 func (c *claims) settleStep(ctx context.Context, hd *hold, e Envelope, o outcome) bool {
-	if o.verdict != settleDone {
-		c.settle(ctx, hd, e, o)
-		return false
+	if o.verdict == settleDone {
+		hd.midRun = true // its key goes on here: no need to wake the poller
 	}
-	c.gate.observe(e, o)
-	c.metrics.Delivered(labelsOf(e))
-	var n int64
-	err := storeRetry(ctx, func(ctx context.Context) (err error) {
-		n, err = c.store.MarkDone(ctx, c.owner, []string{e.ID()}, utcNow(c.clock))
-		return err
-	})
-	c.held.release(hd)
-	switch {
-	case err != nil:
-		c.log.Error("outbox: could not mark an event DONE; it will be delivered again, and the rest of its run is given back", eventAttrs(e), "error", err)
-		return false
-	case n == 0:
-		c.metrics.StaleUpdates(1)
-		c.log.Warn("outbox: claim was taken over, DONE not recorded; the rest of its run is given back", eventAttrs(e))
-		return false
-	}
-	return true
+	c.settle(ctx, hd, e, o)
+	return o.verdict == settleDone
 }
 
 // delivering records that hd's listener starts; its claim is renewed

@@ -42,8 +42,8 @@ func (dl delivery) context(ctx context.Context) context.Context {
 
 // deliver runs one event through interceptors and its listener l (nil:
 // unroutable) in a context of to, and records the outcome. For an event of
-// a run with more after it (q.inRun), it reports whether the run goes on:
-// the event is DONE, and that is stored.
+// a run with more after it (q.inRun), it reports whether its DONE was
+// queued: the run goes on once that is stored (see deliverRuns).
 func (d *dispatcher) deliver(to *timeouts, q queued, l Listener) (goOn bool) {
 	dl := d.begin(q, utcNow(d.clock).Add(d.cfg.ListenerTimeout))
 	ctx := to.start(dl.attempt)
@@ -113,8 +113,8 @@ func unroutable(e Envelope) error {
 // settle hands the outcome of a delivery whose dispatch returned err to
 // claims, which stores it. ctx is the worker's: cancelled, Close cut the
 // delivery off, and the row is given back (not the listener's failure).
-// For an event of a run with more after it, it reports whether the run
-// goes on (see claims.settleStep).
+// For an event of a run with more after it, it reports whether its DONE
+// was queued (see claims.settleStep).
 func (d *dispatcher) settle(ctx context.Context, dl delivery, err error) bool {
 	q := dl.q
 	took := time.Since(dl.started)
@@ -126,49 +126,6 @@ func (d *dispatcher) settle(ctx context.Context, dl delivery, err error) bool {
 	}
 	d.claims.settle(ctx, q.hold, q.env, o)
 	return false
-}
-
-// deliverRun delivers q and the rest of its run (see ClaimRequest.Run) one
-// after the other, in order, each once the one before it is DONE and
-// stored. At the first event that does not succeed — a failure, a retry,
-// DEAD, a claim that lapsed or was taken over, an event held back or
-// expired, Close — it gives back the events after it unstarted (no
-// attempt used, no error recorded): their key waits as it would for a
-// single event. While an event runs, the claims of the events after it
-// are renewed until its deadline only: if its listener hangs, the whole
-// run's claims lapse together, and a take-over recovers them in order.
-func (d *dispatcher) deliverRun(to *timeouts, q queued) {
-	run := append([]queued{q}, q.rest...)
-	run[0].rest = nil
-	next := 0 // the first event not handled yet
-	defer func() {
-		d.giveBack(run[next:], nil) // the rest, if the run stopped (also on runtime.Goexit)
-	}()
-	for next < len(run) {
-		item := run[next]
-		next++
-		if next > 1 && isClosed(d.stopping) {
-			next-- // Close: the rest is given back
-			return
-		}
-		if d.expired(item) || d.outlived(item) || d.heldBack(item) {
-			return
-		}
-		if item.suspect { // taken over from an owner that stored no outcome
-			if !d.claims.countAttempt(d.runCtx, item.hold, item.env) {
-				return
-			}
-			item.attempts, item.charged = item.attempts+1, true
-		}
-		item.inRun = next < len(run)
-		deadline := utcNow(d.clock).Add(d.cfg.ListenerTimeout)
-		for _, t := range run[next:] {
-			d.claims.delivering(t.hold, deadline)
-		}
-		if !d.deliver(to, item, d.route(item.env)) && item.inRun {
-			return
-		}
-	}
 }
 
 // outcome is what the delivery dl that returned err comes to: released if

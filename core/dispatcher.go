@@ -221,6 +221,9 @@ func (d *dispatcher) enqueueClaimed(run []Record, mates *claimMates) bool {
 		return false
 	}
 	d.metrics.EventEnqueued(labelsOf(r.Envelope), PathCold)
+	for _, t := range item.rest {
+		d.metrics.EventEnqueued(labelsOf(t.env), PathCold)
+	}
 	return true
 }
 
@@ -262,7 +265,7 @@ func (d *dispatcher) giveBack(qs []queued, ids []string) {
 	if len(ids) == 0 {
 		return
 	}
-	if err := d.claims.release(d.runCtx, ids); err != nil {
+	if err := d.claims.release(context.Background(), ids); err != nil {
 		d.log.Warn("outbox: could not give back the rest of a run; its events are claimable again when their lease expires", "count", len(ids), "error", err)
 	}
 	d.claims.wakePoller() // their key may go on

@@ -137,3 +137,55 @@ func TestRunGroupsAClaim(t *testing.T) {
 		t.Errorf("runs %v, want %v", got, want)
 	}
 }
+
+// TestRunsSideBySide: one worker delivers several runs (in rounds, when
+// they are queued together), each key's events in order, each once the
+// one before it on its key is stored DONE.
+func TestRunsSideBySide(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.Workers = 1; c.Ordered = true })
+	runs := [][]Record{runOf(h, "K1", 4), runOf(h, "K2", 3), runOf(h, "K3", 5)}
+	prev := map[string]string{}
+	for _, run := range runs {
+		for i, r := range run[1:] {
+			prev[r.ID] = run[i].ID
+		}
+	}
+	var mu sync.Mutex
+	var early []string
+	seen := map[string][]string{}
+	_ = h.reg.Handle(EventName("E"), func(_ context.Context, e Envelope) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if p, ok := prev[e.ID()]; ok && h.st.get(p).Status != StatusDone {
+			early = append(early, e.ID())
+		}
+		seen[e.OrderingKey()] = append(seen[e.OrderingKey()], e.ID())
+		return nil
+	})
+	h.start(t)
+	for _, run := range runs {
+		if !h.d.enqueueClaimed(run, nil) {
+			t.Fatal("enqueueClaimed refused a run")
+		}
+	}
+	for _, run := range runs {
+		for _, r := range run {
+			h.waitStatus(t, r.ID, StatusDone)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(early) > 0 {
+		t.Errorf("events started before the one before them on their key was stored DONE: %v", early)
+	}
+	for _, run := range runs {
+		k := run[0].Envelope.OrderingKey()
+		var want []string
+		for _, r := range run {
+			want = append(want, r.ID)
+		}
+		if !slices.Equal(seen[k], want) {
+			t.Errorf("key %s delivered %v, want %v", k, seen[k], want)
+		}
+	}
+}
