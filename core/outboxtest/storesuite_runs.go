@@ -256,6 +256,15 @@ func storeRunsConcurrent(t *testing.T, f Fixture) {
 		}()
 	}
 	wg.Wait()
+	checkConcurrentClaims(t, errs, all, claimed, byKey, perKey)
+}
+
+// checkConcurrentClaims reports the errors of concurrent claimers, and
+// checks that every event of all was claimed once and that each key's
+// events (byKey: their sequence numbers, in claim order) were claimed
+// perKey, in sequence order.
+func checkConcurrentClaims(t *testing.T, errs []string, all []outbox.Envelope, claimed map[string]int, byKey map[string][]int64, perKey int) {
+	t.Helper()
 	for _, e := range errs {
 		t.Error(e)
 	}
