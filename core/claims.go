@@ -529,10 +529,13 @@ func (c *claims) letGo(hd *hold) bool { return c.held.release(hd) }
 // DONE then joins the acknowledgements, and the run goes on once they are
 // written (flushAcksNow) and hd.done says it is stored, its claim still
 // this owner's — the next event of its key may start only then. Any other
-// outcome is settled as usual and stops the run.
-func (c *claims) settleStep(ctx context.Context, hd *hold, e Envelope, o outcome) bool {
+// outcome stops the run: stop gives back the rest of it first, then the
+// outcome is settled as usual.
+func (c *claims) settleStep(ctx context.Context, hd *hold, e Envelope, o outcome, stop func()) bool {
 	if o.verdict == settleDone {
 		hd.midRun = true // its key goes on here: no need to wake the poller
+	} else {
+		stop()
 	}
 	c.settle(ctx, hd, e, o)
 	return o.verdict == settleDone

@@ -122,7 +122,7 @@ func (d *dispatcher) settle(ctx context.Context, dl delivery, err error) bool {
 	d.metrics.ListenerDuration(labelsOf(q.env), took)
 	d.metrics.DeliveryDuration(labelsOf(q.env), o.verdict.String(), took)
 	if q.inRun {
-		return d.claims.settleStep(ctx, q.hold, q.env, o)
+		return d.claims.settleStep(ctx, q.hold, q.env, o, q.stopRun)
 	}
 	d.claims.settle(ctx, q.hold, q.env, o)
 	return false

@@ -106,6 +106,10 @@ type queued struct {
 	// DONE is written before the next starts.
 	rest  []queued
 	inRun bool
+	// stopRun, for an event of a run with more after it, gives back the
+	// rest of the run: called before an outcome other than DONE is
+	// stored, so that whoever sees that outcome sees the rest given back.
+	stopRun func()
 }
 
 // NewOwnerID returns an owner id unique to this process start: host, pid and

@@ -104,7 +104,7 @@ func (d *dispatcher) step(to *timeouts, r *workerRun, runs []*workerRun) bool {
 		}
 		item.attempts, item.charged = item.attempts+1, true
 	}
-	item.inRun = r.next < len(r.items)
+	item.inRun, item.stopRun = r.next < len(r.items), func() { stop() }
 	deadline := utcNow(d.clock).Add(d.cfg.ListenerTimeout)
 	for _, o := range runs {
 		for _, t := range o.left() {
