@@ -17,6 +17,9 @@ import (
 // and never waits for more. buf is the worker's own memory for batches,
 // reused from one to the next.
 func (d *dispatcher) run(to *timeouts, buf *batchBuf, q queued) (next queued, more bool) {
+	if len(q.rest) > 0 {
+		return d.deliverRuns(to, q)
+	}
 	if d.expired(q) || d.outlived(q) || d.heldBack(q) {
 		return queued{}, false
 	}
@@ -37,10 +40,10 @@ func (d *dispatcher) run(to *timeouts, buf *batchBuf, q queued) (next queued, mo
 		if !ok {
 			break
 		}
-		if d.expired(t) || d.outlived(t) || d.heldBack(t) {
+		if len(t.rest) == 0 && (d.expired(t) || d.outlived(t) || d.heldBack(t)) {
 			continue
 		}
-		if t.suspect || !sameListener(d.route(t.env), bl) {
+		if t.suspect || len(t.rest) > 0 || !sameListener(d.route(t.env), bl) {
 			next, more = t, true
 			break
 		}

@@ -31,6 +31,7 @@ type claims struct {
 	maxAttempts int
 	retry       RetryPolicy
 	ordered     bool
+	run         int // Config.OrderedRun
 	deadPolicy  DeadPolicy
 	unrouted    time.Duration // Config.UnroutedRetry (negative: DEAD at once)
 	// unroutedTypes are the types whose first unrouted event was logged
@@ -71,7 +72,7 @@ func newClaims(cfg Config, ackRoom int) *claims {
 func newClaimsOf(cfg Config, ackRoom int, reg *Registry) *claims {
 	c := &claims{
 		store: cfg.Store, owner: cfg.Owner, lease: cfg.Lease, maxAttempts: cfg.MaxAttempts, retry: cfg.RetryPolicy,
-		ordered: cfg.Ordered, deadPolicy: cfg.DeadPolicy, unrouted: cfg.UnroutedRetry, ackBatch: cfg.AckBatchSize, ackInterval: cfg.AckInterval,
+		ordered: cfg.Ordered, run: cfg.OrderedRun, deadPolicy: cfg.DeadPolicy, unrouted: cfg.UnroutedRetry, ackBatch: cfg.AckBatchSize, ackInterval: cfg.AckInterval,
 		log: cfg.Logger.With("outbox_owner", cfg.Owner), metrics: cfg.Metrics, clock: cfg.Clock,
 		held: newHolds(), acks: make(chan *hold, ackRoom), flushNow: make(chan chan struct{}),
 		ackDone: make(chan struct{}), wake: make(chan struct{}, 1),
@@ -114,22 +115,35 @@ func (c *claims) claim(ctx context.Context, now time.Time, limit int, skipRecent
 	began := time.Now() // the claim's real duration: the monotonic clock
 	recs, err := c.store.Claim(ctx, ClaimRequest{
 		Owner: c.owner, Now: now, Lease: c.lease, SkipRecent: skipRecent, Limit: limit,
-		NoRecovery: !recover, Ordered: c.ordered, DeadSkips: c.deadPolicy == DeadSkipsKey,
+		NoRecovery: !recover, Ordered: c.ordered, DeadSkips: c.deadPolicy == DeadSkipsKey, Run: c.run,
 		Types: f.types, SkipTypes: f.skip,
 	})
 	if err != nil {
 		return claimed{}, err
 	}
 	c.metrics.Claimed(time.Since(began), len(recs))
+	groupRuns(recs)
 	out := claimed{rows: len(recs), recs: recs[:0]}
+	var cut map[string]bool // the keys of runs cut short by an event that may not start
+	var back []string       // the events after it, given back
 	for _, r := range recs {
 		if takenOver(r) {
 			out.takenOver++
+		}
+		if inRun(r) && cut[r.Envelope.OrderingKey()] {
+			back = append(back, r.ID)
+			continue
 		}
 		o, ok := c.admit(r)
 		if ok {
 			out.recs = append(out.recs, r)
 			continue
+		}
+		if inRun(r) {
+			if cut == nil {
+				cut = map[string]bool{}
+			}
+			cut[r.Envelope.OrderingKey()] = true
 		}
 		c.report(r.Envelope, r.ID, o)
 		if _, err := c.mark(ctx, r.ID, o); err != nil {
@@ -137,6 +151,9 @@ func (c *claims) claim(ctx context.Context, now time.Time, limit int, skipRecent
 		} else if r.Err == nil {
 			c.deadEnds(r.Envelope)
 		}
+	}
+	if err := c.release(ctx, back); err != nil {
+		c.log.Warn("outbox: could not give back the rest of a run; its events are claimable again when their lease expires", "count", len(back), "error", err)
 	}
 	return out, nil
 }
@@ -467,9 +484,13 @@ func (c *claims) markDone(batch []*hold) {
 	if stale := len(ids) - int(n); stale > 0 {
 		c.metrics.StaleUpdates(stale)
 		c.log.Warn("outbox: some DONE updates found their claim taken over", "stale", stale, "batch", len(ids))
+	} else {
+		for _, hd := range batch {
+			hd.done.Store(true)
+		}
 	}
 	for _, hd := range batch {
-		if hd.ordered { // the next event of its key may go out now
+		if hd.ordered && !hd.midRun { // the next event of its key may go out now
 			c.wakePoller()
 			break
 		}
@@ -504,7 +525,25 @@ func (c *claims) giveBack(ctx context.Context, hd *hold, e Envelope) {
 
 // letGo forgets hd: the queue refused its event, and its row stays
 // claimed until the caller releases it or its lease expires.
-func (c *claims) letGo(hd *hold) { c.held.release(hd) }
+// It reports whether hd was still held (not taken over here since).
+func (c *claims) letGo(hd *hold) bool { return c.held.release(hd) }
+
+// settleStep stores the outcome o of the delivery of e, held by hd, an
+// event of a run with more after it, and reports whether it was DONE: its
+// DONE then joins the acknowledgements, and the run goes on once they are
+// written (flushAcksNow) and hd.done says it is stored, its claim still
+// this owner's — the next event of its key may start only then. Any other
+// outcome stops the run: stop gives back the rest of it first, then the
+// outcome is settled as usual.
+func (c *claims) settleStep(ctx context.Context, hd *hold, e Envelope, o outcome, stop func()) bool {
+	if o.verdict == settleDone {
+		hd.midRun = true // its key goes on here: no need to wake the poller
+	} else {
+		stop()
+	}
+	c.settle(ctx, hd, e, o)
+	return o.verdict == settleDone
+}
 
 // delivering records that hd's listener starts; its claim is renewed
 // until deadline.

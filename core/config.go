@@ -154,6 +154,12 @@ type Config struct {
 	// later events of its key (default DeadBlocksKey: they wait until it is
 	// replayed or skipped).
 	DeadPolicy DeadPolicy
+	// OrderedRun is the most events of one ordering key an ordered claim
+	// takes at once (default DefaultOrderedRun; 1: the head alone): one
+	// worker delivers them in order, each once the one before it is DONE,
+	// and gives back the rest unstarted at the first that does not succeed.
+	// A key with a backlog then drains without a claim per event.
+	OrderedRun int
 	// UnroutedRetry is how long an event that no route of this Client
 	// handles is left pending before it is offered again, without using an
 	// attempt, so that another program sharing the table — or a later

@@ -41,8 +41,10 @@ func (dl delivery) context(ctx context.Context) context.Context {
 }
 
 // deliver runs one event through interceptors and its listener l (nil:
-// unroutable) in a context of to, and records the outcome.
-func (d *dispatcher) deliver(to *timeouts, q queued, l Listener) {
+// unroutable) in a context of to, and records the outcome. For an event of
+// a run with more after it (q.inRun), it reports whether its DONE was
+// queued: the run goes on once that is stored (see deliverRuns).
+func (d *dispatcher) deliver(to *timeouts, q queued, l Listener) (goOn bool) {
 	dl := d.begin(q, utcNow(d.clock).Add(d.cfg.ListenerTimeout))
 	ctx := to.start(dl.attempt)
 	ended := false
@@ -63,7 +65,7 @@ func (d *dispatcher) deliver(to *timeouts, q queued, l Listener) {
 	}
 	to.end(ctx)
 	ended = true
-	d.settle(to.ctx, dl, err)
+	return d.settle(to.ctx, dl, err)
 }
 
 // call is dispatch without interceptors: it runs q's listener l (nil: no
@@ -111,13 +113,19 @@ func unroutable(e Envelope) error {
 // settle hands the outcome of a delivery whose dispatch returned err to
 // claims, which stores it. ctx is the worker's: cancelled, Close cut the
 // delivery off, and the row is given back (not the listener's failure).
-func (d *dispatcher) settle(ctx context.Context, dl delivery, err error) {
+// For an event of a run with more after it, it reports whether its DONE
+// was queued (see claims.settleStep).
+func (d *dispatcher) settle(ctx context.Context, dl delivery, err error) bool {
 	q := dl.q
 	took := time.Since(dl.started)
 	o := d.outcome(ctx, dl, err)
 	d.metrics.ListenerDuration(labelsOf(q.env), took)
 	d.metrics.DeliveryDuration(labelsOf(q.env), o.verdict.String(), took)
+	if q.inRun {
+		return d.claims.settleStep(ctx, q.hold, q.env, o, q.stopRun)
+	}
 	d.claims.settle(ctx, q.hold, q.env, o)
+	return false
 }
 
 // outcome is what the delivery dl that returned err comes to: released if

@@ -100,6 +100,16 @@ type queued struct {
 	// after, for an event in flight when its owner stopped (the suspect
 	// lane's), are the events claimed with it, which end first.
 	after *claimMates
+	// rest are the later events of the run this event heads (see
+	// ClaimRequest.Run), each held: the worker delivers them after it, in
+	// order (deliverRun). inRun: a run's event with more after it, whose
+	// DONE is written before the next starts.
+	rest  []queued
+	inRun bool
+	// stopRun, for an event of a run with more after it, gives back the
+	// rest of the run: called before an outcome other than DONE is
+	// stored, so that whoever sees that outcome sees the rest given back.
+	stopRun func()
 }
 
 // NewOwnerID returns an owner id unique to this process start: host, pid and
@@ -185,26 +195,84 @@ func (d *dispatcher) enqueueHot(e Envelope, created time.Time) bool {
 // mates. It returns false if the queue is full or the dispatcher is
 // closed. An event already held in this process is not queued twice but
 // reported as accepted.
-func (d *dispatcher) enqueueClaimed(r Record, mates *claimMates) bool {
-	claimed := r.LockedAt
-	if claimed.IsZero() {
-		claimed = utcNow(d.clock)
-	}
+//
+// run is the event and the later events of its run (see ClaimRequest.Run
+// and runLen), which one worker delivers after it, in order.
+func (d *dispatcher) enqueueClaimed(run []Record, mates *claimMates) bool {
+	r := run[0]
 	item := queued{env: r.Envelope, attempts: r.Attempts, suspect: takenOver(r), created: r.CreatedAt, subscribers: r.Subscribers}
 	q := d.cold
-	if inFlight(r) {
+	if inFlight(r) && len(run) == 1 {
 		// It may be what stopped its owner: it runs alone, after the
-		// events claimed with it, so that they are not dragged along.
+		// events claimed with it, so that they are not dragged along. (In
+		// a run, its attempt is counted before it starts, see deliverRun.)
 		q, item.after, mates = d.suspects, mates, nil
 	}
-	ok, held := d.enqueue(q, item, claimed, mates)
+	if len(run) > 1 {
+		var back []string
+		item.rest, back = d.holdRun(run[1:], mates)
+		defer d.giveBack(nil, back)
+	}
+	ok, held := d.enqueue(q, item, claimedAt(r, d.clock), mates)
 	if held {
-		return true // being delivered here already: its renewals failed for a lease, and this claim took it back
+		d.giveBack(item.rest, nil) // its run waits for it
+		return true                // being delivered here already: its renewals failed for a lease, and this claim took it back
 	}
-	if ok {
-		d.metrics.EventEnqueued(labelsOf(r.Envelope), PathCold)
+	if !ok {
+		for _, t := range item.rest {
+			d.claims.letGo(t.hold)
+		}
+		return false
 	}
-	return ok
+	d.metrics.EventEnqueued(labelsOf(r.Envelope), PathCold)
+	for _, t := range item.rest {
+		d.metrics.EventEnqueued(labelsOf(t.env), PathCold)
+	}
+	return true
+}
+
+// claimedAt returns when r was claimed (now, if the store did not say).
+func claimedAt(r Record, clock Clock) time.Time {
+	if r.LockedAt.IsZero() {
+		return utcNow(clock)
+	}
+	return r.LockedAt
+}
+
+// holdRun holds the later events of a run, up to the first that is held
+// already (being delivered here: its run stops before it), and returns
+// them queued, and the ids of those after it, which are to be given back.
+func (d *dispatcher) holdRun(recs []Record, mates *claimMates) (rest []queued, back []string) {
+	for i, r := range recs {
+		hd := d.claims.hold(r.Envelope, claimedAt(r, d.clock), mates)
+		if hd == nil {
+			for _, t := range recs[i+1:] {
+				back = append(back, t.ID)
+			}
+			return rest, back
+		}
+		rest = append(rest, queued{env: r.Envelope, attempts: r.Attempts, suspect: takenOver(r), created: r.CreatedAt, subscribers: r.Subscribers, hold: hd})
+	}
+	return rest, nil
+}
+
+// giveBack lets go of the queued events qs and releases their claims and
+// those of ids (held nowhere here), unstarted, no attempt used: the
+// later events of a run that stopped. The events whose holds were taken
+// over here meanwhile are left to those.
+func (d *dispatcher) giveBack(qs []queued, ids []string) {
+	for _, q := range qs {
+		if d.claims.letGo(q.hold) {
+			ids = append(ids, q.env.ID())
+		}
+	}
+	if len(ids) == 0 {
+		return
+	}
+	if err := d.claims.release(context.Background(), ids); err != nil {
+		d.log.Warn("outbox: could not give back the rest of a run; its events are claimable again when their lease expires", "count", len(ids), "error", err)
+	}
+	d.claims.wakePoller() // their key may go on
 }
 
 // enqueue holds item's event, claimed at claimed, as one of mates (nil:
@@ -480,8 +548,10 @@ func (d *dispatcher) releaseQueued(ctx context.Context) {
 		for {
 			select {
 			case item := <-q:
-				ids = append(ids, item.env.ID())
-				d.claims.letGo(item.hold)
+				for _, t := range append([]queued{item}, item.rest...) {
+					ids = append(ids, t.env.ID())
+					d.claims.letGo(t.hold)
+				}
 			default:
 				break drain
 			}

@@ -37,7 +37,7 @@ func BenchmarkColdDelivery(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for _, r := range recs {
-		for !h.d.enqueueClaimed(r, nil) {
+		for !h.d.enqueueClaimed([]Record{r}, nil) {
 			runtime.Gosched() // the queue is full: the workers free room
 		}
 	}

@@ -177,7 +177,7 @@ func TestDispatcherLastAttemptGoesDead(t *testing.T) {
 	h.start(t)
 	e := evt("E")
 	h.st.put(Record{ID: e.ID(), Envelope: e, Status: StatusRetry, Attempts: 2, LockedBy: h.d.Owner(), LockedAt: h.clk.Now()})
-	if !h.d.enqueueClaimed(Record{Envelope: e, Attempts: 2}, nil) {
+	if !h.d.enqueueClaimed([]Record{{Envelope: e, Attempts: 2}}, nil) {
 		t.Fatal("enqueueClaimed refused")
 	}
 	r := h.waitStatus(t, e.ID(), StatusDead)
@@ -366,7 +366,7 @@ func TestDispatcherCloseReleasesQueued(t *testing.T) {
 	if err := h.d.Start(context.Background()); !errors.Is(err, ErrClosed) {
 		t.Errorf("Start after Close: err = %v, want ErrClosed", err)
 	}
-	if h.d.enqueueHot(evt("E"), time.Time{}) || h.d.enqueueClaimed(Record{Envelope: evt("E")}, nil) {
+	if h.d.enqueueHot(evt("E"), time.Time{}) || h.d.enqueueClaimed([]Record{{Envelope: evt("E")}}, nil) {
 		t.Error("closed dispatcher accepted an event")
 	}
 	if h.d.takesHot(nil) {

@@ -105,7 +105,7 @@ func TestGoexitIsAFailedAttempt(t *testing.T) {
 						r.Attempts, r.LastError = 2, ErrClaimExpired.Error()
 					}
 					h.st.put(r)
-					if !h.d.enqueueClaimed(r, nil) {
+					if !h.d.enqueueClaimed([]Record{r}, nil) {
 						t.Fatal("enqueueClaimed refused")
 					}
 				}

@@ -29,13 +29,17 @@ type hold struct {
 	// listener that hangs loses its event to a take-over.
 	deadline time.Time
 	// ordered: the event is ordered; its DONE wakes the poller (set
-	// before the hold is queued, read after).
-	ordered bool
+	// before the hold is queued, read after), unless midRun: the next
+	// event of its key is this process's already (see claims.settleStep).
+	ordered, midRun bool
 	// mates, if not nil, counts this hold among the events of its claim
 	// that a suspect waits for (see claimMates): it ends with the hold.
 	mates *claimMates
 	// typ is the event type of a hold the gate counts (see gate.held).
 	typ string
+	// done is set once the event's DONE is stored, its claim still this
+	// owner's (see claims.settleStep).
+	done atomic.Bool
 }
 
 // claimMates are the events of one claim that its suspects (events in
@@ -93,15 +97,18 @@ func (h *holds) acquire(id, typ string, claimed, now time.Time, mates *claimMate
 	return nh, true
 }
 
-// release forgets hd (unless its id has been acquired again since).
-func (h *holds) release(hd *hold) {
+// release forgets hd (unless its id has been acquired again since) and
+// reports whether it was still held.
+func (h *holds) release(hd *hold) bool {
 	h.mu.Lock()
-	if h.m[hd.id] == hd {
-		delete(h.m, hd.id)
-		hd.endMate()
-		h.end(hd)
+	defer h.mu.Unlock()
+	if h.m[hd.id] != hd {
+		return false
 	}
-	h.mu.Unlock()
+	delete(h.m, hd.id)
+	hd.endMate()
+	h.end(hd)
+	return true
 }
 
 // end tells ended of hd, if it is counted; h.mu is held.

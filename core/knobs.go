@@ -111,6 +111,9 @@ const (
 	minDeadTuples = 1000
 	maxDeadTuples = 2_000_000_000
 	maxTableMB    = 1 << 30
+	// maxOrderedRun bounds OrderedRun: a run's events are held, renewed
+	// and given back together.
+	maxOrderedRun = 1000
 )
 
 var knobs = []Knob{
@@ -182,6 +185,8 @@ var knobs = []Knob{
 		func(c *Config) *bool { return &c.Ordered }),
 	enumKnob("DeadPolicy", "dead-policy", "what an ordered DEAD event does to the later events of its key",
 		[]DeadPolicy{DeadBlocksKey, DeadSkipsKey}, func(c *Config) *DeadPolicy { return &c.DeadPolicy }),
+	numKnob("OrderedRun", "the most events of one ordering key an ordered claim takes, delivered in order by one worker (1: one at a time)",
+		func(c *Config) *int { return &c.OrderedRun }, DefaultOrderedRun, 1, maxOrderedRun),
 	withNegative(numKnob("UnroutedRetry", "leaves an event no route of this Client handles pending, offered again after this long, using no attempt (negative: DEAD at once)",
 		func(c *Config) *time.Duration { return &c.UnroutedRetry }, DefaultUnroutedRetry, time.Second, day),
 		"DEAD at once", func(c Config) bool { return c.UnroutedRetry < 0 }),

@@ -1,8 +1,10 @@
 package outbox
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 )
 
 // DeadPolicy says what an ordered event that ends in DEAD does to the
@@ -34,6 +36,14 @@ func (p DeadPolicy) String() string {
 	}
 	return fmt.Sprintf("DeadPolicy(%d)", int(p))
 }
+
+// DefaultOrderedRun is how many events of one ordering key an ordered
+// claim takes at most unless Config.OrderedRun sets another number (see
+// ClaimRequest.Run). It is large enough that a key with a backlog costs
+// a claim per run rather than per event, and small enough that a run
+// holds little in memory and a crashed process leaves few claims behind
+// (see docs/benchmarks.md).
+const DefaultOrderedRun = 32
 
 // SkipNote is the start of the last error Client.Dead().Skip records on
 // the events it skips.
@@ -91,4 +101,66 @@ func (w *writer) hotSplit(ctx context.Context, tx Tx, events []Envelope) (hot []
 		}
 	}
 	return hot, released, len(hot) > 0, nil
+}
+
+// Runs (see ClaimRequest.Run). An ordered claim may return several events
+// of one key: the head and the events after it, in Seq order. One worker
+// delivers them in order (dispatcher.deliverRun), writing each one's DONE
+// before the next starts, and gives back the rest unstarted at the first
+// that does not succeed.
+
+// groupRuns orders the records of a claim for the queues: the events of
+// one key follow each other in Seq order (a run: the store returns several
+// events of a key only as a run), where the first of them was; then the
+// runs and single events are ordered, stably, by suspicion (fresh, taken
+// over, in flight when their owner stopped), a run by its most suspect
+// event's.
+func groupRuns(recs []Record) {
+	units := make([][]Record, 0, len(recs))
+	at := map[string]int{} // key → its unit
+	for _, r := range recs {
+		if !inRun(r) {
+			units = append(units, []Record{r})
+			continue
+		}
+		k := r.Envelope.OrderingKey()
+		if i, ok := at[k]; ok {
+			units[i] = append(units[i], r)
+			continue
+		}
+		at[k] = len(units)
+		units = append(units, []Record{r})
+	}
+	worst := func(u []Record) int {
+		w := 0
+		for _, r := range u {
+			w = max(w, suspicion(r))
+		}
+		return w
+	}
+	slices.SortStableFunc(units, func(a, b []Record) int { return worst(a) - worst(b) })
+	out := recs[:0:0]
+	for _, u := range units {
+		slices.SortFunc(u, func(a, b Record) int { return cmp.Compare(a.Seq, b.Seq) })
+		out = append(out, u...)
+	}
+	copy(recs, out)
+}
+
+// inRun reports whether r may be an event of a run: an ordered event.
+func inRun(r Record) bool { return r.Err == nil && r.Envelope.Ordered() }
+
+// runLen returns how many records at the start of recs (at least one)
+// form a run: the first, and those after it of the same key (see
+// groupRuns).
+func runLen(recs []Record) int {
+	n := 1
+	if !inRun(recs[0]) {
+		return n
+	}
+	k := recs[0].Envelope.OrderingKey()
+	for n < len(recs) && inRun(recs[n]) && recs[n].Envelope.OrderingKey() == k && recs[n].Seq > recs[n-1].Seq {
+		n++
+	}
+	return n
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 )
@@ -72,10 +71,11 @@ type coldQueue interface {
 	room() (free, size int)
 	// depths returns the current lengths of the hot and cold queues.
 	depths() (hot, cold int)
-	// enqueueClaimed queues a claimed event, one of a claim whose
+	// enqueueClaimed queues a claimed event (with the rest of its run, see
+	// runLen), one of a claim whose
 	// suspects wait for mates (see dispatcher.enqueueClaimed); false if
 	// the queue is full or closing.
-	enqueueClaimed(r Record, mates *claimMates) bool
+	enqueueClaimed(run []Record, mates *claimMates) bool
 }
 
 // Start runs the polling loop, and the extra claimers that help it while
@@ -209,12 +209,12 @@ func (p *poller) enqueue(ctx context.Context, got claimed, limit int, concurrent
 	if len(recs) == 0 {
 		return 0, false, false
 	}
-	// Events taken over from an owner that stored no outcome go after the
-	// fresh ones, and those that were in flight when it stopped (suspects:
-	// one may be what stopped it) last, in the suspect lane, where each
-	// starts once the others of this claim (its mates) have ended: a
-	// suspect that kills the process again takes none of them along.
-	slices.SortStableFunc(recs, func(a, b Record) int { return suspicion(a) - suspicion(b) })
+	// Events taken over from an owner that stored no outcome come after the
+	// fresh ones (claims.claim orders them, see groupRuns), and those that
+	// were in flight when it stopped (suspects: one may be what stopped it)
+	// last, in the suspect lane, where each starts once the others of this
+	// claim (its mates) have ended: a suspect that kills the process again
+	// takes none of them along.
 	var mates *claimMates
 	sealed := true
 	if inFlight(recs[len(recs)-1]) {
@@ -227,16 +227,17 @@ func (p *poller) enqueue(ctx context.Context, got claimed, limit int, concurrent
 		}
 	}
 	defer seal()
-	for i, r := range recs {
-		if inFlight(r) {
+	for i, n := 0, 0; i < len(recs); i += n {
+		if inFlight(recs[i]) {
 			seal() // every other event of the claim has joined
 		}
-		if !p.queue.enqueueClaimed(r, mates) {
+		n = runLen(recs[i:])
+		if !p.queue.enqueueClaimed(recs[i:i+n], mates) {
 			// Full or closing: give the rest back to every poller.
 			p.release(ctx, recs[i:])
 			return queued, false, true // poll again soon for what was released
 		}
-		queued++
+		queued += n
 	}
 	// A claim that came back full suggests more. So does one that ran
 	// beside another claim: rows that one locked were skipped here.

@@ -113,6 +113,16 @@ type ClaimRequest struct {
 	// claimed (DeadSkipsKey); by default a DEAD event holds back the later
 	// events of its key (DeadBlocksKey).
 	DeadSkips bool
+	// Run is the most events of one key an Ordered claim takes (≤1: the
+	// head alone): the head and the events that follow it on its key, in
+	// Seq order, each pending, unclaimed, due and let through by the type
+	// filters, up to the first that is not. The events of one key in a
+	// claim's result are such a run, and are to be delivered in Seq order
+	// by one worker, each once the one before it is DONE. The recovery of
+	// expired claims takes an ordered event only while nothing earlier of
+	// its key is pending (a run's claims expire together: its later events
+	// wait for the earlier ones, whoever recovers them).
+	Run int
 	// Types, when not nil, claims only events of these event types (the
 	// types a Client routes); an empty, non-nil Types claims nothing.
 	// SkipTypes leaves out events of these types (paused, or held back by

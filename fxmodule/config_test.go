@@ -66,7 +66,7 @@ func TestEnvVarsComeFromTheKnobTable(t *testing.T) {
 func TestLoadEnvSetsEveryField(t *testing.T) {
 	values := map[string]string{
 		"TABLE": "orders_outbox", "MIGRATE": "true", "OWNER": "node-1",
-		"MODE": "hot-path-only", "DISABLE_PURGE": "true", "ORDERED": "true", "DEAD_POLICY": "Skips-Key",
+		"MODE": "hot-path-only", "DISABLE_PURGE": "true", "ORDERED": "true", "ORDERED_RUN": "7", "DEAD_POLICY": "Skips-Key",
 		"WORKERS": "8", "HOT_QUEUE_SIZE": "2000", "COLD_QUEUE_SIZE": "3000",
 		"MAX_ATTEMPTS": "5", "RETRY_BASE": "1s", "RETRY_MAX": "2m",
 		"DRAIN_TIMEOUT": "10s", "LISTENER_TIMEOUT": "20s", "ACK_BATCH_SIZE": "64", "ACK_INTERVAL": "20ms", "LISTENER_BATCH_SIZE": "10",
@@ -94,7 +94,7 @@ func TestLoadEnvSetsEveryField(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := outboxfx.Config{Table: "orders_outbox", Migrate: true, Config: outbox.Config{
-		Owner: "node-1", Mode: outbox.ModeHotPathOnly, DisablePurge: true, Ordered: true, DeadPolicy: outbox.DeadSkipsKey,
+		Owner: "node-1", Mode: outbox.ModeHotPathOnly, DisablePurge: true, Ordered: true, OrderedRun: 7, DeadPolicy: outbox.DeadSkipsKey,
 		Workers: 8, HotQueueSize: 2000, ColdQueueSize: 3000, MaxAttempts: 5, RetryBase: time.Second, RetryMax: 2 * time.Minute,
 		DrainTimeout: 10 * time.Second, ListenerTimeout: 20 * time.Second, AckBatchSize: 64, AckInterval: 20 * time.Millisecond,
 		ListenerBatchSize: 10, PollInterval: 750 * time.Millisecond, PollBatchSize: 100, SkipRecent: 2 * time.Second, Lease: time.Minute,

@@ -171,7 +171,7 @@ func (co *coordinator) spawn(id, quota int) error {
 		"-fail-pct", strconv.Itoa(c.failPct), "-panic-pct", strconv.Itoa(c.panicPct),
 		"-poison-permille", strconv.Itoa(c.poisonPermille), "-slow-permille", strconv.Itoa(c.slowPermille),
 		"-rollback-pct", strconv.Itoa(c.rollbackPct), "-poison-id", c.poisonID, "-hung-id", c.hungID,
-		"-ordered="+strconv.FormatBool(c.ordered), "-keys", strconv.Itoa(c.keys))
+		"-ordered="+strconv.FormatBool(c.ordered), "-keys", strconv.Itoa(c.keys), "-ordered-run", strconv.Itoa(c.run))
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		logf.Close()
@@ -338,7 +338,11 @@ func (co *coordinator) report(ctx context.Context, took time.Duration) error {
 	ordered, violations := "", 0
 	if co.c.ordered {
 		violations = co.orderViolations(ctx)
-		ordered = fmt.Sprintf(" ordered=1 keys=%d order_violations=%d skipped=%d", co.c.keys, violations, len(co.skipped))
+		run := co.c.run
+		if run == 0 {
+			run = outbox.DefaultOrderedRun
+		}
+		ordered = fmt.Sprintf(" ordered=1 keys=%d run=%d order_violations=%d skipped=%d", co.c.keys, run, violations, len(co.skipped))
 	}
 	fmt.Printf("TORTURE db=%s events=%d delivered=%d lost=%d duplicates=%d dead=%d max_dup_per_event=%d dup_per_kill=%.1f seconds=%.1f"+
 		" kills=%d cuts=%d crashes=%d poison_exits=%d poison_dead=%d hung_recovered=%d unexpected_dead=%d"+

@@ -35,7 +35,7 @@
 // playing the operator, skips it through the dead-letter API (the poison
 // event excepted). The line adds
 //
-//	ordered=1 keys=… order_violations=… skipped=…
+//	ordered=1 keys=… run=… order_violations=… skipped=…
 //
 // where order_violations counts the events whose delivery started before
 // the event written before them on their key was DONE (or while it was
@@ -71,6 +71,7 @@ type config struct {
 	hungID         string
 	ordered        bool
 	keys           int
+	run            int
 }
 
 func main() {
@@ -93,6 +94,7 @@ func main() {
 	flag.BoolVar(&c.hung, "hung-listener", true, "write one event whose first delivery hangs forever, ignoring its context; a later claim must deliver it")
 	flag.BoolVar(&c.ordered, "ordered", false, "deliver in order per aggregate (Config.Ordered) and count order violations; DEAD events that block their key are skipped by the coordinator")
 	flag.IntVar(&c.keys, "keys", 100, "with -ordered: aggregates the events belong to")
+	flag.IntVar(&c.run, "ordered-run", 0, "with -ordered: the most events of one key a claim takes and one worker delivers in order (Config.OrderedRun; 0: its default)")
 	flag.DurationVar(&c.drainTimeout, "drain-timeout", 5*time.Minute, "how long to wait for the backlog after the writers finish (a liveness bound: the line reports the seconds taken)")
 	flag.StringVar(&c.role, "role", "coordinator", "internal: coordinator or worker")
 	flag.IntVar(&c.workerID, "worker-id", 0, "internal: worker number")

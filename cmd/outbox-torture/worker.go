@@ -101,7 +101,7 @@ func runWorker(c config) error {
 	// short lease, so that killed workers' events are recovered quickly.
 	client, err := outbox.New(outbox.Config{
 		Store: store, TxContext: tx, Logger: logger, Lease: c.lease, ListenerTimeout: c.lease / 2,
-		Workers: 8, MaxAttempts: maxAttempts, DrainTimeout: drainTimeout, Ordered: c.ordered,
+		Workers: 8, MaxAttempts: maxAttempts, DrainTimeout: drainTimeout, Ordered: c.ordered, OrderedRun: c.run,
 		RetryPolicy:  &outbox.ExponentialBackoff{Base: 50 * time.Millisecond, Max: time.Second},
 		PollInterval: 200 * time.Millisecond, PollBatchSize: 100, MaxPollBackoff: time.Second,
 	})

@@ -257,6 +257,7 @@ func (s *Store) Claim(ctx context.Context, req outbox.ClaimRequest) ([]outbox.Re
 		}
 	}
 	expired = firstN(expired, req.Limit, func(a, b *row) int { return cmp.Or(a.lockedAt.Compare(b.lockedAt), byID(a, b)) })
+	expired = s.headsOnly(expired, req.DeadSkips)
 	var heads []*row
 	if req.Ordered {
 		heads = s.claimableHeads(s.heads(req.DeadSkips), allowed, now, recentCutoff, req.Limit-len(expired))
@@ -268,6 +269,12 @@ func (s *Store) Claim(ctx context.Context, req outbox.ClaimRequest) ([]outbox.Re
 			}
 			r.lockedBy, r.lockedAt = req.Owner, now
 		})
+	}
+	if req.Run > 1 {
+		claimable := func(r *row) bool {
+			return pending(r) && r.lockedBy == "" && !r.availableAt.After(now) && !r.createdAt.After(recentCutoff) && allowed(r.f.Type)
+		}
+		heads = append(heads, s.runs(heads, claimable, req.Run, req.Limit-len(expired)-len(heads))...)
 	}
 	for _, r := range heads {
 		s.change(r, func(r *row) { r.lockedBy, r.lockedAt = req.Owner, now })
@@ -362,6 +369,80 @@ func (s *Store) heads(deadSkips bool) map[string]*row {
 		}
 	}
 	return heads
+}
+
+// runs returns, for heads, the events that follow each on its key in seq
+// order while claimable says so, up to run-1 per key and room in all (see
+// outbox.ClaimRequest.Run).
+func (s *Store) runs(heads []*row, claimable func(*row) bool, run, room int) []*row {
+	if room <= 0 || len(heads) == 0 {
+		return nil
+	}
+	of := make(map[string][]*row, len(heads))
+	for _, h := range heads {
+		of[h.key()] = nil
+	}
+	for _, r := range s.rows {
+		if _, ok := of[r.key()]; ok && r.status != outbox.StatusDone {
+			of[r.key()] = append(of[r.key()], r)
+		}
+	}
+	var out []*row
+	for _, h := range heads {
+		rs := of[h.key()]
+		slices.SortFunc(rs, func(a, b *row) int { return cmp.Compare(a.seq, b.seq) })
+		taken := 0
+		for _, r := range rs {
+			if r.seq <= h.seq {
+				continue
+			}
+			if taken == run-1 || room == 0 || !claimable(r) {
+				break
+			}
+			out = append(out, r)
+			taken++
+			room--
+		}
+	}
+	return out
+}
+
+// headsOnly keeps, of expired (claims the recovery is about to take over),
+// the unordered events and the ordered ones that no earlier event of their
+// key comes before — one that is pending, or with DeadBlocksKey (not
+// deadSkips) one that is not DONE — and gives the others back unclaimed,
+// as taken over: they wait for their turn (see outbox.ClaimRequest.Run).
+func (s *Store) headsOnly(expired []*row, deadSkips bool) []*row {
+	var first map[string]int64 // per key, the seq of its first blocking event
+	kept := expired[:0]
+	for _, r := range expired {
+		if r.key() == "" {
+			kept = append(kept, r)
+			continue
+		}
+		if first == nil {
+			first = map[string]int64{}
+			for _, o := range s.rows {
+				if o.key() == "" || o.status == outbox.StatusDone || o.status == outbox.StatusDead && deadSkips {
+					continue
+				}
+				if f, ok := first[o.key()]; !ok || o.seq < f {
+					first[o.key()] = o.seq
+				}
+			}
+		}
+		if first[r.key()] == r.seq {
+			kept = append(kept, r)
+			continue
+		}
+		s.change(r, func(r *row) {
+			if r.lastError != outbox.ErrInFlight.Error() {
+				r.lastError = outbox.ErrClaimExpired.Error()
+			}
+			r.lockedBy, r.lockedAt = "", time.Time{}
+		})
+	}
+	return kept
 }
 
 // claimableHeads returns up to limit heads that are pending, unclaimed,

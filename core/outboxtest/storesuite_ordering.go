@@ -379,19 +379,7 @@ func storeOrderedConcurrent(t *testing.T, f Fixture) {
 		}()
 	}
 	wg.Wait()
-	for _, e := range errs {
-		t.Error(e)
-	}
-	for _, e := range all {
-		if claimed[e.ID()] != 1 {
-			t.Errorf("event %s claimed %d times", e.ID(), claimed[e.ID()])
-		}
-	}
-	for k, s := range byKey {
-		if len(s) != perKey || !slices.IsSorted(s) {
-			t.Errorf("key %s: claimed in sequence order %v, want %d events in increasing order", k, s, perKey)
-		}
-	}
+	checkConcurrentClaims(t, errs, all, claimed, byKey, perKey)
 	if len(byKey) != keys {
 		t.Errorf("%d keys claimed, want %d", len(byKey), keys)
 	}

@@ -387,7 +387,9 @@ func mysqlClaimOnce(ctx context.Context, s *Store, req outbox.ClaimRequest, f ty
 			if err != nil {
 				return err
 			}
-			recs = recovered
+			if recs, err = s.headsOnly(ctx, tx, req, recovered); err != nil {
+				return err
+			}
 		}
 		if len(recs) == req.Limit {
 			return nil

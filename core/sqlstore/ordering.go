@@ -57,10 +57,19 @@ type orderQueries struct {
 	sweep                          string   // sweepParked
 	keysOf                         *idsSQL  // the ordering keys of events, for repark
 	blocked                        string   // Stats: blocked keys
+	// behind and behindSkipDead select the recovered events that are no
+	// heads (see headsOnly), with DeadBlocksKey and DeadSkipsKey.
+	behind, behindSkipDead *idsSQL
+	// The statements that read runs, by number of keys (see runSQL).
+	d      *dialect
+	t      string
+	runsMu sync.Mutex
+	runs   map[int]string
 }
 
 func buildOrderQueries(d *dialect, t, selectList string) *orderQueries {
 	o := &orderQueries{
+		d: d, t: t, behind: behindSQL(d, t, true), behindSkipDead: behindSQL(d, t, false),
 		heads:              d.heads(d, t, false, false),
 		headsSkipDead:      d.heads(d, t, true, false),
 		typedHeads:         d.heads(d, t, false, true),
@@ -324,6 +333,10 @@ func (s *Store) claimHeads(ctx context.Context, c, w Conn, req outbox.ClaimReque
 				return out, err
 			}
 		}
+	}
+	if req.Run > 1 && need > 0 && len(out) > 0 {
+		more, err := s.claimRuns(ctx, c, w, req, f, out, need, lock)
+		return append(out, more...), err
 	}
 	return out, nil
 }

@@ -532,11 +532,16 @@ func (s *Store) recoverExpired(ctx context.Context, req outbox.ClaimRequest, f t
 	if req.NoRecovery {
 		return recs, nil
 	}
+	query, args := s.q.recoverClaim, slices.Concat(a.recoverSet, a.recoverWhere, []any{req.Limit})
 	if f.on() {
-		query, args := s.q.filter.recoverSQL(f, a, req.Limit)
-		return s.queryRecords(ctx, s.w, recs, query, args...)
+		query, args = s.q.filter.recoverSQL(f, a, req.Limit)
 	}
-	return s.queryRecords(ctx, s.w, recs, s.q.recoverClaim, slices.Concat(a.recoverSet, a.recoverWhere, []any{req.Limit})...)
+	got, err := s.queryRecords(ctx, s.w, nil, query, args...)
+	if err != nil {
+		return append(recs, got...), err
+	}
+	got, err = s.headsOnly(ctx, s.w, req, got)
+	return append(recs, got...), err
 }
 
 // sortDue orders records by due time, then id: the order of the claim.

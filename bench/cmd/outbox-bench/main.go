@@ -82,6 +82,7 @@ type options struct {
 	drainRowsMySQL           int
 	orderedKeys              []int
 	drainRowsFewKeys         int
+	orderedRun               int
 	ackBatch, workers        int
 	crossRate                int
 	coldQueue                int
@@ -140,6 +141,7 @@ func main() {
 	flag.DurationVar(&o.pinnedPartition, "pinned-partition", 20*time.Second, "the partition interval of pinned-horizon's partitioned runs")
 	flag.DurationVar(&o.pinnedVacuum, "pinned-vacuum", time.Minute, "pinned-horizon runs VACUUM on its table this often (0: never; for a server with autovacuum off)")
 	flag.StringVar(&o.pinnedRuns, "pinned-runs", "default,default+pin,partitioned,partitioned+pin", "the runs of pinned-horizon, comma-separated")
+	flag.IntVar(&o.orderedRun, "ordered-run", 0, "the ordered Client's OrderedRun in drain-ordered and e2e-hot-ordered (0: the default; 1: one event per key at a time)")
 	flag.BoolVar(&o.short, "short", false, "CI sizes: -duration 300ms -pairs 1 -drain-pairs 1 -drain-rows 100000 unless set")
 	flag.StringVar(&o.pgDSN, "postgres-dsn", serverDSN(sqlstore.PostgreSQL), "PostgreSQL DSN")
 	flag.StringVar(&o.myDSN, "mysql-dsn", serverDSN(sqlstore.MySQL), "MySQL/MariaDB DSN")
@@ -421,7 +423,7 @@ func spawnDrain(ctx context.Context, o options, b backend, side string, rows int
 	}
 	args := []string{"-child", side, "-db", b.key, "-postgres-dsn", o.pgDSN, "-mysql-dsn", o.myDSN, "-sqlite-path", o.sqlitePath,
 		"-drain-rows", strconv.Itoa(rows), "-drain-conns", strconv.Itoa(sh.conns), "-drain-batch", strconv.Itoa(batch), "-drain-poll-interval", o.drainInterval.String(),
-		"-dispatch-workers", strconv.Itoa(o.workers), "-ack-batch", strconv.Itoa(o.ackBatch), "-cold-queue", strconv.Itoa(o.coldQueue), "-ack-interval", o.ackInterval.String()}
+		"-dispatch-workers", strconv.Itoa(o.workers), "-ack-batch", strconv.Itoa(o.ackBatch), "-cold-queue", strconv.Itoa(o.coldQueue), "-ack-interval", o.ackInterval.String(), "-ordered-run", strconv.Itoa(o.orderedRun)}
 	if o.cpuProfile != "" {
 		args = append(args, "-cpuprofile", o.cpuProfile+".drain-"+side+"."+b.key)
 	}
@@ -593,5 +595,5 @@ func loadAvg() string {
 // clientConfig returns the tuning the framework's Clients run with. They
 // do not purge: the baselines do not either.
 func (o options) clientConfig() outbox.Config {
-	return outbox.Config{Workers: o.workers, ColdQueueSize: o.coldQueue, AckBatchSize: o.ackBatch, AckInterval: o.ackInterval, DisablePurge: true}
+	return outbox.Config{Workers: o.workers, ColdQueueSize: o.coldQueue, AckBatchSize: o.ackBatch, AckInterval: o.ackInterval, OrderedRun: o.orderedRun, DisablePurge: true}
 }

@@ -180,7 +180,11 @@ func (rep *report) markdown() string {
 	w("; baseline: the fastest raw claim+DONE loop of the shapes %v (claim size x connections, each tried on %d rows; the chosen one is in the note), run at the full size; the median of %d pair(s) of drains (the lower of two), alternating which side goes first, each drain after a fresh load, VACUUM ANALYZE and CHECKPOINT on PostgreSQL; ", o.drainSweep, o.drainSweepRows, max(o.drainPairs, 1))
 	w("framework: the same number of connections, the default PollBatchSize (claims of 50, growing to 2000 with the room in the cold queue) unless -drain-batch, poll interval (idle wait) %s\n", o.drainInterval)
 	w("- ordered (Config.Ordered): e2e-hot-ordered and drain-ordered-kK compare an ordered Client with the same Client unordered (the baseline column), not with raw SQL; ")
-	w("drain-ordered-kK drains the backlog spread over K keys round robin (%v rows for K below 1000: a key's events go out one at a time), %d connections unless -drain-conns\n", o.drainRowsFewKeys, 4)
+	run := "the default OrderedRun"
+	if o.orderedRun > 0 {
+		run = fmt.Sprintf("OrderedRun %d", o.orderedRun)
+	}
+	w("drain-ordered-kK drains the backlog spread over K keys round robin (%v rows for K below 1000: a key's events go out in order, in runs of %s), %d connections unless -drain-conns\n", o.drainRowsFewKeys, run, 4)
 	w("- framework: one outbox.Client per run with the default tuning (4 workers, hot queue 1000, cold queue 4000, acks batched by 256 or 5 ms, lease 15 s with heartbeats) and no purge: ")
 	w("ModeWriterOnly for write and write-batch, ModeFull (hot path and a default poller) for e2e-hot, ModePollerOnly for drain\n\n")
 	w("%s", endMarker)
