@@ -102,7 +102,7 @@ type queued struct {
 	after *claimMates
 	// rest are the later events of the run this event heads (see
 	// ClaimRequest.Run), each held: the worker delivers them after it, in
-	// order (deliverRun). inRun: a run's event with more after it, whose
+	// order (deliverRuns). inRun: a run's event with more after it, whose
 	// DONE is written before the next starts.
 	rest  []queued
 	inRun bool
@@ -205,7 +205,7 @@ func (d *dispatcher) enqueueClaimed(run []Record, mates *claimMates) bool {
 	if inFlight(r) && len(run) == 1 {
 		// It may be what stopped its owner: it runs alone, after the
 		// events claimed with it, so that they are not dragged along. (In
-		// a run, its attempt is counted before it starts, see deliverRun.)
+		// a run, its attempt is counted before it starts, see deliverRuns.)
 		q, item.after, mates = d.suspects, mates, nil
 	}
 	if len(run) > 1 {

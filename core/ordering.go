@@ -105,7 +105,7 @@ func (w *writer) hotSplit(ctx context.Context, tx Tx, events []Envelope) (hot []
 
 // Runs (see ClaimRequest.Run). An ordered claim may return several events
 // of one key: the head and the events after it, in Seq order. One worker
-// delivers them in order (dispatcher.deliverRun), writing each one's DONE
+// delivers them in order (dispatcher.deliverRuns), writing each one's DONE
 // before the next starts, and gives back the rest unstarted at the first
 // that does not succeed.
 

@@ -3,6 +3,7 @@ package outboxpgx
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/go-outbox/outbox/core/sqlstore"
 	"github.com/jackc/pgx/v5"
@@ -36,7 +37,7 @@ func (l dsnListener) Listen(ctx context.Context, channel string, listening func(
 	if err != nil {
 		return fmt.Errorf("outboxpgx: listen: connect: %w", err)
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	defer closeConn(ctx, conn)
 	return listen(ctx, conn, channel, listening, notify)
 }
 
@@ -51,9 +52,19 @@ func (l poolListener) Listen(ctx context.Context, channel string, listening func
 		return fmt.Errorf("outboxpgx: listen: acquire a connection: %w", err)
 	}
 	conn := c.Hijack()
-	defer conn.Close(context.WithoutCancel(ctx))
+	defer closeConn(ctx, conn)
 	return listen(ctx, conn, channel, listening, notify)
 }
+
+// closeConn closes conn, waiting at most closeTimeout for the server.
+func closeConn(ctx context.Context, conn *pgx.Conn) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
+	defer cancel()
+	_ = conn.Close(ctx) // the connection is dropped either way
+}
+
+// closeTimeout bounds the close of a listening connection.
+const closeTimeout = 5 * time.Second
 
 // listen runs LISTEN channel on conn and hands each notification's payload
 // to notify until ctx ends or the connection fails.

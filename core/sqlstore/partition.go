@@ -118,6 +118,9 @@ type partition struct {
 	name, from, to string
 }
 
+// ulidBound is what a partition's bound is: a prefix of a ULID.
+var ulidBound = regexp.MustCompile(`^[0-9A-Z]{1,26}$`)
+
 // boundRE reads the range of a partition from pg_get_expr(relpartbound).
 var boundRE = regexp.MustCompile(`FROM \('([0-9A-Z]+)'\) TO \('([0-9A-Z]+)'\)`)
 
@@ -236,6 +239,12 @@ func (s *Store) maintenance(ctx context.Context, fn func(tx Conn) error) error {
 // table made apart takes a weaker lock on the table than CREATE TABLE …
 // PARTITION OF: claims and inserts go on meanwhile.
 func (s *Store) createPartition(ctx context.Context, part partition) error {
+	// The bounds are the only values written into these statements (DDL
+	// takes no parameters): ULID prefixes, of [0-9A-Z] only (ulidPrefix,
+	// boundRE).
+	if !ulidBound.MatchString(part.from) || !ulidBound.MatchString(part.to) {
+		return fmt.Errorf("sqlstore: partition %s: bounds %q and %q are not ULID prefixes", part.name, part.from, part.to)
+	}
 	p := s.part
 	rel := p.schema + part.name
 	return s.maintenance(ctx, func(tx Conn) error {
@@ -265,7 +274,7 @@ func (s *Store) createPartition(ctx context.Context, part partition) error {
 func (s *Store) dropPartition(ctx context.Context, part partition, before time.Time) (int64, error) {
 	p := s.part
 	rel := p.schema + part.name
-	kept := "SELECT * FROM " + rel + " WHERE status IN (0, 2) AND locked_by IS NULL AND ordering_key IS NULL" +
+	kept := "SELECT * FROM " + rel + " WHERE status IN (0, 2) AND locked_at IS NULL AND ordering_key IS NULL" +
 		" UNION ALL SELECT * FROM " + rel + " WHERE " + partialClaimedWhere +
 		" UNION ALL SELECT * FROM " + rel + " WHERE ordering_key IS NOT NULL AND status IN (0, 2, 3) AND status <> 3 AND locked_at IS NULL" +
 		" UNION ALL SELECT * FROM " + rel + " WHERE status IN (1, 3) AND status = 3" +

@@ -40,7 +40,9 @@ const DefaultWakeInterval = 50 * time.Millisecond
 // Bounds of WithWakeInterval.
 const (
 	MinWakeInterval = 5 * time.Millisecond
-	MaxWakeInterval = time.Minute
+	// MaxWakeInterval keeps a Wake's wait for its turn (half the interval)
+	// well within the time a Client gives one Wake (5 s).
+	MaxWakeInterval = 5 * time.Second
 )
 
 // wakeSuffix names the wake-up channel (PostgreSQL) or the signal table.
