@@ -140,13 +140,17 @@ func scanTimeValue(src any) (time.Time, error) {
 // search_path as they are): its tuples and vacuums from the statistics,
 // its size with indexes and TOAST, and how many sessions of the database
 // hide their transactions from this role (the other roles' sessions,
-// without pg_read_all_stats). Catalog and statistics reads only; every
-// role may run it.
-const pgHorizonTable = `SELECT COALESCE(s.n_live_tup, 0), COALESCE(s.n_dead_tup, 0), s.last_vacuum, s.last_autovacuum,
- pg_total_relation_size(c.oid),
+// without pg_read_all_stats). A partitioned table (WithPartitions) is
+// the sum of its partitions (pg_inherits: they are one level deep), its
+// last vacuums the latest of theirs. Catalog and statistics reads only;
+// every role may run it. No row: no such table.
+const pgHorizonTable = `WITH r AS (SELECT to_regclass($1) AS oid UNION ALL SELECT inhrelid FROM pg_inherits WHERE inhparent = to_regclass($1))
+SELECT COALESCE(SUM(s.n_live_tup), 0), COALESCE(SUM(s.n_dead_tup), 0), MAX(s.last_vacuum), MAX(s.last_autovacuum),
+ COALESCE(SUM(pg_total_relation_size(r.oid)), 0),
  (SELECT COUNT(*) FROM pg_stat_activity a WHERE a.datname = current_database() AND a.query = '<insufficient privilege>')
-FROM pg_class c LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid
-WHERE c.oid = to_regclass($1)`
+FROM r LEFT JOIN pg_stat_user_tables s ON s.relid = r.oid
+WHERE r.oid IS NOT NULL
+HAVING COUNT(*) > 0`
 
 // pgHorizonHolders lists the oldest holder of each kind of the horizon
 // that vacuum keeps the dead tuples of this database's tables above,
