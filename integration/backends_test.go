@@ -33,7 +33,7 @@ func newFixture(t *testing.T, b outboxsqltest.Backend) outboxtest.Fixture {
 }
 
 func forEachBackend(t *testing.T, run func(t *testing.T, newFixture func(t *testing.T) outboxtest.Fixture)) {
-	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
+	outboxsqltest.RunAll(t, func(t *testing.T, b outboxsqltest.Backend) {
 		run(t, func(t *testing.T) outboxtest.Fixture { return newFixture(t, b) })
 	})
 }

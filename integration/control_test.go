@@ -19,7 +19,7 @@ import (
 // naming the missing table; Migrate creates the tables, and a second
 // Migrate keeps what they hold.
 func TestMigrateAddsControlTables(t *testing.T) {
-	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
+	outboxsqltest.RunAll(t, func(t *testing.T, b outboxsqltest.Backend) {
 		ctx := context.Background()
 		db := b.Open(t)
 		store, err := outboxsql.Open(db, outboxsql.WithDialect(b.Dialect), outboxsql.WithTable(outboxsqltest.TableName("outbox_ctl")))

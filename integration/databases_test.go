@@ -63,7 +63,7 @@ func pingEvent(t testing.TB, opts ...outbox.EnvelopeOption) outbox.Envelope {
 }
 
 func TestDetectDialectPerBackend(t *testing.T) {
-	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
+	outboxsqltest.RunAll(t, func(t *testing.T, b outboxsqltest.Backend) {
 		db := b.Open(t)
 		d, err := outboxsql.DetectDialect(db)
 		if err != nil {
@@ -82,7 +82,7 @@ func TestDetectDialectPerBackend(t *testing.T) {
 // TestMissingTable: a store whose table was never created fails with an
 // error that names the table and says how to create it.
 func TestMissingTable(t *testing.T) {
-	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
+	outboxsqltest.RunAll(t, func(t *testing.T, b outboxsqltest.Backend) {
 		ctx := context.Background()
 		db := b.Open(t)
 		table := outboxsqltest.TableName("outbox_missing")
@@ -127,7 +127,7 @@ func TestSessionTimeZone(t *testing.T) {
 	if _, off := time.Now().Zone(); off == 0 {
 		t.Fatalf("time.Local is %v: the test binary must run in a non-UTC zone", time.Local)
 	}
-	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
+	outboxsqltest.RunAll(t, func(t *testing.T, b outboxsqltest.Backend) {
 		dsn, ok := b.ZonedDSN(t)
 		if !ok {
 			t.Skipf("%s has no session time zone", b.Name)
@@ -218,7 +218,7 @@ func startNode(t *testing.T, f outboxtest.Fixture, cfg outbox.Config, fn func(co
 // backlog of 10,000 events; every event is delivered exactly once.
 func TestConcurrentPollers(t *testing.T) {
 	const events, nodes = 10_000, 4
-	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
+	outboxsqltest.RunAll(t, func(t *testing.T, b outboxsqltest.Backend) {
 		if !b.IsServer() {
 			t.Skip("several nodes share a database server; an embedded database serves one process")
 		}
@@ -275,7 +275,7 @@ func TestConcurrentPollers(t *testing.T) {
 // such a pool still store UTC. (A pool without parseTime=true works: see
 // TestMySQLWithoutParseTime.)
 func TestMySQLDSNOptions(t *testing.T) {
-	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
+	outboxsqltest.RunAll(t, func(t *testing.T, b outboxsqltest.Backend) {
 		if b.Dialect != outboxsql.MySQL {
 			t.Skip("MySQL DSN options")
 		}

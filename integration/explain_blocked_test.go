@@ -39,7 +39,7 @@ func TestExplainBlockedKeys(t *testing.T) {
 		}
 		keys = n
 	}
-	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
+	outboxsqltest.RunAll(t, func(t *testing.T, b outboxsqltest.Backend) {
 		skipPartitioned(t, b)
 		db := b.Open(t)
 		store := b.NewStore(t, db)

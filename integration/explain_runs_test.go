@@ -21,7 +21,7 @@ import (
 // claim checks that it is a head on the order index too.
 func TestExplainRuns(t *testing.T) {
 	rows := explainRows(t, "the statements of runs")
-	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
+	outboxsqltest.RunAll(t, func(t *testing.T, b outboxsqltest.Backend) {
 		ctx := context.Background()
 		db := b.Open(t)
 		store := b.NewStore(t, db)

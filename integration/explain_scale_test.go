@@ -70,7 +70,7 @@ func TestExplainScale(t *testing.T) {
 	}
 	var results []scaleResult
 	measured := map[outboxsql.Dialect]bool{}
-	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
+	outboxsqltest.RunAll(t, func(t *testing.T, b outboxsqltest.Backend) {
 		if measured[b.Dialect] {
 			t.Skipf("%s: the database is measured once, through its first driver", b.Name)
 		}

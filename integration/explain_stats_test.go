@@ -39,7 +39,7 @@ func sqliteTableScan(plan, table string) bool {
 // be quoted (docs/databases.md).
 func TestExplainStats(t *testing.T) {
 	rows := explainRows(t, "the plans of Stats")
-	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
+	outboxsqltest.RunAll(t, func(t *testing.T, b outboxsqltest.Backend) {
 		skipPartitioned(t, b)
 		ctx := context.Background()
 		db, store, base := tenantTable(t, b, rows)

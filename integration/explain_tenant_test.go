@@ -35,7 +35,7 @@ func TestExplainTenant(t *testing.T) {
 	if page < 2 {
 		t.Skipf("%d rows give %s too few DEAD events to page through: want at least 20,000", rows, explainTenant)
 	}
-	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
+	outboxsqltest.RunAll(t, func(t *testing.T, b outboxsqltest.Backend) {
 		skipPartitioned(t, b)
 		ctx := context.Background()
 		db, store, base := tenantTable(t, b, rows)

@@ -34,7 +34,7 @@ const (
 // can be quoted.
 func TestExplainClaim(t *testing.T) {
 	rows := explainRows(t, "the claim's plans")
-	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
+	outboxsqltest.RunAll(t, func(t *testing.T, b outboxsqltest.Backend) {
 		skipPartitioned(t, b)
 		ctx := context.Background()
 		db := b.Open(t)

@@ -25,7 +25,7 @@ import (
 // logged so that they can be quoted (docs/databases.md).
 func TestExplainTypedClaim(t *testing.T) {
 	rows := explainRows(t, "the plans of a claim of some event types")
-	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
+	outboxsqltest.RunAll(t, func(t *testing.T, b outboxsqltest.Backend) {
 		skipPartitioned(t, b)
 		ctx := context.Background()
 		db := b.Open(t)

@@ -23,7 +23,7 @@ const horizonWait = time.Minute
 
 // postgresBackends runs fn for each PostgreSQL backend.
 func postgresBackends(t *testing.T, fn func(t *testing.T, b outboxsqltest.Backend)) {
-	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
+	outboxsqltest.RunAll(t, func(t *testing.T, b outboxsqltest.Backend) {
 		if b.Dialect != outboxsql.PostgreSQL {
 			t.Skipf("%s has no vacuum horizon: its Store.Horizon says ErrUnsupported (the shared store suite checks it)", b.Name)
 		}

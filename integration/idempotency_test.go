@@ -14,7 +14,7 @@ import (
 // through database/sql, in transactions of the database's default
 // isolation (READ COMMITTED on PostgreSQL, REPEATABLE READ on MariaDB).
 func TestIdempotencySuite(t *testing.T) {
-	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
+	outboxsqltest.RunAll(t, func(t *testing.T, b outboxsqltest.Backend) {
 		idempotencytest.RunSuite(t, func(t *testing.T) outboxtest.AdapterFixture { return newSQLAdapterFixture(t, b) })
 	})
 }

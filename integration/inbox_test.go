@@ -67,7 +67,7 @@ func newSQLAdapterFixture(t *testing.T, b outboxsqltest.Backend, opts ...outboxs
 // database/sql, in transactions of the database's default isolation
 // (READ COMMITTED on PostgreSQL, REPEATABLE READ on MariaDB).
 func TestInboxSuite(t *testing.T) {
-	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
+	outboxsqltest.RunAll(t, func(t *testing.T, b outboxsqltest.Backend) {
 		inboxtest.RunSuite(t, func(t *testing.T) outboxtest.AdapterFixture { return newSQLAdapterFixture(t, b) })
 	})
 }

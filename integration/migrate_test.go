@@ -14,7 +14,7 @@ import (
 // SQLite), CREATE INDEX IF NOT EXISTS silently creates nothing; Migrate
 // must notice that the outbox table lacks its index and fail, naming it.
 func TestMigrateVerifiesItsIndexes(t *testing.T) {
-	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
+	outboxsqltest.RunAll(t, func(t *testing.T, b outboxsqltest.Backend) {
 		if b.Dialect == outboxsql.MySQL {
 			t.Skip("MySQL index names belong to their table: another table's index cannot take one")
 		}

@@ -19,7 +19,7 @@ import (
 // (the claim reads the row's timestamps) and the event ends DONE after two
 // attempts, with timestamps read back as the UTC instants written.
 func TestMySQLWithoutParseTime(t *testing.T) {
-	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
+	outboxsqltest.RunAll(t, func(t *testing.T, b outboxsqltest.Backend) {
 		if b.Dialect != outboxsql.MySQL {
 			t.Skip("a MySQL DSN option")
 		}

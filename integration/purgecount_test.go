@@ -13,7 +13,7 @@ import (
 // what the purge then deletes, per status, tenant and cutoff, on every
 // database: both read the one selection of the store.
 func TestCountPurgeable(t *testing.T) {
-	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
+	outboxsqltest.RunAll(t, func(t *testing.T, b outboxsqltest.Backend) {
 		ctx := context.Background()
 		db := b.Open(t)
 		store := b.NewStore(t, db)

@@ -24,7 +24,7 @@ import (
 // store writes, and every one the database refuses must be refused by
 // ValidateTableName.
 func TestReservedTableNames(t *testing.T) {
-	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
+	outboxsqltest.RunAll(t, func(t *testing.T, b outboxsqltest.Backend) {
 		ctx := context.Background()
 		db := b.Open(t)
 		for _, tc := range []struct{ name, word string }{

@@ -23,7 +23,7 @@ import (
 // start — and the event is then delivered; new events round-trip every new
 // column.
 func TestMigrateUpgradesAnEarlierTable(t *testing.T) {
-	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
+	outboxsqltest.RunAll(t, func(t *testing.T, b outboxsqltest.Backend) {
 		ctx := context.Background()
 		db := b.Open(t)
 		table := scratchTable(t, db, "outbox_upg")
@@ -130,7 +130,7 @@ func TestMigrateUpgradesAnEarlierTable(t *testing.T) {
 // healthy key's event alone; once the DEAD head is skipped, the event
 // behind it.
 func TestMigrateAddsParking(t *testing.T) {
-	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
+	outboxsqltest.RunAll(t, func(t *testing.T, b outboxsqltest.Backend) {
 		for _, before := range []struct {
 			name string
 			drop []string // the schema's lines (and index statements) that name them are left out
@@ -242,7 +242,7 @@ func execSchema(t *testing.T, db *sql.DB, what string, stmts []string, keep func
 // that the type index exists, and a claim of one type then takes that
 // type's event alone.
 func TestMigrateAddsTypeIndex(t *testing.T) {
-	outboxsqltest.Run(t, func(t *testing.T, b outboxsqltest.Backend) {
+	outboxsqltest.RunAll(t, func(t *testing.T, b outboxsqltest.Backend) {
 		ctx := context.Background()
 		db, store := tableBefore(t, b, "outbox_typ", "the schema before the type index", []string{"_type_idx", "(event_type, ", "pending_type"})
 		now := time.Now().UTC().Add(-time.Minute).Truncate(time.Millisecond)

@@ -51,6 +51,11 @@ type Backend struct {
 	// Options are the store options of the backend's storage mode, which
 	// NewStore passes (such as outboxsql.WithPartitions).
 	Options []outboxsql.Option
+	// Variant marks a backend that is another one in another storage mode
+	// (Options): RunAll runs it, for the suites of the stores; Run does
+	// not, for the tests of what lies above a store (adapters, tools),
+	// which its storage does not change.
+	Variant bool
 }
 
 // backends is every backend the suites run on.
@@ -59,15 +64,26 @@ var backends = []Backend{
 	{Name: "postgres-pq", Dialect: outboxsql.PostgreSQL, DriverName: "postgres", EnvDSN: EnvPostgresDSN, defaultDSN: DefaultPostgresDSN, zoneDSN: postgresZoneDSN},
 	{Name: "postgres-pgx", Dialect: outboxsql.PostgreSQL, DriverName: "pgx", EnvDSN: EnvPostgresDSN, defaultDSN: DefaultPostgresDSN, zoneDSN: postgresZoneDSN},
 	{Name: "postgres-partitioned", Dialect: outboxsql.PostgreSQL, DriverName: "pgx", EnvDSN: EnvPostgresDSN, defaultDSN: DefaultPostgresDSN, zoneDSN: postgresZoneDSN,
-		Options: []outboxsql.Option{outboxsql.WithPartitions(time.Hour)}},
+		Options: []outboxsql.Option{outboxsql.WithPartitions(time.Hour)}, Variant: true},
 	{Name: "mysql", Dialect: outboxsql.MySQL, DriverName: "mysql", EnvDSN: EnvMySQLDSN, defaultDSN: DefaultMySQLDSN, zoneDSN: mysqlZoneDSN},
 }
 
 // Backends returns every backend, for tests that run on each.
 func Backends() []Backend { return slices.Clone(backends) }
 
-// Run runs fn as one subtest per backend.
+// Run runs fn as one subtest per backend, storage variants aside (see
+// Backend.Variant).
 func Run(t *testing.T, fn func(t *testing.T, b Backend)) {
+	t.Helper()
+	for _, b := range backends {
+		if !b.Variant {
+			t.Run(b.Name, func(t *testing.T) { fn(t, b) })
+		}
+	}
+}
+
+// RunAll runs fn as one subtest per backend, storage variants included.
+func RunAll(t *testing.T, fn func(t *testing.T, b Backend)) {
 	t.Helper()
 	for _, b := range backends {
 		t.Run(b.Name, func(t *testing.T) { fn(t, b) })
