@@ -42,7 +42,7 @@ func Example_open() {
 		log.Fatal(err)
 	}
 	fmt.Println(store.Dialect().Name(), store.Table(), len(store.Schema()), "statements")
-	// Output: sqlite app_outbox 14 statements
+	// Output: sqlite app_outbox 16 statements
 }
 
 // The quick start on SQLite: write a business row and its event in one
