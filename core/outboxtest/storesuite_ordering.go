@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -310,76 +309,7 @@ func storeOrderedConcurrent(t *testing.T, f Fixture) {
 		insert(t, f, t0, "", batch...)
 		all = append(all, batch...)
 	}
-	seqs := map[string]int64{}
-	for _, r := range listAll(t, f, outbox.Query{}) {
-		seqs[r.ID] = r.Seq
-	}
-	var (
-		mu       sync.Mutex
-		inFlight = map[string]string{} // key → event id
-		byKey    = map[string][]int64{}
-		claimed  = map[string]int{}
-		total    int
-		errs     []string
-		wg       sync.WaitGroup
-	)
-	deadline := time.Now().Add(time.Minute)
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			owner := fmt.Sprintf("worker-%d", w)
-			for {
-				mu.Lock()
-				finished := total >= len(all)
-				mu.Unlock()
-				if finished {
-					return
-				}
-				if time.Now().After(deadline) {
-					mu.Lock()
-					errs = append(errs, fmt.Sprintf("%s: %d of %d events claimed after a minute", owner, total, len(all)))
-					mu.Unlock()
-					return
-				}
-				recs, err := f.Store.Claim(context.Background(), orderedLong(owner, t0, 7))
-				if err != nil {
-					mu.Lock()
-					errs = append(errs, err.Error())
-					mu.Unlock()
-					return
-				}
-				if len(recs) == 0 {
-					time.Sleep(time.Millisecond)
-					continue
-				}
-				mu.Lock()
-				total += len(recs)
-				for _, r := range recs {
-					claimed[r.ID]++
-					if k := r.Envelope.OrderingKey(); r.Envelope.Ordered() {
-						if other, busy := inFlight[k]; busy {
-							errs = append(errs, fmt.Sprintf("key %s: %s claimed while %s is not DONE", k, r.ID, other))
-						}
-						inFlight[k] = r.ID
-						byKey[k] = append(byKey[k], seqs[r.ID])
-					}
-				}
-				for _, r := range recs { // let go of the keys before their DONE can let others claim the next
-					delete(inFlight, r.Envelope.OrderingKey())
-				}
-				mu.Unlock()
-				if n, err := f.Store.MarkDone(context.Background(), owner, recIDs(recs), t0); err != nil || n != int64(len(recs)) {
-					mu.Lock()
-					errs = append(errs, fmt.Sprintf("MarkDone = %d, %v", n, err))
-					mu.Unlock()
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	checkConcurrentClaims(t, errs, all, claimed, byKey, perKey)
+	byKey := claimKeysConcurrently(t, f, workers, all, perKey, false, func(owner string) outbox.ClaimRequest { return orderedLong(owner, t0, 7) })
 	if len(byKey) != keys {
 		t.Errorf("%d keys claimed, want %d", len(byKey), keys)
 	}
