@@ -658,10 +658,7 @@ func (c *claims) wakePoller() {
 		c.cross.send()
 		return
 	}
-	select {
-	case c.wake <- struct{}{}:
-	default:
-	}
+	c.wakeOwn()
 }
 
 // wakeAll asks this Client's poller and the other instances' to poll
@@ -670,10 +667,15 @@ func (c *claims) wakePoller() {
 func (c *claims) wakeAll() {
 	c.cross.send()
 	if c.polls {
-		select {
-		case c.wake <- struct{}{}:
-		default:
-		}
+		c.wakeOwn()
+	}
+}
+
+// wakeOwn asks this Client's poller to poll soon.
+func (c *claims) wakeOwn() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
 	}
 }
 
