@@ -1,7 +1,6 @@
 package outbox
 
 import (
-	"sync"
 	"time"
 )
 
@@ -13,86 +12,165 @@ const maxAckGrowth = 8
 // other would cap the drain at what a single connection can update.
 const ackWriters = 2
 
-// ackLoop batches DONE updates, which markDone writes: a batch is written
-// when full or AckInterval after its first id, and once more on Close. A batch also takes the acks
-// that are waiting when it is written (up to maxAckGrowth batches): while
-// the database is slow (SQLite's write lock), fewer, larger updates keep up
-// with the workers. Up to ackWriters batches are written at once; flushNow
-// and Close wait for every one.
+// ackLoop batches DONE updates, which markDone writes. A batch is written
+// when it is full (AckBatchSize), AckInterval after its first ack, when a
+// flushAcksNow call waits for it, and on Close; a write takes every ack
+// waiting then, up to maxAckGrowth batches: while the database is slow
+// (SQLite's write lock), fewer, larger updates keep up with the workers.
+//
+// Up to ackWriters updates are in flight at once. The acks and flush
+// requests that arrive while every writer is busy wait for the next free
+// one and go out together — a group commit: the workers of ordered runs,
+// each waiting for its round's DONE updates (see deliverRuns), share one
+// update per round between them instead of queueing one each.
 func (c *claims) ackLoop() {
 	defer close(c.ackDone)
-	limit := c.ackBatch * maxAckGrowth
-	batch := make([]*hold, 0, c.ackBatch)
+	w := ackWrites{c: c, limit: c.ackBatch * maxAckGrowth, finished: make(chan uint64, ackWriters)}
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
-	writers := make(chan struct{}, ackWriters)
-	var writing sync.WaitGroup
-	flush := func() {
-		writers <- struct{}{} // while the writers are busy, acks wait in the channel and join this batch
-	drain:
-		for len(batch) < limit {
-			select {
-			case hd, ok := <-c.acks:
-				if !ok {
-					break drain
-				}
-				batch = append(batch, hd)
-			default:
-				break drain
-			}
-		}
-		if len(batch) == 0 {
-			<-writers
-			return
-		}
-		b := batch
-		batch = make([]*hold, 0, c.ackBatch)
-		writing.Add(1)
-		go func() {
-			defer func() { <-writers; writing.Done() }()
-			c.markDone(b)
-		}()
-	}
-	// flushAll writes every ack that is waiting and waits until every
-	// update in flight is done.
-	flushAll := func() {
-		for flush(); len(c.acks) > 0; {
-			flush()
-		}
-		writing.Wait()
-	}
+	acks := c.acks
+	due := false // the oldest ack waiting has waited AckInterval
 	for {
 		select {
 		case done := <-c.flushNow:
-			// flush takes what is waiting in the channel too: those
-			// deliveries ended before the request.
-			timer.Stop()
-			flushAll()
-			close(done)
-		case hd, ok := <-c.acks:
-			if !ok {
-				flushAll()
-				return
+			// Its acks were sent before the request: they are in the
+			// channel, or in a write already.
+			if w.take(acks) {
+				acks = nil
 			}
-			if len(batch) == 0 {
+			w.waiting = append(w.waiting, done)
+		case hd, ok := <-acks:
+			if !ok {
+				acks = nil
+				break
+			}
+			if len(w.batch) == 0 {
 				timer.Reset(c.ackInterval)
 			}
-			batch = append(batch, hd)
-			if len(batch) >= c.ackBatch {
-				timer.Stop()
-				flush()
-			}
+			w.batch = append(w.batch, hd)
+		case n := <-w.finished:
+			w.ended(n)
 		case <-timer.C:
-			flush()
+			due = true
+		}
+		closing := acks == nil
+		for len(w.batch) > 0 && w.inFlight < ackWriters &&
+			(len(w.waiting) > 0 || len(w.batch) >= c.ackBatch || due || closing) {
+			w.start()
+		}
+		if len(w.batch) == 0 {
+			due = false
+			timer.Stop()
+			w.attach() // what the waiting requests wait for is in flight
+		}
+		if closing && len(w.batch) == 0 && w.inFlight == 0 {
+			return
 		}
 	}
 }
 
+// ackWrites is the state of ackLoop: the acks not written yet, the DONE
+// updates in flight and the flushAcksNow calls waiting for them. Writes
+// are numbered from 1 as they start; a request waits for every write up
+// to the one that took the last ack it waits for.
+type ackWrites struct {
+	c        *claims
+	limit    int     // the largest write
+	batch    []*hold // acks not written yet
+	inFlight int
+	started  uint64 // writes started
+	// done is how many writes, counted from the first, have all ended;
+	// out lists those ended beyond it.
+	done uint64
+	out  map[uint64]bool
+	// waiting are requests whose acks are not all in a write yet; after
+	// are the others, each with the write it waits for.
+	waiting  []chan struct{}
+	after    []waiter
+	finished chan uint64 // a write's number when it ends
+}
+
+// waiter is a flushAcksNow call waiting for the writes up to upTo.
+type waiter struct {
+	upTo uint64
+	done chan struct{}
+}
+
+// take moves the acks waiting in acks into the batch, and reports
+// whether acks is closed.
+func (w *ackWrites) take(acks chan *hold) (closed bool) {
+	for {
+		select {
+		case hd, ok := <-acks:
+			if !ok {
+				return true
+			}
+			w.batch = append(w.batch, hd)
+		default:
+			return false
+		}
+	}
+}
+
+// start writes the oldest acks of the batch, up to limit.
+func (w *ackWrites) start() {
+	n, all := min(len(w.batch), w.limit), len(w.batch)
+	b := make([]*hold, n)
+	copy(b, w.batch)
+	w.batch = append(w.batch[:0], w.batch[n:]...)
+	clear(w.batch[len(w.batch):all]) // hold nothing in the unused tail
+	w.started++
+	w.inFlight++
+	num := w.started
+	go func() {
+		w.c.markDone(b)
+		w.finished <- num
+	}()
+}
+
+// attach makes the waiting requests, whose acks are all in writes
+// started, wait for the last of them (or answers them at once if those
+// writes have ended).
+func (w *ackWrites) attach() {
+	for _, done := range w.waiting {
+		if w.done >= w.started {
+			close(done)
+			continue
+		}
+		w.after = append(w.after, waiter{upTo: w.started, done: done})
+	}
+	w.waiting = w.waiting[:0]
+}
+
+// ended records that write n ended and answers the requests whose writes
+// have all ended.
+func (w *ackWrites) ended(n uint64) {
+	w.inFlight--
+	if w.out == nil {
+		w.out = map[uint64]bool{}
+	}
+	w.out[n] = true
+	for w.out[w.done+1] {
+		delete(w.out, w.done+1)
+		w.done++
+	}
+	kept := w.after[:0]
+	for _, a := range w.after {
+		if a.upTo <= w.done {
+			close(a.done)
+			continue
+		}
+		kept = append(kept, a)
+	}
+	clear(w.after[len(kept):])
+	w.after = kept
+}
+
 // flushAcksNow writes the acknowledgements of every delivery that has
-// ended, and returns when they are stored (or given up): countAttempt
-// calls it before an event that may kill the process starts (a take-over,
-// see ErrClaimExpired), so that a crash costs only the deliveries in
-// flight.
+// ended, and returns when they are stored (or given up): a worker of
+// ordered runs waits so for its round's DONE updates, and countAttempt
+// before an event that may kill the process starts (a take-over, see
+// ErrClaimExpired), so that a crash costs only the deliveries in flight.
 func (c *claims) flushAcksNow() {
 	done := make(chan struct{})
 	select {

@@ -31,7 +31,8 @@ type claims struct {
 	maxAttempts int
 	retry       RetryPolicy
 	ordered     bool
-	run         int // Config.OrderedRun
+	run         int           // Config.OrderedRun
+	skipRecent  time.Duration // Config.SkipRecent, of continueRuns
 	deadPolicy  DeadPolicy
 	unrouted    time.Duration // Config.UnroutedRetry (negative: DEAD at once)
 	// unroutedTypes are the types whose first unrouted event was logged
@@ -72,7 +73,7 @@ func newClaims(cfg Config, ackRoom int) *claims {
 func newClaimsOf(cfg Config, ackRoom int, reg *Registry) *claims {
 	c := &claims{
 		store: cfg.Store, owner: cfg.Owner, lease: cfg.Lease, maxAttempts: cfg.MaxAttempts, retry: cfg.RetryPolicy,
-		ordered: cfg.Ordered, run: cfg.OrderedRun, deadPolicy: cfg.DeadPolicy, unrouted: cfg.UnroutedRetry, ackBatch: cfg.AckBatchSize, ackInterval: cfg.AckInterval,
+		ordered: cfg.Ordered, run: cfg.OrderedRun, skipRecent: cfg.SkipRecent, deadPolicy: cfg.DeadPolicy, unrouted: cfg.UnroutedRetry, ackBatch: cfg.AckBatchSize, ackInterval: cfg.AckInterval,
 		log: cfg.Logger.With("outbox_owner", cfg.Owner), metrics: cfg.Metrics, clock: cfg.Clock,
 		held: newHolds(), acks: make(chan *hold, ackRoom), flushNow: make(chan chan struct{}),
 		ackDone: make(chan struct{}), wake: make(chan struct{}, 1),
@@ -122,6 +123,13 @@ func (c *claims) claim(ctx context.Context, now time.Time, limit int, skipRecent
 		return claimed{}, err
 	}
 	c.metrics.Claimed(time.Since(began), len(recs))
+	return c.admitAll(ctx, recs), nil
+}
+
+// admitAll orders the records of a claim into runs (groupRuns) and
+// admits them: an event that may not start (admit) is settled at once,
+// and the events after it in its run are given back.
+func (c *claims) admitAll(ctx context.Context, recs []Record) claimed {
 	groupRuns(recs)
 	out := claimed{rows: len(recs), recs: recs[:0]}
 	var cut map[string]bool // the keys of runs cut short by an event that may not start
@@ -155,7 +163,41 @@ func (c *claims) claim(ctx context.Context, now time.Time, limit int, skipRecent
 	if err := c.release(ctx, back); err != nil {
 		c.log.Warn("outbox: could not give back the rest of a run; its events are claimable again when their lease expires", "count", len(back), "error", err)
 	}
-	return out, nil
+	return out
+}
+
+// continueRuns claims the events that follow tails on their keys (see
+// RunContinuer), as a poller's claim takes runs, and returns those
+// admitted, grouped by key. It returns nothing when the Store cannot
+// continue runs, when nothing may be claimed, or when the claim fails
+// (logged): the keys then go on with the next claim of a poller.
+func (c *claims) continueRuns(ctx context.Context, tails []RunTail) []Record {
+	rc, ok := c.store.(RunContinuer)
+	if !ok || len(tails) == 0 {
+		return nil
+	}
+	types, skip, claimsAny := c.gate.request()
+	if !claimsAny {
+		return nil
+	}
+	began := time.Now()
+	recs, err := rc.ContinueRuns(ctx, ClaimRequest{
+		Owner: c.owner, Now: utcNow(c.clock), Lease: c.lease, SkipRecent: c.skipRecent, Limit: len(tails) * c.run,
+		NoRecovery: true, Ordered: true, DeadSkips: c.deadPolicy == DeadSkipsKey, Run: c.run, Types: types, SkipTypes: skip,
+	}, tails)
+	if err != nil {
+		c.log.Warn("outbox: could not continue runs; their keys go on with the next claim", "keys", len(tails), "error", err)
+		return nil
+	}
+	c.metrics.Claimed(time.Since(began), len(recs))
+	return c.admitAll(ctx, recs).recs
+}
+
+// continues reports whether runs of run events go on through
+// continueRuns when they end (see RunContinuer).
+func (c *claims) continues(run int) bool {
+	_, ok := c.store.(RunContinuer)
+	return ok && c.run > 1 && run >= c.run
 }
 
 // takenOver reports whether the claim of r was taken over from an owner

@@ -90,6 +90,8 @@ type queued struct {
 	hold     *hold
 	// created is when the event was inserted (CommitToDelivery).
 	created time.Time
+	// seq is the event's Record.Seq (claimed events; see RunContinuer).
+	seq int64
 	// subscribers are the subscribers the event still owes (nil: all; see
 	// Registry.Subscribe).
 	subscribers []string
@@ -200,7 +202,7 @@ func (d *dispatcher) enqueueHot(e Envelope, created time.Time) bool {
 // and runLen), which one worker delivers after it, in order.
 func (d *dispatcher) enqueueClaimed(run []Record, mates *claimMates) bool {
 	r := run[0]
-	item := queued{env: r.Envelope, attempts: r.Attempts, suspect: takenOver(r), created: r.CreatedAt, subscribers: r.Subscribers}
+	item := queued{env: r.Envelope, attempts: r.Attempts, suspect: takenOver(r), created: r.CreatedAt, seq: r.Seq, subscribers: r.Subscribers}
 	q := d.cold
 	if inFlight(r) && len(run) == 1 {
 		// It may be what stopped its owner: it runs alone, after the
@@ -251,7 +253,8 @@ func (d *dispatcher) holdRun(recs []Record, mates *claimMates) (rest []queued, b
 			}
 			return rest, back
 		}
-		rest = append(rest, queued{env: r.Envelope, attempts: r.Attempts, suspect: takenOver(r), created: r.CreatedAt, subscribers: r.Subscribers, hold: hd})
+		rest = append(rest, queued{env: r.Envelope, attempts: r.Attempts, suspect: takenOver(r), created: r.CreatedAt, seq: r.Seq,
+			subscribers: r.Subscribers, hold: hd})
 	}
 	return rest, nil
 }

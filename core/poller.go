@@ -336,10 +336,7 @@ func (p *poller) recovered(now time.Time, got claimed, limit int) {
 
 // release drops the claim on recs, which the cold queue refused.
 func (p *poller) release(ctx context.Context, recs []Record) {
-	ids := make([]string, len(recs))
-	for i, r := range recs {
-		ids[i] = r.ID
-	}
+	ids := recordIDs(recs)
 	if err := p.claims.release(ctx, ids); err != nil {
 		p.log.Warn("outbox: could not release events the cold queue refused; they are claimable again when their lease expires", "count", len(ids), "error", err)
 		return

@@ -135,6 +135,34 @@ type ClaimRequest struct {
 	SkipTypes []string
 }
 
+// RunContinuer is implemented by a Store that continues the runs of an
+// ordered claim (ClaimRequest.Run) without a new claim. A worker that
+// reaches the last event of a full run asks for the events that follow it
+// on its key while that event's DONE is being stored, and delivers them
+// next, each once the one before it is DONE — the key's events go on
+// without a walk of the keys, and without waiting for the next poll.
+// Without it, a key goes on with the next claim of a poller.
+type RunContinuer interface {
+	// ContinueRuns claims, for each tail, the events that follow it on
+	// its key in Seq order, each pending, unclaimed, due and let through
+	// by req's type filters, up to the first that is not and at most
+	// req.Run, as Run takes a head's run; req.Limit bounds the events in
+	// all. It claims nothing else and recovers no expired claim. A tail's
+	// event is this owner's, DONE or about to be: no other claim takes
+	// an event of its key meanwhile (it is no head), and once it is DONE
+	// the events that follow it compete with the claims of any instance,
+	// whose lock tells them apart. The records come grouped by key, each
+	// run in Seq order.
+	ContinueRuns(ctx context.Context, req ClaimRequest, tails []RunTail) ([]Record, error)
+}
+
+// RunTail is the last event of a run an owner holds: its ordering key and
+// its Seq (see RunContinuer).
+type RunTail struct {
+	Key string
+	Seq int64
+}
+
 // MaxClaimTypes bounds the distinct event types of a ClaimRequest's Types
 // and of its SkipTypes: the SQL stores read a claim of some types once per
 // type, and bind its types one parameter each on most databases.

@@ -375,12 +375,22 @@ func (s *Store) heads(deadSkips bool) map[string]*row {
 // order while claimable says so, up to run-1 per key and room in all (see
 // outbox.ClaimRequest.Run).
 func (s *Store) runs(heads []*row, claimable func(*row) bool, run, room int) []*row {
-	if room <= 0 || len(heads) == 0 {
+	tails := make([]outbox.RunTail, len(heads))
+	for i, h := range heads {
+		tails[i] = outbox.RunTail{Key: h.key(), Seq: h.seq}
+	}
+	return s.runsAfter(tails, claimable, run-1, room)
+}
+
+// runsAfter returns, for tails, the events that follow each on its key in
+// seq order while claimable says so, up to per per key and room in all.
+func (s *Store) runsAfter(tails []outbox.RunTail, claimable func(*row) bool, per, room int) []*row {
+	if room <= 0 || per <= 0 || len(tails) == 0 {
 		return nil
 	}
-	of := make(map[string][]*row, len(heads))
-	for _, h := range heads {
-		of[h.key()] = nil
+	of := make(map[string][]*row, len(tails))
+	for _, t := range tails {
+		of[t.Key] = nil
 	}
 	for _, r := range s.rows {
 		if _, ok := of[r.key()]; ok && r.status != outbox.StatusDone {
@@ -388,15 +398,15 @@ func (s *Store) runs(heads []*row, claimable func(*row) bool, run, room int) []*
 		}
 	}
 	var out []*row
-	for _, h := range heads {
-		rs := of[h.key()]
+	for _, t := range tails {
+		rs := of[t.Key]
 		slices.SortFunc(rs, func(a, b *row) int { return cmp.Compare(a.seq, b.seq) })
 		taken := 0
 		for _, r := range rs {
-			if r.seq <= h.seq {
+			if r.seq <= t.Seq {
 				continue
 			}
-			if taken == run-1 || room == 0 || !claimable(r) {
+			if taken == per || room == 0 || !claimable(r) {
 				break
 			}
 			out = append(out, r)
@@ -405,6 +415,36 @@ func (s *Store) runs(heads []*row, claimable func(*row) bool, run, room int) []*
 		}
 	}
 	return out
+}
+
+// ContinueRuns implements outbox.RunContinuer: for each tail, the events
+// that follow it on its key, taken as Claim takes a head's run, up to
+// req.Run per key and req.Limit in all.
+func (s *Store) ContinueRuns(ctx context.Context, req outbox.ClaimRequest, tails []outbox.RunTail) ([]outbox.Record, error) {
+	if req.Owner == "" {
+		return nil, fmt.Errorf("%w: outboxmem: claim without an owner", outbox.ErrInvalidConfig)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("outboxmem: continue runs: %w", err)
+	}
+	allowed := typeFilter(req)
+	if req.Types != nil && !slices.ContainsFunc(req.Types, allowed) {
+		return nil, nil // no type to claim
+	}
+	now := ts(req.Now)
+	recentCutoff := ts(now.Add(-req.SkipRecent))
+	claimable := func(r *row) bool {
+		return pending(r) && r.lockedBy == "" && !r.availableAt.After(now) && !r.createdAt.After(recentCutoff) && allowed(r.f.Type)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	got := s.runsAfter(tails, claimable, req.Run, req.Limit)
+	recs := make([]outbox.Record, len(got))
+	for i, r := range got {
+		s.change(r, func(r *row) { r.lockedBy, r.lockedAt = req.Owner, now })
+		recs[i] = r.record()
+	}
+	return recs, nil
 }
 
 // headsOnly keeps, of expired (claims the recovery is about to take over),

@@ -83,6 +83,7 @@ func RunStoreSuite(t *testing.T, newFixture func(t *testing.T) Fixture) {
 		{"OrderedRunRecovered", storeRunsRecovered},
 		{"OrderedRunsExclusiveUnderConcurrency", storeRunsConcurrent},
 		{"OrderedRunsDeadPolicies", storeRunsDeadPolicies},
+		{"OrderedRunsContinue", storeRunsContinue},
 		{"ControlPauses", storeControlPauses},
 		{"ControlNodes", storeControlNodes},
 		{"ControlAudit", storeControlAudit},

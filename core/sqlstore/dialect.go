@@ -68,6 +68,9 @@ type dialect struct {
 	// databases that need several statements. f is the claim's filter on
 	// event types (see filter.go).
 	claim func(ctx context.Context, s *Store, req outbox.ClaimRequest, f typeFilter) ([]outbox.Record, error)
+	// continueRuns, when set, replaces the shared ContinueRuns (MySQL: in
+	// a transaction of its own, the rows locked as its claim locks heads).
+	continueRuns func(ctx context.Context, s *Store, req outbox.ClaimRequest, f typeFilter, hs []runHead) ([]outbox.Record, error)
 	// purge, when set, replaces the shared selection of the rows a purge
 	// deletes (see purgeSelection).
 	purge *purgeSelection

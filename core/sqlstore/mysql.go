@@ -68,11 +68,12 @@ var mysqlDialect = &dialect{
 		"union unique unlock unsigned update usage use using utc_date utc_time utc_timestamp " +
 		"value values varbinary varchar varcharacter varying virtual when where while window with " +
 		"write xor year_month zerofill",
-	schemaFile:  "schema/mysql.sql",
-	placeholder: questionMark,
-	timeArg:     func(t time.Time) any { return t.UTC().Format(mysqlTimeFormat) },
-	scanTime:    scanMySQLTime,
-	claim:       mysqlClaim,
+	schemaFile:   "schema/mysql.sql",
+	placeholder:  questionMark,
+	timeArg:      func(t time.Time) any { return t.UTC().Format(mysqlTimeFormat) },
+	scanTime:     scanMySQLTime,
+	claim:        mysqlClaim,
+	continueRuns: mysqlContinueRuns,
 	// utf8mb4_bin pads with spaces: a tenant is compared with its length.
 	padSpace: true,
 	// A tenant's purge walks the tenant index (tenant, status, id) from
@@ -411,15 +412,7 @@ func mysqlClaimOnce(ctx context.Context, s *Store, req outbox.ClaimRequest, f ty
 			return err
 		}
 		heads := func(n int) ([]outbox.Record, error) {
-			return s.claimHeads(ctx, tx, tx, req, f, n, func(ids []string) ([]outbox.Record, error) {
-				now := req.Now.UTC()
-				where := "status IN (0, 2) AND locked_by IS NULL AND available_at <= ? AND created_at <= ? AND event_id IN (?" + strings.Repeat(", ?", len(ids)-1) + ")"
-				args := []any{s.t(now), s.t(now.Add(-req.SkipRecent))}
-				for _, id := range ids {
-					args = append(args, id)
-				}
-				return mysqlClaimStep(ctx, s, tx, where, args, len(ids), freshSet, a.freshSet)
-			})
+			return s.claimHeads(ctx, tx, tx, req, f, n, mysqlLockIDs(ctx, s, tx, req, a))
 		}
 		var err error
 		recs, err = s.fillOrdered(recs, req.Limit, heads, fresh)
@@ -428,7 +421,28 @@ func mysqlClaimOnce(ctx context.Context, s *Store, req outbox.ClaimRequest, f ty
 	if err != nil {
 		return nil, err
 	}
-	// The rows were read before their update: apply it to them.
+	mysqlClaimed(req, recs)
+	return recs, nil
+}
+
+// mysqlLockIDs returns the lock of heads by id of a claim for req in tx
+// (see claimHeads): the ids that are still claimable, locked FOR UPDATE
+// SKIP LOCKED and claimed.
+func mysqlLockIDs(ctx context.Context, s *Store, tx Conn, req outbox.ClaimRequest, a claimParams) func(ids []string) ([]outbox.Record, error) {
+	return func(ids []string) ([]outbox.Record, error) {
+		now := req.Now.UTC()
+		where := "status IN (0, 2) AND locked_by IS NULL AND available_at <= ? AND created_at <= ? AND event_id IN (?" + strings.Repeat(", ?", len(ids)-1) + ")"
+		args := []any{s.t(now), s.t(now.Add(-req.SkipRecent))}
+		for _, id := range ids {
+			args = append(args, id)
+		}
+		return mysqlClaimStep(ctx, s, tx, where, args, len(ids), freshSet, a.freshSet)
+	}
+}
+
+// mysqlClaimed applies a claim for req to recs, which were read before
+// their update.
+func mysqlClaimed(req outbox.ClaimRequest, recs []outbox.Record) {
 	lockedAt := req.Now.UTC().Truncate(time.Microsecond) // as bound: microseconds
 	for i := range recs {
 		r := &recs[i]
@@ -437,6 +451,21 @@ func mysqlClaimOnce(ctx context.Context, s *Store, req outbox.ClaimRequest, f ty
 		}
 		r.LockedBy, r.LockedAt = req.Owner, lockedAt
 	}
+}
+
+// mysqlContinueRuns is ContinueRuns on MySQL and MariaDB: the runs read
+// and locked in one transaction, as its claim reads and locks them.
+func mysqlContinueRuns(ctx context.Context, s *Store, req outbox.ClaimRequest, f typeFilter, hs []runHead) ([]outbox.Record, error) {
+	var recs []outbox.Record
+	err := s.db.ReadCommitted(ctx, func(tx Conn) error {
+		var err error
+		recs, err = s.claimRunHeads(ctx, tx, tx, req, f, hs, mysqlLockIDs(ctx, s, tx, req, s.claimArgs(req)))
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	mysqlClaimed(req, recs)
 	return recs, nil
 }
 

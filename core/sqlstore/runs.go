@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -54,9 +55,12 @@ func (o *orderQueries) runSQL(n int) string {
 	return q
 }
 
-// runHead is a locked head and how many events after it its run may take.
+// runHead is an event of a key this claim holds (a head it locked, or
+// the last event of a run its owner holds, see ContinueRuns): its key,
+// its sequence, and how many events after it its run may take.
 type runHead struct {
-	rec  outbox.Record
+	key  string
+	seq  int64
 	want int
 }
 
@@ -75,9 +79,56 @@ func (s *Store) claimRuns(ctx context.Context, c, w Conn, req outbox.ClaimReques
 			continue
 		}
 		n := min(req.Run-1, room)
-		hs = append(hs, runHead{rec: r, want: n})
+		hs = append(hs, runHead{key: r.Envelope.OrderingKey(), seq: r.Seq, want: n})
 		room -= n
 	}
+	return s.claimRunHeads(ctx, c, w, req, f, hs, lock)
+}
+
+// ContinueRuns implements outbox.RunContinuer: for each tail, the events
+// that follow it on its key, read and locked as a claim's runs are (see
+// claimRuns), up to req.Run per key and req.Limit in all.
+func (s *Store) ContinueRuns(ctx context.Context, req outbox.ClaimRequest, tails []outbox.RunTail) ([]outbox.Record, error) {
+	if req.Owner == "" {
+		return nil, fmt.Errorf("%w: sqlstore: claim without an owner", outbox.ErrInvalidConfig)
+	}
+	f, ok, err := claimFilter(req)
+	if err != nil || !ok || req.Run < 1 {
+		return nil, err
+	}
+	var hs []runHead
+	room := req.Limit
+	for _, t := range tails {
+		if room <= 0 {
+			break
+		}
+		n := min(req.Run, room)
+		hs = append(hs, runHead{key: t.Key, seq: t.Seq, want: n})
+		room -= n
+	}
+	if len(hs) == 0 {
+		return nil, nil
+	}
+	cont := s.d.continueRuns
+	if cont == nil {
+		cont = sharedContinueRuns
+	}
+	recs, err := cont(ctx, s, req, f, hs)
+	if err != nil {
+		return recs, fmt.Errorf("sqlstore: continue runs in %s: %w", s.table, s.explain(err))
+	}
+	return recs, nil
+}
+
+// sharedContinueRuns is ContinueRuns on PostgreSQL and SQLite: the runs
+// are read on the pool and locked as heads are (lockHeads).
+func sharedContinueRuns(ctx context.Context, s *Store, req outbox.ClaimRequest, f typeFilter, hs []runHead) ([]outbox.Record, error) {
+	return s.claimRunHeads(ctx, s.db, s.w, req, f, hs, func(ids []string) ([]outbox.Record, error) { return s.lockHeads(ctx, req, ids) })
+}
+
+// claimRunHeads is claimRuns of the heads hs.
+func (s *Store) claimRunHeads(ctx context.Context, c, w Conn, req outbox.ClaimRequest, f typeFilter, hs []runHead,
+	lock func(ids []string) ([]outbox.Record, error)) ([]outbox.Record, error) {
 	var out []outbox.Record
 	for chunk := range slices.Chunk(hs, maxRunKeys) {
 		got, err := s.claimRunChunk(ctx, c, w, req, f, chunk, lock)
@@ -95,7 +146,7 @@ func (s *Store) claimRunChunk(ctx context.Context, c, w Conn, req outbox.ClaimRe
 	now := req.Now.UTC()
 	args := make([]any, 0, 5*len(hs))
 	for _, h := range hs {
-		args = append(args, s.t(now), s.t(now.Add(-req.SkipRecent)), h.rec.Envelope.OrderingKey(), h.rec.Seq, h.want)
+		args = append(args, s.t(now), s.t(now.Add(-req.SkipRecent)), h.key, h.seq, h.want)
 	}
 	type next struct {
 		part, seq int64

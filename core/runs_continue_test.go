@@ -1,0 +1,113 @@
+package outbox_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	outbox "github.com/go-outbox/outbox/core"
+	"github.com/go-outbox/outbox/core/outboxmem"
+)
+
+// continuingStore counts the runs a Store continued (outbox.RunContinuer).
+type continuingStore struct {
+	*outboxmem.Store
+	continued atomic.Int64
+}
+
+func (s *continuingStore) ContinueRuns(ctx context.Context, req outbox.ClaimRequest, tails []outbox.RunTail) ([]outbox.Record, error) {
+	recs, err := s.Store.ContinueRuns(ctx, req, tails)
+	s.continued.Add(int64(len(recs)))
+	return recs, err
+}
+
+// TestRunsContinueWithoutAClaim: the workers of an ordered Client take a
+// key's next events as its run ends (RunContinuer), and each event starts
+// only once the one before it on its key is stored DONE.
+func TestRunsContinueWithoutAClaim(t *testing.T) {
+	ctx := context.Background()
+	mem := outboxmem.New()
+	store := &continuingStore{Store: mem}
+	const keys, perKey = 3, 60
+	web, err := outbox.New(outbox.Config{Store: mem, TxContext: mem, Mode: outbox.ModeWriterOnly, Ordered: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	worker, err := outbox.New(outbox.Config{Store: store, Mode: outbox.ModePollerOnly, Ordered: true, OrderedRun: 8, Workers: 4,
+		PollInterval: time.Hour, Waker: outbox.NoWaker})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evs []outbox.Envelope
+	order := map[string]int{} // event id → its place in its key
+	for i := range perKey {
+		for k := range keys {
+			e := outbox.MustEnvelope(outbox.EventName("E"), outbox.WithJSON([]byte(`{}`)), outbox.WithOrderingKey(fmt.Sprint("k", k)))
+			order[e.ID()] = i
+			evs = append(evs, e)
+		}
+	}
+	var mu sync.Mutex
+	var problems []string
+	seen := map[string][]int{}
+	byKey := map[string][]string{}
+	for _, e := range evs {
+		byKey[e.OrderingKey()] = append(byKey[e.OrderingKey()], e.ID())
+	}
+	all := make(chan struct{})
+	delivered := 0
+	_ = worker.Handle(outbox.EventName("E"), func(ctx context.Context, e outbox.Envelope) error {
+		i := order[e.ID()]
+		if i > 0 {
+			prev, err := mem.Get(ctx, byKey[e.OrderingKey()][i-1])
+			if err != nil || prev.Status != outbox.StatusDone {
+				mu.Lock()
+				problems = append(problems, fmt.Sprintf("%s #%d started while #%d is %v (%v)", e.OrderingKey(), i, i-1, prev.Status, err))
+				mu.Unlock()
+			}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		seen[e.OrderingKey()] = append(seen[e.OrderingKey()], i)
+		if delivered++; delivered == len(evs) {
+			close(all)
+		}
+		return nil
+	})
+	if err := mem.InTx(ctx, func(ctx context.Context) error { _, err := web.Write(ctx, evs...); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if err := worker.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-all:
+	case <-time.After(time.Minute):
+		t.Fatal("not every event was delivered")
+	}
+	if err := worker.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_ = web.Close(ctx)
+	mu.Lock()
+	defer mu.Unlock()
+	for _, p := range problems {
+		t.Error(p)
+	}
+	for k, got := range seen {
+		for i, n := range got {
+			if n != i {
+				t.Fatalf("key %s delivered in the order %v", k, got)
+			}
+		}
+	}
+	// The poller polls once (PollInterval is an hour, no wake-up from
+	// elsewhere): what follows the first runs came through ContinueRuns
+	// or the wake-ups of runs that ended.
+	if store.continued.Load() == 0 {
+		t.Error("no run was continued")
+	}
+}
