@@ -22,14 +22,21 @@ const ackWriters = 2
 // requests that arrive while every writer is busy wait for the next free
 // one and go out together — a group commit: the workers of ordered runs,
 // each waiting for its round's DONE updates (see deliverRuns), share one
-// update per round between them instead of queueing one each.
+// update per round between them instead of queueing one each. So that
+// they keep sharing it, a request waits for the others the last writes
+// answered to ask again (their next rounds), for at most as long as the
+// last write took: without it, the first worker back would take a writer
+// alone, and the rounds would split into two half-empty writes.
 func (c *claims) ackLoop() {
 	defer close(c.ackDone)
-	w := ackWrites{c: c, limit: c.ackBatch * maxAckGrowth, finished: make(chan uint64, ackWriters)}
+	w := ackWrites{c: c, limit: c.ackBatch * maxAckGrowth, finished: make(chan writeEnd, ackWriters)}
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
+	align := time.NewTimer(time.Hour)
+	align.Stop()
 	acks := c.acks
-	due := false // the oldest ack waiting has waited AckInterval
+	due := false     // the oldest ack waiting has waited AckInterval
+	aligned := false // the requests waiting have waited for the others long enough
 	for {
 		select {
 		case done := <-c.flushNow:
@@ -39,6 +46,9 @@ func (c *claims) ackLoop() {
 				acks = nil
 			}
 			w.waiting = append(w.waiting, done)
+			if w.away > 0 {
+				w.away--
+			}
 		case hd, ok := <-acks:
 			if !ok {
 				acks = nil
@@ -48,20 +58,37 @@ func (c *claims) ackLoop() {
 				timer.Reset(c.ackInterval)
 			}
 			w.batch = append(w.batch, hd)
-		case n := <-w.finished:
-			w.ended(n)
+		case e := <-w.finished:
+			w.ended(e)
 		case <-timer.C:
 			due = true
+		case <-align.C:
+			aligned = true
 		}
 		closing := acks == nil
+		// Requests go out once the others answered by the last writes are
+		// back too (those workers' next rounds), or after as long as a
+		// write takes: the rounds of several workers then share a write
+		// instead of alternating between two half-empty ones.
+		asked := len(w.waiting) > 0 && (w.away == 0 || aligned)
+		if len(w.waiting) > 0 && !asked && w.aligning == 0 {
+			w.aligning = max(w.took, time.Microsecond)
+			align.Reset(w.aligning)
+		}
 		for len(w.batch) > 0 && w.inFlight < ackWriters &&
-			(len(w.waiting) > 0 || len(w.batch) >= c.ackBatch || due || closing) {
+			(asked || len(w.batch) >= c.ackBatch || due || closing) {
 			w.start()
+			if asked {
+				w.away, aligned, w.aligning = 0, false, 0
+				align.Stop()
+			}
 		}
 		if len(w.batch) == 0 {
 			due = false
 			timer.Stop()
 			w.attach() // what the waiting requests wait for is in flight
+			aligned, w.aligning = false, 0
+			align.Stop()
 		}
 		if closing && len(w.batch) == 0 && w.inFlight == 0 {
 			return
@@ -87,7 +114,19 @@ type ackWrites struct {
 	// are the others, each with the write it waits for.
 	waiting  []chan struct{}
 	after    []waiter
-	finished chan uint64 // a write's number when it ends
+	finished chan writeEnd
+	// away counts the requests answered by the last writes that have not
+	// asked again; took is how long the last write took; aligning is how
+	// long the requests waiting wait for those (0: they do not).
+	away     int
+	took     time.Duration
+	aligning time.Duration
+}
+
+// writeEnd is a write's number and how long it took, as it ends.
+type writeEnd struct {
+	n    uint64
+	took time.Duration
 }
 
 // waiter is a flushAcksNow call waiting for the writes up to upTo.
@@ -123,8 +162,9 @@ func (w *ackWrites) start() {
 	w.inFlight++
 	num := w.started
 	go func() {
+		began := time.Now()
 		w.c.markDone(b)
-		w.finished <- num
+		w.finished <- writeEnd{n: num, took: time.Since(began)}
 	}()
 }
 
@@ -142,9 +182,11 @@ func (w *ackWrites) attach() {
 	w.waiting = w.waiting[:0]
 }
 
-// ended records that write n ended and answers the requests whose writes
+// ended records that a write ended and answers the requests whose writes
 // have all ended.
-func (w *ackWrites) ended(n uint64) {
+func (w *ackWrites) ended(e writeEnd) {
+	n := e.n
+	w.took = e.took
 	w.inFlight--
 	if w.out == nil {
 		w.out = map[uint64]bool{}
@@ -158,6 +200,7 @@ func (w *ackWrites) ended(n uint64) {
 	for _, a := range w.after {
 		if a.upTo <= w.done {
 			close(a.done)
+			w.away++
 			continue
 		}
 		kept = append(kept, a)
