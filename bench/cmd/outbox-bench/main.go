@@ -83,6 +83,7 @@ type options struct {
 	orderedKeys              []int
 	drainRowsFewKeys         int
 	orderedRun               int
+	orderedKeysNow           int // the key count of the drain-ordered child being spawned
 	ackBatch, workers        int
 	crossRate                int
 	coldQueue                int
@@ -424,6 +425,9 @@ func spawnDrain(ctx context.Context, o options, b backend, side string, rows int
 	args := []string{"-child", side, "-db", b.key, "-postgres-dsn", o.pgDSN, "-mysql-dsn", o.myDSN, "-sqlite-path", o.sqlitePath,
 		"-drain-rows", strconv.Itoa(rows), "-drain-conns", strconv.Itoa(sh.conns), "-drain-batch", strconv.Itoa(batch), "-drain-poll-interval", o.drainInterval.String(),
 		"-dispatch-workers", strconv.Itoa(o.workers), "-ack-batch", strconv.Itoa(o.ackBatch), "-cold-queue", strconv.Itoa(o.coldQueue), "-ack-interval", o.ackInterval.String(), "-ordered-run", strconv.Itoa(o.orderedRun)}
+	if o.orderedKeysNow > 0 {
+		args = append(args, "-ordered-keys", strconv.Itoa(o.orderedKeysNow))
+	}
 	if o.cpuProfile != "" {
 		args = append(args, "-cpuprofile", o.cpuProfile+".drain-"+side+"."+b.key)
 	}
