@@ -25,8 +25,9 @@ const ackWriters = 2
 // update per round between them instead of queueing one each. So that
 // they keep sharing it, a request waits for the others the last writes
 // answered to ask again (their next rounds), for at most as long as the
-// last write took: without it, the first worker back would take a writer
-// alone, and the rounds would split into two half-empty writes.
+// last write took and never longer than AckInterval: without it, the
+// first worker back would take a writer alone, and the rounds would split
+// into two half-empty writes.
 func (c *claims) ackLoop() {
 	defer close(c.ackDone)
 	w := ackWrites{c: c, limit: c.ackBatch * maxAckGrowth, finished: make(chan writeEnd, ackWriters)}
@@ -68,11 +69,12 @@ func (c *claims) ackLoop() {
 		closing := acks == nil
 		// Requests go out once the others answered by the last writes are
 		// back too (those workers' next rounds), or after as long as a
-		// write takes: the rounds of several workers then share a write
-		// instead of alternating between two half-empty ones.
+		// write takes (at most AckInterval): the rounds of several workers
+		// then share a write instead of alternating between two half-empty
+		// ones.
 		asked := len(w.waiting) > 0 && (w.away == 0 || aligned)
 		if len(w.waiting) > 0 && !asked && w.aligning == 0 {
-			w.aligning = max(w.took, time.Microsecond)
+			w.aligning = min(max(w.took, time.Microsecond), c.ackInterval)
 			align.Reset(w.aligning)
 		}
 		for len(w.batch) > 0 && w.inFlight < ackWriters &&

@@ -673,6 +673,7 @@ func (m *countingMetrics) Expired(EventLabels)                { m.inc("Expired",
 func (m *countingMetrics) EventsWritten(_ EventLabels, n int) { m.inc("EventsWritten", n) }
 func (m *countingMetrics) StaleUpdates(n int)                 { m.inc("StaleUpdates", n) }
 func (m *countingMetrics) KeyBlocked()                        { m.inc("KeyBlocked", 1) }
+func (m *countingMetrics) AckBatch(int)                       { m.inc("AckBatch", 1) }
 
 func (s *memStore) CountAttempt(_ context.Context, owner, id string) (bool, error) {
 	err := s.enter("CountAttempt")
