@@ -526,6 +526,7 @@ func (c *claims) markDone(batch []*hold) {
 	if stale := len(ids) - int(n); stale > 0 {
 		c.metrics.StaleUpdates(stale)
 		c.log.Warn("outbox: some DONE updates found their claim taken over", "stale", stale, "batch", len(ids))
+		c.doneAnyway(batch)
 	} else {
 		for _, hd := range batch {
 			hd.done.Store(true)
@@ -535,6 +536,25 @@ func (c *claims) markDone(batch []*hold) {
 		if hd.ordered && !hd.midRun { // the next event of its key may go out now
 			c.wakePoller()
 			break
+		}
+	}
+}
+
+// doneAnyway sorts out a DONE update that changed fewer rows than it had
+// ids (some claims were taken over), for the events of runs that wait for
+// it (hold.midRun; see deliverRuns): the count does not say which, so each
+// is read again, and its run goes on if it is DONE — whoever stored it,
+// the next event of its key may start (the guarantee asks that it be
+// DONE); any other answer stops the run. The holds of the other events
+// are left as they are.
+func (c *claims) doneAnyway(batch []*hold) {
+	for _, hd := range batch {
+		if !hd.midRun {
+			continue
+		}
+		r, err := c.store.Get(context.Background(), hd.id)
+		if err == nil && r.Status == StatusDone {
+			hd.done.Store(true)
 		}
 	}
 }

@@ -189,3 +189,26 @@ func TestRunsSideBySide(t *testing.T) {
 		}
 	}
 }
+
+// TestStaleDoneStopsOnlyItsRun: a DONE update in which one event's claim
+// was taken over stops that event's run only; the runs of the other
+// events of the write, stored DONE, go on.
+func TestStaleDoneStopsOnlyItsRun(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.Ordered = true })
+	k, l := runOf(h, "K", 1)[0], runOf(h, "L", 1)[0]
+	hk, hl := h.d.claims.hold(k.Envelope, h.clk.Now(), nil), h.d.claims.hold(l.Envelope, h.clk.Now(), nil)
+	hk.midRun, hl.midRun = true, true
+	taken := h.st.get(k.ID)
+	taken.LockedBy = "someone-else"
+	h.st.put(taken)
+	h.d.claims.markDone([]*hold{hk, hl})
+	if hk.done.Load() {
+		t.Error("the taken-over event's run may go on")
+	}
+	if !hl.done.Load() || h.st.get(l.ID).Status != StatusDone {
+		t.Error("the other event, stored DONE, stops its run")
+	}
+	if h.metrics.get("StaleUpdates") != 1 {
+		t.Errorf("stale updates counted: %d, want 1", h.metrics.get("StaleUpdates"))
+	}
+}
