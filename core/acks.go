@@ -27,7 +27,10 @@ const ackWriters = 2
 // answered to ask again (their next rounds), for at most as long as the
 // last write took and never longer than AckInterval: without it, the
 // first worker back would take a writer alone, and the rounds would split
-// into two half-empty writes.
+// into two half-empty writes. While a full write's worth of acks waits
+// (maxAckGrowth batches), the loop takes no more: the workers wait for
+// room in the channel instead of the acks piling up behind a slow
+// database.
 func (c *claims) ackLoop() {
 	defer close(c.ackDone)
 	w := ackWrites{c: c, limit: c.ackBatch * maxAckGrowth, finished: make(chan writeEnd, ackWriters)}
@@ -39,18 +42,22 @@ func (c *claims) ackLoop() {
 	due := false     // the oldest ack waiting has waited AckInterval
 	aligned := false // the requests waiting have waited for the others long enough
 	for {
+		in := acks
+		if len(w.batch) >= w.limit {
+			in = nil // a full write waits: the workers wait for room in the channel
+		}
 		select {
 		case done := <-c.flushNow:
 			// Its acks were sent before the request: they are in the
-			// channel, or in a write already.
+			// channel, in the batch, or in a write already.
 			if w.take(acks) {
 				acks = nil
 			}
-			w.waiting = append(w.waiting, done)
+			w.waiting = append(w.waiting, request{need: w.taken, done: done})
 			if w.away > 0 {
 				w.away--
 			}
-		case hd, ok := <-acks:
+		case hd, ok := <-in:
 			if !ok {
 				acks = nil
 				break
@@ -58,7 +65,7 @@ func (c *claims) ackLoop() {
 			if len(w.batch) == 0 {
 				timer.Reset(c.ackInterval)
 			}
-			w.batch = append(w.batch, hd)
+			w.add(hd)
 		case e := <-w.finished:
 			w.ended(e)
 		case <-timer.C:
@@ -85,12 +92,14 @@ func (c *claims) ackLoop() {
 				align.Stop()
 			}
 		}
+		w.attach() // the requests whose acks are all in writes wait for those
+		if len(w.waiting) == 0 {
+			aligned, w.aligning = false, 0
+			align.Stop()
+		}
 		if len(w.batch) == 0 {
 			due = false
 			timer.Stop()
-			w.attach() // what the waiting requests wait for is in flight
-			aligned, w.aligning = false, 0
-			align.Stop()
 		}
 		if closing && len(w.batch) == 0 && w.inFlight == 0 {
 			return
@@ -99,22 +108,24 @@ func (c *claims) ackLoop() {
 }
 
 // ackWrites is the state of ackLoop: the acks not written yet, the DONE
-// updates in flight and the flushAcksNow calls waiting for them. Writes
-// are numbered from 1 as they start; a request waits for every write up
-// to the one that took the last ack it waits for.
+// updates in flight and the flushAcksNow calls waiting for them. Acks are
+// counted as they come in (taken) and as writes take them (sent); writes
+// are numbered from 1 as they start. A request waits until the acks that
+// came in before it are all in writes, then for those writes to end.
 type ackWrites struct {
-	c        *claims
-	limit    int     // the largest write
-	batch    []*hold // acks not written yet
-	inFlight int
-	started  uint64 // writes started
+	c           *claims
+	limit       int     // the largest write
+	batch       []*hold // acks not written yet
+	taken, sent uint64
+	inFlight    int
+	started     uint64 // writes started
 	// done is how many writes, counted from the first, have all ended;
 	// out lists those ended beyond it.
 	done uint64
 	out  map[uint64]bool
 	// waiting are requests whose acks are not all in a write yet; after
 	// are the others, each with the write it waits for.
-	waiting  []chan struct{}
+	waiting  []request
 	after    []waiter
 	finished chan writeEnd
 	// away counts the requests answered by the last writes that have not
@@ -125,16 +136,29 @@ type ackWrites struct {
 	aligning time.Duration
 }
 
-// writeEnd is a write's number and how long it took, as it ends.
-type writeEnd struct {
-	n    uint64
-	took time.Duration
+// request is a flushAcksNow call that waits until need acks are in
+// writes.
+type request struct {
+	need uint64
+	done chan struct{}
 }
 
 // waiter is a flushAcksNow call waiting for the writes up to upTo.
 type waiter struct {
 	upTo uint64
 	done chan struct{}
+}
+
+// writeEnd is a write's number and how long it took, as it ends.
+type writeEnd struct {
+	n    uint64
+	took time.Duration
+}
+
+// add puts hd in the batch.
+func (w *ackWrites) add(hd *hold) {
+	w.batch = append(w.batch, hd)
+	w.taken++
 }
 
 // take moves the acks waiting in acks into the batch, and reports
@@ -146,7 +170,7 @@ func (w *ackWrites) take(acks chan *hold) (closed bool) {
 			if !ok {
 				return true
 			}
-			w.batch = append(w.batch, hd)
+			w.add(hd)
 		default:
 			return false
 		}
@@ -160,6 +184,7 @@ func (w *ackWrites) start() {
 	copy(b, w.batch)
 	w.batch = append(w.batch[:0], w.batch[n:]...)
 	clear(w.batch[len(w.batch):all]) // hold nothing in the unused tail
+	w.sent += uint64(n)
 	w.started++
 	w.inFlight++
 	num := w.started
@@ -170,18 +195,22 @@ func (w *ackWrites) start() {
 	}()
 }
 
-// attach makes the waiting requests, whose acks are all in writes
-// started, wait for the last of them (or answers them at once if those
-// writes have ended).
+// attach makes the waiting requests whose acks are all in writes wait for
+// the writes started so far (or answers them at once if those have ended).
 func (w *ackWrites) attach() {
-	for _, done := range w.waiting {
-		if w.done >= w.started {
-			close(done)
-			continue
+	kept := w.waiting[:0]
+	for _, r := range w.waiting {
+		switch {
+		case r.need > w.sent:
+			kept = append(kept, r)
+		case w.done >= w.started:
+			close(r.done)
+		default:
+			w.after = append(w.after, waiter{upTo: w.started, done: r.done})
 		}
-		w.after = append(w.after, waiter{upTo: w.started, done: done})
 	}
-	w.waiting = w.waiting[:0]
+	clear(w.waiting[len(kept):])
+	w.waiting = kept
 }
 
 // ended records that a write ended and answers the requests whose writes

@@ -187,6 +187,10 @@ func (c *claims) continueRuns(ctx context.Context, tails []RunTail) []Record {
 	}, tails)
 	if err != nil {
 		c.log.Warn("outbox: could not continue runs; their keys go on with the next claim", "keys", len(tails), "error", err)
+		if rerr := c.release(ctx, recordIDs(recs)); rerr != nil { // what it locked before it failed
+			c.log.Warn("outbox: could not give back the events of runs that could not go on; they are claimable again when their lease expires",
+				"count", len(recs), "error", rerr)
+		}
 		return nil
 	}
 	c.metrics.Claimed(time.Since(began), len(recs))
@@ -548,11 +552,13 @@ func (c *claims) markDone(batch []*hold) {
 // DONE); any other answer stops the run. The holds of the other events
 // are left as they are.
 func (c *claims) doneAnyway(batch []*hold) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.lease)
+	defer cancel()
 	for _, hd := range batch {
 		if !hd.midRun {
 			continue
 		}
-		r, err := c.store.Get(context.Background(), hd.id)
+		r, err := c.store.Get(ctx, hd.id)
 		if err == nil && r.Status == StatusDone {
 			hd.done.Store(true)
 		}

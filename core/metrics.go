@@ -62,8 +62,9 @@ type Metrics interface {
 	// to delivery, plus the length of the writing transaction after the
 	// insert. Retries and delayed events report their whole age.
 	CommitToDelivery(l EventLabels, d time.Duration)
-	// Claimed observes one claim of the poller: how long the query took
-	// and how many events it claimed (also 0).
+	// Claimed observes one claim: a poller's, or a worker's that continues
+	// runs (RunContinuer): how long the query took and how many events it
+	// claimed (also 0).
 	Claimed(d time.Duration, n int)
 	// AckBatch observes the size of one batched DONE update.
 	AckBatch(n int)

@@ -61,7 +61,7 @@ func (d *dispatcher) deliverRuns(to *timeouts, q queued) (next queued, more bool
 			}
 		}
 		if len(waiting) > 0 {
-			d.endRound(waiting)
+			d.endRound(waiting, !more)
 		}
 		kept, ended := waiting[:0], false
 		for _, r := range waiting {
@@ -90,10 +90,13 @@ func (d *dispatcher) newWorkerRun(q queued) *workerRun {
 }
 
 // endRound waits for the DONE updates of a round (claims.flushAcksNow),
-// and meanwhile asks for the events that follow the runs whose last event
-// the round started (claims.continueRuns): a run goes on with them once
-// that event is DONE; if it is not, they are given back.
-func (d *dispatcher) endRound(waiting []*workerRun) {
+// and meanwhile, when cont says so, asks for the events that follow the
+// runs whose last event the round started (claims.continueRuns): a run
+// goes on with them once that event is DONE; if it is not, they are given
+// back. A worker that holds an event to run after its runs does not
+// continue them: its runs end within OrderedRun events, and that event
+// waits no longer.
+func (d *dispatcher) endRound(waiting []*workerRun, cont bool) {
 	var tails []RunTail
 	var ending []*workerRun
 	for _, r := range waiting {
@@ -103,7 +106,7 @@ func (d *dispatcher) endRound(waiting []*workerRun) {
 			ending = append(ending, r)
 		}
 	}
-	if len(tails) == 0 || isClosed(d.stopping) {
+	if len(tails) == 0 || !cont || isClosed(d.stopping) {
 		d.claims.flushAcksNow()
 		return
 	}

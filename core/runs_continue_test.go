@@ -2,7 +2,9 @@ package outbox_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -109,5 +111,59 @@ func TestRunsContinueWithoutAClaim(t *testing.T) {
 	// or the wake-ups of runs that ended.
 	if store.continued.Load() == 0 {
 		t.Error("no run was continued")
+	}
+}
+
+// TestRunsLetOtherEventsThrough: a worker whose runs go on without a claim
+// still runs the other events queued behind them: it stops continuing its
+// runs once it holds one, instead of making it wait for the key's backlog.
+func TestRunsLetOtherEventsThrough(t *testing.T) {
+	ctx := context.Background()
+	mem := outboxmem.New()
+	const perKey = 100
+	web, err := outbox.New(outbox.Config{Store: mem, TxContext: mem, Mode: outbox.ModeWriterOnly, Ordered: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	worker, err := outbox.New(outbox.Config{Store: mem, Mode: outbox.ModePollerOnly, Ordered: true, OrderedRun: 4, Workers: 1,
+		PollInterval: time.Hour, Waker: outbox.NoWaker})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evs []outbox.Envelope
+	for range perKey {
+		evs = append(evs, outbox.MustEnvelope(outbox.EventName("E"), outbox.WithJSON([]byte(`{}`)), outbox.WithOrderingKey("K")))
+	}
+	other := outbox.MustEnvelope(outbox.EventName("E"), outbox.WithJSON([]byte(`{}`)))
+	evs = append(evs, other)
+	var mu sync.Mutex
+	var order []string
+	all := make(chan struct{})
+	_ = worker.Handle(outbox.EventName("E"), func(ctx context.Context, e outbox.Envelope) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if order = append(order, e.ID()); len(order) == len(evs) {
+			close(all)
+		}
+		return nil
+	})
+	if err := mem.InTx(ctx, func(ctx context.Context) error { _, err := web.Write(ctx, evs...); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if err := worker.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-all:
+	case <-time.After(time.Minute):
+		t.Fatal("not every event was delivered")
+	}
+	if err := errors.Join(worker.Close(ctx), web.Close(ctx)); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if at := slices.Index(order, other.ID()); at > perKey/2 {
+		t.Errorf("the unordered event was delivered at position %d of %d: it waited for the key's backlog", at+1, len(order))
 	}
 }

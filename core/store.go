@@ -151,7 +151,10 @@ type RunContinuer interface {
 	// event is this owner's, DONE or about to be: no other claim takes
 	// an event of its key meanwhile (it is no head), and once it is DONE
 	// the events that follow it compete with the claims of any instance,
-	// whose lock tells them apart. The records come grouped by key, each
+	// whose lock tells them apart. It takes nothing after a tail that an
+	// open event of its key comes before — pending (an event replayed
+	// since), or with req.DeadSkips false one that is not DONE: that
+	// event goes first, as a head. The records come grouped by key, each
 	// run in Seq order.
 	ContinueRuns(ctx context.Context, req ClaimRequest, tails []RunTail) ([]Record, error)
 }

@@ -274,7 +274,7 @@ func (s *Store) Claim(ctx context.Context, req outbox.ClaimRequest) ([]outbox.Re
 		claimable := func(r *row) bool {
 			return pending(r) && r.lockedBy == "" && !r.availableAt.After(now) && !r.createdAt.After(recentCutoff) && allowed(r.f.Type)
 		}
-		heads = append(heads, s.runs(heads, claimable, req.Run, req.Limit-len(expired)-len(heads))...)
+		heads = append(heads, s.runs(heads, claimable, req.Run, req.Limit-len(expired)-len(heads), req.DeadSkips)...)
 	}
 	for _, r := range heads {
 		s.change(r, func(r *row) { r.lockedBy, r.lockedAt = req.Owner, now })
@@ -374,17 +374,19 @@ func (s *Store) heads(deadSkips bool) map[string]*row {
 // runs returns, for heads, the events that follow each on its key in seq
 // order while claimable says so, up to run-1 per key and room in all (see
 // outbox.ClaimRequest.Run).
-func (s *Store) runs(heads []*row, claimable func(*row) bool, run, room int) []*row {
+func (s *Store) runs(heads []*row, claimable func(*row) bool, run, room int, deadSkips bool) []*row {
 	tails := make([]outbox.RunTail, len(heads))
 	for i, h := range heads {
 		tails[i] = outbox.RunTail{Key: h.key(), Seq: h.seq}
 	}
-	return s.runsAfter(tails, claimable, run-1, room)
+	return s.runsAfter(tails, claimable, run-1, room, deadSkips)
 }
 
 // runsAfter returns, for tails, the events that follow each on its key in
-// seq order while claimable says so, up to per per key and room in all.
-func (s *Store) runsAfter(tails []outbox.RunTail, claimable func(*row) bool, per, room int) []*row {
+// seq order while claimable says so, up to per per key and room in all;
+// nothing for a tail with an open event of its key before it (pending, or
+// unless deadSkips not DONE: one replayed since its run was claimed).
+func (s *Store) runsAfter(tails []outbox.RunTail, claimable func(*row) bool, per, room int, deadSkips bool) []*row {
 	if room <= 0 || per <= 0 || len(tails) == 0 {
 		return nil
 	}
@@ -401,6 +403,9 @@ func (s *Store) runsAfter(tails []outbox.RunTail, claimable func(*row) bool, per
 	for _, t := range tails {
 		rs := of[t.Key]
 		slices.SortFunc(rs, func(a, b *row) int { return cmp.Compare(a.seq, b.seq) })
+		if slices.ContainsFunc(rs, func(r *row) bool { return r.seq < t.Seq && (!deadSkips || r.status != outbox.StatusDead) }) {
+			continue // an earlier event comes first
+		}
 		taken := 0
 		for _, r := range rs {
 			if r.seq <= t.Seq {
@@ -438,7 +443,7 @@ func (s *Store) ContinueRuns(ctx context.Context, req outbox.ClaimRequest, tails
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	got := s.runsAfter(tails, claimable, req.Run, req.Limit)
+	got := s.runsAfter(tails, claimable, req.Run, req.Limit, req.DeadSkips)
 	recs := make([]outbox.Record, len(got))
 	for i, r := range got {
 		s.change(r, func(r *row) { r.lockedBy, r.lockedAt = req.Owner, now })

@@ -359,11 +359,16 @@ func mysqlErrorNumber(err error) uint64 {
 // claim holds are skipped, not waited for) is followed by an UPDATE of the
 // rows it selected, by primary key.
 func mysqlClaim(ctx context.Context, s *Store, req outbox.ClaimRequest, f typeFilter) ([]outbox.Record, error) {
-	// InnoDB may end one of two concurrent claims with a deadlock (their
-	// updates touch the same secondary index pages); the claim changed
-	// nothing then, and runs again.
+	return mysqlAgainOnDeadlock(func() ([]outbox.Record, error) { return mysqlClaimOnce(ctx, s, req, f) })
+}
+
+// mysqlAgainOnDeadlock runs a claim again while InnoDB ends it with a
+// deadlock, up to mysqlClaimAttempts runs: two concurrent claims may
+// deadlock (their updates touch the same secondary index pages), and the
+// claim changed nothing then.
+func mysqlAgainOnDeadlock(claim func() ([]outbox.Record, error)) ([]outbox.Record, error) {
 	for attempt := 1; ; attempt++ {
-		recs, err := mysqlClaimOnce(ctx, s, req, f)
+		recs, err := claim()
 		if err == nil || attempt == mysqlClaimAttempts || mysqlErrorNumber(err) != 1213 { // ER_LOCK_DEADLOCK
 			return recs, err
 		}
@@ -456,17 +461,19 @@ func mysqlClaimed(req outbox.ClaimRequest, recs []outbox.Record) {
 // mysqlContinueRuns is ContinueRuns on MySQL and MariaDB: the runs read
 // and locked in one transaction, as its claim reads and locks them.
 func mysqlContinueRuns(ctx context.Context, s *Store, req outbox.ClaimRequest, f typeFilter, hs []runHead) ([]outbox.Record, error) {
-	var recs []outbox.Record
-	err := s.db.ReadCommitted(ctx, func(tx Conn) error {
-		var err error
-		recs, err = s.claimRunHeads(ctx, tx, tx, req, f, hs, mysqlLockIDs(ctx, s, tx, req, s.claimArgs(req)))
-		return err
+	return mysqlAgainOnDeadlock(func() ([]outbox.Record, error) {
+		var recs []outbox.Record
+		err := s.db.ReadCommitted(ctx, func(tx Conn) error {
+			var err error
+			recs, err = s.claimRunHeads(ctx, tx, tx, req, f, hs, mysqlLockIDs(ctx, s, tx, req, s.claimArgs(req)))
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		mysqlClaimed(req, recs)
+		return recs, nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	mysqlClaimed(req, recs)
-	return recs, nil
 }
 
 // mysqlClaimStep selects up to limit rows matching where (with its

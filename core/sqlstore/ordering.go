@@ -60,11 +60,12 @@ type orderQueries struct {
 	// behind and behindSkipDead select the recovered events that are no
 	// heads (see headsOnly), with DeadBlocksKey and DeadSkipsKey.
 	behind, behindSkipDead *idsSQL
-	// The statements that read runs, by number of keys (see runSQL).
+	// The statements that read runs, by number of keys and dead policy
+	// (see runSQL).
 	d      *dialect
 	t      string
 	runsMu sync.Mutex
-	runs   map[int]string
+	runs   map[runShape]string
 }
 
 func buildOrderQueries(d *dialect, t, selectList string) *orderQueries {

@@ -29,29 +29,48 @@ import (
 // maxRunKeys bounds the keys of one statement that reads runs.
 const maxRunKeys = 64
 
+// runShape is what a statement that reads runs depends on: its number of
+// keys, and whether DEAD events let the events after them go (DeadSkips).
+type runShape struct {
+	keys      int
+	deadSkips bool
+}
+
 // runSQL returns the statement that reads the next events of n keys: for
-// each key (its part number, its key, the head's sequence and how many to
-// read bound in that order, after now and the created-at cutoff), the
-// events after the head on the order index, with whether each is
-// claimable now (1 or 0) and its event type.
-func (o *orderQueries) runSQL(n int) string {
+// each key (its part number, its key, the sequence it starts after, the
+// key and that sequence again, and how many to read bound in that order,
+// after now and the created-at cutoff), the events after that sequence on
+// the order index, with whether each is claimable now (1 or 0) and its
+// event type — none if an event of the key before that sequence is open:
+// pending, or with DeadBlocksKey (deadSkips false) not DONE. A head
+// passes that check by definition; the tail of a run that goes on
+// (ContinueRuns) may not, when an earlier event was replayed meanwhile,
+// and its key then waits for that event.
+func (o *orderQueries) runSQL(n int, deadSkips bool) string {
 	o.runsMu.Lock()
 	defer o.runsMu.Unlock()
-	if q, ok := o.runs[n]; ok {
+	shape := runShape{keys: n, deadSkips: deadSkips}
+	if q, ok := o.runs[shape]; ok {
 		return q
 	}
 	d, t := o.d, o.t
+	earlier := ""
+	if deadSkips {
+		earlier = " AND e.status <> 3"
+	}
 	parts := make([]string, n)
 	for i := range n {
 		parts[i] = "SELECT * FROM (SELECT " + strconv.Itoa(i) + " AS part, event_id, CASE WHEN status IN (0, 2) AND locked_by IS NULL" +
 			" AND available_at <= ? AND created_at <= ? THEN 1 ELSE 0 END AS ok, event_type, " + d.seq + " AS s FROM " + t +
-			" WHERE " + d.openKeyCond + d.openKeyCol + " = ? AND " + d.seq + " > ? ORDER BY " + d.seq + " LIMIT ?) r" + strconv.Itoa(i)
+			" WHERE " + d.openKeyCond + d.openKeyCol + " = ? AND " + d.seq + " > ?" +
+			" AND NOT EXISTS (SELECT 1 FROM " + t + " e WHERE " + d.openKey("e", "?") + earlier + " AND e." + d.seq + " < ?)" +
+			" ORDER BY " + d.seq + " LIMIT ?) r" + strconv.Itoa(i)
 	}
 	q := d.rebind(strings.Join(parts, " UNION ALL "), 1)
 	if o.runs == nil {
-		o.runs = map[int]string{}
+		o.runs = map[runShape]string{}
 	}
-	o.runs[n] = q
+	o.runs[shape] = q
 	return q
 }
 
@@ -144,9 +163,9 @@ func (s *Store) claimRunHeads(ctx context.Context, c, w Conn, req outbox.ClaimRe
 func (s *Store) claimRunChunk(ctx context.Context, c, w Conn, req outbox.ClaimRequest, f typeFilter, hs []runHead,
 	lock func(ids []string) ([]outbox.Record, error)) ([]outbox.Record, error) {
 	now := req.Now.UTC()
-	args := make([]any, 0, 5*len(hs))
+	args := make([]any, 0, 7*len(hs))
 	for _, h := range hs {
-		args = append(args, s.t(now), s.t(now.Add(-req.SkipRecent)), h.key, h.seq, h.want)
+		args = append(args, s.t(now), s.t(now.Add(-req.SkipRecent)), h.key, h.seq, h.key, h.seq, h.want)
 	}
 	type next struct {
 		part, seq int64
@@ -154,7 +173,7 @@ func (s *Store) claimRunChunk(ctx context.Context, c, w Conn, req outbox.ClaimRe
 		ok        bool
 	}
 	var found []next
-	err := s.eachRowOn(ctx, c, s.q.ord.runSQL(len(hs)), args, func(rows Rows) error {
+	err := s.eachRowOn(ctx, c, s.q.ord.runSQL(len(hs), req.DeadSkips), args, func(rows Rows) error {
 		var n next
 		var id, typ nullBytes
 		var ok int64
