@@ -43,6 +43,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -72,6 +73,51 @@ type config struct {
 	ordered        bool
 	keys           int
 	run            int
+	// The faults of the database itself (see dbFault); journal is the
+	// directory of the workers' journals, set with them.
+	failover     string
+	unsafeCommit bool
+	crashAtPct   int
+	pgBin        string
+	journal      string
+}
+
+// dbFault names the fault of the database itself the run injects, or "".
+func (c config) dbFault() string {
+	switch {
+	case c.unsafeCommit:
+		return faultUnsafeCommit
+	case c.failover != "":
+		return "failover-" + c.failover
+	}
+	return ""
+}
+
+// checkDBFault checks the flags of a run with a fault of the database
+// itself, which runs on a PostgreSQL server of its own and keeps its books
+// in journals: the probes and -ordered, whose checks read the database, are
+// off (the runs without these faults cover them).
+func checkDBFault(c *config, set map[string]bool) error {
+	if c.failover != "" && c.failover != "sync" && c.failover != "async" {
+		return fmt.Errorf("-failover: want sync or async, got %q", c.failover)
+	}
+	if c.dbFault() == "" {
+		return nil
+	}
+	switch {
+	case c.failover != "" && c.unsafeCommit:
+		return errors.New("-failover and -unsafe-commit are two runs")
+	case c.db != "postgres":
+		return fmt.Errorf("-%s runs on PostgreSQL only (-db postgres)", c.dbFault())
+	case set["dsn"]:
+		return fmt.Errorf("-%s starts a server of its own: no -dsn", c.dbFault())
+	case c.ordered || (set["poison-exit"] && c.poison) || (set["hung-listener"] && c.hung):
+		return fmt.Errorf("-%s does not combine with -ordered, -poison-exit or -hung-listener", c.dbFault())
+	case c.crashAtPct < 1 || c.crashAtPct > 99:
+		return errors.New("-crash-at-pct: want 1 to 99")
+	}
+	c.poison, c.hung = false, false
+	return nil
 }
 
 func main() {
@@ -95,19 +141,32 @@ func main() {
 	flag.BoolVar(&c.ordered, "ordered", false, "deliver in order per aggregate (Config.Ordered) and count order violations; DEAD events that block their key are skipped by the coordinator")
 	flag.IntVar(&c.keys, "keys", 100, "with -ordered: aggregates the events belong to")
 	flag.IntVar(&c.run, "ordered-run", 0, "with -ordered: the most events of one key a claim takes and one worker delivers in order (Config.OrderedRun; 0: its default)")
+	flag.StringVar(&c.failover, "failover", "", "sync or async: run on a PostgreSQL primary and streaming replica of the harness's own (commits waiting for the replica with sync), kill the primary mid-load and promote the replica")
+	flag.BoolVar(&c.unsafeCommit, "unsafe-commit", false, "run on a PostgreSQL server of the harness's own with synchronous_commit=off, crash it mid-load and restart it")
+	flag.IntVar(&c.crashAtPct, "crash-at-pct", 50, "with -failover or -unsafe-commit: crash the database once this percentage of the events is acknowledged")
+	flag.StringVar(&c.pgBin, "pg-bin", "", "with -failover or -unsafe-commit: directory of initdb, pg_ctl and pg_basebackup (default: the newest /usr/lib/postgresql/*/bin, else PATH)")
 	flag.DurationVar(&c.drainTimeout, "drain-timeout", 5*time.Minute, "how long to wait for the backlog after the writers finish (a liveness bound: the line reports the seconds taken)")
 	flag.StringVar(&c.role, "role", "coordinator", "internal: coordinator or worker")
 	flag.IntVar(&c.workerID, "worker-id", 0, "internal: worker number")
 	flag.IntVar(&c.quota, "quota", 0, "internal: events this worker commits")
 	flag.StringVar(&c.poisonID, "poison-id", "", "internal: id of the event whose listener ends its process")
 	flag.StringVar(&c.hungID, "hung-id", "", "internal: id of the event whose first delivery hangs")
+	flag.StringVar(&c.journal, "journal", "", "internal: directory of the workers' journals")
 	flag.Parse()
+	set := map[string]bool{}
+	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	d, name, err := dialect(c.db)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "outbox-torture:", err)
 		os.Exit(2)
 	}
 	c.db = name
+	if c.role != "worker" {
+		if err := checkDBFault(&c, set); err != nil {
+			fmt.Fprintln(os.Stderr, "outbox-torture:", err)
+			os.Exit(2)
+		}
+	}
 	if c.dsn == "" {
 		c.dsn = defaultDSN(d)
 	}
