@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -201,6 +202,31 @@ func (cl *pgCluster) kill(ctx context.Context, n *pgNode) error {
 	return cl.run(ctx, "pg_ctl", "-D", n.data, "-m", "immediate", "-w", "stop")
 }
 
+// walSender returns the pid of the primary's WAL sender.
+func (cl *pgCluster) walSender(ctx context.Context, primary *pgNode) (int, error) {
+	db, err := sql.Open("pgx", fmt.Sprintf("host=127.0.0.1 port=%d user=postgres dbname=postgres sslmode=disable", primary.port))
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	var pid int
+	if err := db.QueryRowContext(ctx, "SELECT pid FROM pg_stat_replication LIMIT 1").Scan(&pid); err != nil {
+		return 0, fmt.Errorf("find the WAL sender: %w", err)
+	}
+	return pid, nil
+}
+
+// awaitGone waits until the file at path is gone (a postmaster's lock
+// file: the postmaster has ended), at most a minute.
+func awaitGone(path string) error {
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(path); os.IsNotExist(err) {
+			return nil
+		}
+	}
+	return fmt.Errorf("%s still there after a minute", path)
+}
+
 // awaitStreaming waits until the primary streams to its replica (as a
 // synchronous standby if sync), at most a minute.
 func (cl *pgCluster) awaitStreaming(ctx context.Context, primary *pgNode, sync bool) error {
@@ -224,14 +250,45 @@ func (cl *pgCluster) awaitStreaming(ctx context.Context, primary *pgNode, sync b
 
 // crash kills the primary mid-load and brings up the server that takes its
 // place: the promoted replica (-failover) or the primary again, through
-// crash recovery (-unsafe-commit). It returns how long the database
-// accepted no writes, from the kill until the server that takes over is
-// ready.
-func (cl *pgCluster) crash(ctx context.Context) (time.Duration, error) {
+// crash recovery (-unsafe-commit). With -failover and lag > 0 the replica
+// lags behind first: the primary's WAL sender is stopped (SIGSTOP) for lag
+// and killed with the primary, so the replica never gets what the primary
+// wrote meanwhile — as a replica behind a slow or broken link. It returns
+// how long the database accepted no writes, from the kill until the server
+// that takes over is ready.
+func (cl *pgCluster) crash(ctx context.Context, lag time.Duration) (time.Duration, error) {
 	primary := cl.nodes[0]
+	var sender int
+	if cl.fault != faultUnsafeCommit && lag > 0 {
+		var err error
+		if sender, err = cl.walSender(ctx, primary); err != nil {
+			return 0, err
+		}
+		if err := syscall.Kill(sender, syscall.SIGSTOP); err != nil {
+			return 0, fmt.Errorf("stop the WAL sender: %w", err)
+		}
+		time.Sleep(lag)
+	}
 	start := time.Now()
-	if err := cl.kill(ctx, primary); err != nil {
-		return 0, err
+	if sender == 0 {
+		if err := cl.kill(ctx, primary); err != nil {
+			return 0, err
+		}
+	} else {
+		// The immediate shutdown first (-W: pg_ctl returns once it has
+		// signalled the postmaster), then the stopped sender's SIGKILL: it
+		// sends nothing more, and the postmaster, shutting down, does not
+		// restart after it.
+		primary.running = false
+		if err := cl.run(ctx, "pg_ctl", "-D", primary.data, "-m", "immediate", "-W", "stop"); err != nil {
+			return 0, err
+		}
+		if err := syscall.Kill(sender, syscall.SIGKILL); err != nil {
+			return 0, fmt.Errorf("kill the WAL sender: %w", err)
+		}
+		if err := awaitGone(filepath.Join(primary.data, "postmaster.pid")); err != nil {
+			return 0, err
+		}
 	}
 	var err error
 	if cl.fault == faultUnsafeCommit {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -42,8 +43,10 @@ type coordinator struct {
 	// long it accepted no writes when it crashed.
 	cluster *pgCluster
 	outage  time.Duration
-	// dbCrashes counts the crashes of the database (0 or 1).
+	// dbCrashes counts the crashes of the database (0 or 1), crashedAt is
+	// when the crash began.
 	dbCrashes int
+	crashedAt time.Time
 }
 
 func runCoordinator(c config) error {
@@ -173,7 +176,8 @@ func runCoordinator(c config) error {
 			}
 			crashCheck = nil
 			fmt.Fprintf(os.Stderr, "torture: %d events acknowledged: %s\n", written, c.dbFault())
-			if co.outage, err = cl.crash(ctx); err != nil {
+			co.crashedAt = time.Now()
+			if co.outage, err = cl.crash(ctx, c.replicaLag); err != nil {
 				co.stopAll()
 				return fmt.Errorf("%s: %w", c.dbFault(), err)
 			}
@@ -515,11 +519,16 @@ func (co *coordinator) journalBooks(ctx context.Context) books {
 			b.lost++
 		}
 	}
+	var gone []string // acknowledged commits the database no longer has
 	for id := range t.acked {
-		if !orders[id] && t.delivered[id] == 0 {
-			b.lostUndurable++
+		if !orders[id] {
+			gone = append(gone, id)
+			if t.delivered[id] == 0 {
+				b.lostUndurable++
+			}
 		}
 	}
+	co.reportGone(gone)
 	for id, n := range t.delivered {
 		b.deliveries += n
 		b.maxPer = max(b.maxPer, n)
@@ -531,6 +540,24 @@ func (co *coordinator) journalBooks(ctx context.Context) books {
 		}
 	}
 	return b
+}
+
+// reportGone says on stderr when the acknowledged commits that the
+// database no longer has were written, relative to the start of the crash
+// (by the time in their ULIDs).
+func (co *coordinator) reportGone(ids []string) {
+	if len(ids) == 0 || co.crashedAt.IsZero() {
+		return
+	}
+	first, last := time.Duration(math.MaxInt64), time.Duration(math.MinInt64)
+	for _, id := range ids {
+		if at, ok := outbox.ULIDTime(id); ok {
+			d := at.Sub(co.crashedAt)
+			first, last = min(first, d), max(last, d)
+		}
+	}
+	fmt.Fprintf(os.Stderr, "torture: %d acknowledged commits are gone from the database, written %s to %s after the crash began\n",
+		len(ids), first.Round(time.Millisecond), last.Round(time.Millisecond))
 }
 
 // ids returns the ids the query selects.

@@ -40,6 +40,39 @@
 // where order_violations counts the events whose delivery started before
 // the event written before them on their key was DONE (or while it was
 // DEAD): it must be 0.
+//
+// With -failover sync|async or -unsafe-commit the database itself crashes
+// once -crash-at-pct of the events are acknowledged. The harness initdbs a
+// PostgreSQL server of its own in a temp directory, on free loopback ports
+// (as the postgres user when run as root), and removes it at the end:
+//
+//   - -failover: a primary and a streaming replica made with
+//     pg_basebackup -R; with sync every commit waits until the replica has
+//     flushed it (synchronous_standby_names), with async it does not. The
+//     clients connect to both hosts with target_session_attrs=read-write;
+//     the primary is killed (pg_ctl stop -m immediate) and the replica
+//     promoted, and the workers reconnect to it;
+//   - -unsafe-commit: one server with synchronous_commit=off, killed the
+//     same way and restarted through crash recovery.
+//
+// A crash can take back what the database acknowledged, so these runs keep
+// their books outside it, in a journal per worker (see journal): the
+// commits acknowledged to the writers, the transactions rolled back on
+// purpose, and every completed delivery (the listener's side effect). The
+// probes and -ordered are off. The line adds
+//
+//	fault=… acked=… lost_undurable=… delivered_then_vanished=… outage_seconds=…
+//
+// where lost counts the business rows the database kept that were neither
+// delivered nor DEAD (the outbox's own loss: it must be 0 in every mode);
+// lost_undurable the acknowledged commits the database no longer has after
+// the crash and that were never delivered (lost by the database, not by
+// the outbox: nothing was left to deliver); delivered_then_vanished the
+// delivered events the database no longer has (their commit was
+// acknowledged, or at least visible, on the server that died, and did not
+// survive it). With -failover sync both must be 0; with async and
+// -unsafe-commit they are what the run measures. outage_seconds is the time
+// from the kill until the server that takes over accepts writes.
 package main
 
 import (
@@ -78,6 +111,7 @@ type config struct {
 	failover     string
 	unsafeCommit bool
 	crashAtPct   int
+	replicaLag   time.Duration
 	pgBin        string
 	journal      string
 }
@@ -144,6 +178,7 @@ func main() {
 	flag.StringVar(&c.failover, "failover", "", "sync or async: run on a PostgreSQL primary and streaming replica of the harness's own (commits waiting for the replica with sync), kill the primary mid-load and promote the replica")
 	flag.BoolVar(&c.unsafeCommit, "unsafe-commit", false, "run on a PostgreSQL server of the harness's own with synchronous_commit=off, crash it mid-load and restart it")
 	flag.IntVar(&c.crashAtPct, "crash-at-pct", 50, "with -failover or -unsafe-commit: crash the database once this percentage of the events is acknowledged")
+	flag.DurationVar(&c.replicaLag, "replica-lag", time.Second, "with -failover: stop the primary's WAL sender this long before the primary is killed, so that the replica lags behind (0: kill at once)")
 	flag.StringVar(&c.pgBin, "pg-bin", "", "with -failover or -unsafe-commit: directory of initdb, pg_ctl and pg_basebackup (default: the newest /usr/lib/postgresql/*/bin, else PATH)")
 	flag.DurationVar(&c.drainTimeout, "drain-timeout", 5*time.Minute, "how long to wait for the backlog after the writers finish (a liveness bound: the line reports the seconds taken)")
 	flag.StringVar(&c.role, "role", "coordinator", "internal: coordinator or worker")
