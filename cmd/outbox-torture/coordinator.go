@@ -39,18 +39,16 @@ type coordinator struct {
 	poisonExits int
 	// skipped holds the DEAD events the operator skipped (-ordered).
 	skipped map[string]bool
-	// cluster is the server of a fault of the database itself, outage how
-	// long it accepted no writes when it crashed.
-	cluster *pgCluster
-	outage  time.Duration
-	// dbCrashes counts the crashes of the database (0 or 1), crashedAt is
-	// when the crash began.
-	dbCrashes int
+	// With a fault of the database: when its crash began (zero before),
+	// and how long it accepted no writes.
 	crashedAt time.Time
+	outage    time.Duration
 }
 
 func runCoordinator(c config) error {
-	ctx := context.Background()
+	// Interrupted, the run stops its workers and removes what it made.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
 	start := time.Now()
 	if c.db == "sqlite" {
 		for _, s := range []string{"", "-wal", "-shm"} {
@@ -101,20 +99,7 @@ func runCoordinator(c config) error {
 		}
 	}
 	c.ownDB = "" // workers get the rewritten DSN
-	co := &coordinator{c: c, db: db, cluster: cl}
-	if cl != nil {
-		// Interrupted, the run still removes its server and its workers.
-		sigs := make(chan os.Signal, 1)
-		signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-		defer func() { signal.Stop(sigs); close(sigs) }()
-		go func() {
-			if _, ok := <-sigs; ok {
-				co.stopAll()
-				cl.remove()
-				os.Exit(130)
-			}
-		}()
-	}
+	co := &coordinator{c: c, db: db}
 	for i := range c.workers {
 		if err := co.spawn(i, co.quota(i)); err != nil {
 			co.stopAll()
@@ -170,6 +155,9 @@ func runCoordinator(c config) error {
 		case <-check.C:
 			co.restartCrashed()
 			written = co.written(ctx, written)
+		case <-ctx.Done():
+			co.stopAll()
+			return fmt.Errorf("interrupted: %w", ctx.Err())
 		case <-crashCheck:
 			if written = co.written(ctx, written); written < crashAt {
 				continue
@@ -181,9 +169,6 @@ func runCoordinator(c config) error {
 				co.stopAll()
 				return fmt.Errorf("%s: %w", c.dbFault(), err)
 			}
-			co.mu.Lock()
-			co.dbCrashes++
-			co.mu.Unlock()
 		}
 	}
 	// Drain: wait until nothing is pending, restarting crashed workers.
@@ -197,6 +182,10 @@ func runCoordinator(c config) error {
 		if time.Now().After(deadline) {
 			fmt.Fprintf(os.Stderr, "torture: %d events still pending after %s\n", pending, c.drainTimeout)
 			break
+		}
+		if ctx.Err() != nil {
+			co.stopAll()
+			return fmt.Errorf("interrupted: %w", ctx.Err())
 		}
 		co.restartCrashed()
 		time.Sleep(200 * time.Millisecond)
@@ -410,14 +399,18 @@ func (co *coordinator) report(ctx context.Context, took time.Duration) error {
 	missing := one("SELECT COUNT(*) FROM " + ordersTable + " o WHERE NOT EXISTS (SELECT 1 FROM " + outboxTable + " x WHERE x.event_id = o.id)")
 	orphanRows := one("SELECT COUNT(*) FROM " + outboxTable + " x WHERE NOT EXISTS (SELECT 1 FROM " + ordersTable + " o WHERE o.id = x.event_id)")
 	co.mu.Lock()
-	kills, cuts, crashes, poisonExits, dbCrashes := co.kills, co.cuts, co.crashes, co.poisonExits, co.dbCrashes
+	kills, cuts, crashes, poisonExits := co.kills, co.cuts, co.crashes, co.poisonExits
 	co.mu.Unlock()
 	poisonDead, hungRecovered := co.probeResults(ctx, poisonExits)
 	unexpectedDead := co.unexpectedDead(ctx)
 	duplicates := deliveries - delivered
 	// Duplicates per process death: SIGKILLs, poison exits and crashes,
 	// the database's own included.
-	dupPerKill := float64(duplicates) / float64(max(kills+poisonExits+crashes+dbCrashes, 1))
+	deaths := kills + poisonExits + crashes
+	if !co.crashedAt.IsZero() {
+		deaths++
+	}
+	dupPerKill := float64(duplicates) / float64(max(deaths, 1))
 	ordered, violations := "", 0
 	if co.c.ordered {
 		violations = co.orderViolations(ctx)

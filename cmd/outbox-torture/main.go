@@ -138,15 +138,19 @@ func checkDBFault(c *config, set map[string]bool) error {
 	if c.dbFault() == "" {
 		return nil
 	}
+	name := "-failover"
+	if c.unsafeCommit {
+		name = "-unsafe-commit"
+	}
 	switch {
 	case c.failover != "" && c.unsafeCommit:
 		return errors.New("-failover and -unsafe-commit are two runs")
 	case c.db != "postgres":
-		return fmt.Errorf("-%s runs on PostgreSQL only (-db postgres)", c.dbFault())
+		return fmt.Errorf("%s runs on PostgreSQL only (-db postgres)", name)
 	case set["dsn"]:
-		return fmt.Errorf("-%s starts a server of its own: no -dsn", c.dbFault())
+		return fmt.Errorf("%s starts a server of its own: no -dsn", name)
 	case c.ordered || (set["poison-exit"] && c.poison) || (set["hung-listener"] && c.hung):
-		return fmt.Errorf("-%s does not combine with -ordered, -poison-exit or -hung-listener", c.dbFault())
+		return fmt.Errorf("%s does not combine with -ordered, -poison-exit or -hung-listener", name)
 	case c.crashAtPct < 1 || c.crashAtPct > 99:
 		return errors.New("-crash-at-pct: want 1 to 99")
 	}
