@@ -5,9 +5,11 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -37,14 +39,32 @@ type coordinator struct {
 	poisonExits int
 	// skipped holds the DEAD events the operator skipped (-ordered).
 	skipped map[string]bool
+	// With a fault of the database: when its crash began (zero before),
+	// and how long it accepted no writes.
+	crashedAt time.Time
+	outage    time.Duration
 }
 
 func runCoordinator(c config) error {
-	ctx := context.Background()
+	// Interrupted, the run stops its workers and removes what it made.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
 	start := time.Now()
 	if c.db == "sqlite" {
 		for _, s := range []string{"", "-wal", "-shm"} {
 			_ = os.Remove(c.dsn + s)
+		}
+	}
+	var cl *pgCluster
+	if fault := c.dbFault(); fault != "" {
+		var err error
+		if cl, err = startCluster(ctx, fault, c.pgBin); err != nil {
+			return fmt.Errorf("%s: %w", fault, err)
+		}
+		defer cl.remove()
+		c.dsn, c.ownDB, c.journal = cl.dsn, "", filepath.Join(cl.dir, "journal")
+		if err := os.Mkdir(c.journal, 0o755); err != nil {
+			return err
 		}
 	}
 	c, err := isolate(c)
@@ -100,7 +120,7 @@ func runCoordinator(c config) error {
 			fmt.Fprintln(os.Stderr, "torture: probe writer:", err)
 		}
 	}
-	fmt.Fprintf(os.Stderr, "torture: db=%s workers=%d events=%d ordered=%v, worker logs in %s\n", c.db, c.workers, c.events, c.ordered, filepath.Dir(co.procs[0].logPath))
+	fmt.Fprintf(os.Stderr, "torture: db=%s workers=%d events=%d ordered=%v fault=%s, worker logs in %s\n", c.db, c.workers, c.events, c.ordered, c.dbFault(), filepath.Dir(co.procs[0].logPath))
 	var op *operator
 	if c.ordered {
 		if op, err = startOperator(ctx, c, db); err != nil {
@@ -117,6 +137,15 @@ func runCoordinator(c config) error {
 	}
 	check := time.NewTicker(250 * time.Millisecond)
 	defer check.Stop()
+	// The crash of the database comes once crashAt events are
+	// acknowledged, looked for often enough to land mid-load in a short run.
+	var crashCheck <-chan time.Time
+	crashAt := c.events * c.crashAtPct / 100
+	if cl != nil {
+		t := time.NewTicker(20 * time.Millisecond)
+		defer t.Stop()
+		crashCheck = t.C
+	}
 	for written := 0; written < c.events; {
 		select {
 		case <-kill:
@@ -125,8 +154,20 @@ func runCoordinator(c config) error {
 			co.cutConnections(ctx)
 		case <-check.C:
 			co.restartCrashed()
-			if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+ordersTable).Scan(&written); err != nil {
-				fmt.Fprintln(os.Stderr, "torture: count orders:", err)
+			written = co.written(ctx, written)
+		case <-ctx.Done():
+			co.stopAll()
+			return fmt.Errorf("interrupted: %w", ctx.Err())
+		case <-crashCheck:
+			if written = co.written(ctx, written); written < crashAt {
+				continue
+			}
+			crashCheck = nil
+			fmt.Fprintf(os.Stderr, "torture: %d events acknowledged: %s\n", written, c.dbFault())
+			co.crashedAt = time.Now()
+			if co.outage, err = cl.crash(ctx, c.replicaLag); err != nil {
+				co.stopAll()
+				return fmt.Errorf("%s: %w", c.dbFault(), err)
 			}
 		}
 	}
@@ -142,6 +183,10 @@ func runCoordinator(c config) error {
 			fmt.Fprintf(os.Stderr, "torture: %d events still pending after %s\n", pending, c.drainTimeout)
 			break
 		}
+		if ctx.Err() != nil {
+			co.stopAll()
+			return fmt.Errorf("interrupted: %w", ctx.Err())
+		}
 		co.restartCrashed()
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -150,6 +195,25 @@ func runCoordinator(c config) error {
 		co.skipped = op.close(ctx)
 	}
 	return co.report(ctx, time.Since(start))
+}
+
+// written counts the committed events: the acknowledged commits in the
+// journals with a fault of the database, else the business rows. On error
+// it reports the error and returns last.
+func (co *coordinator) written(ctx context.Context, last int) int {
+	if co.c.journal != "" {
+		t, err := readJournals(co.c.journal)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "torture: read the journals:", err)
+			return last
+		}
+		return t.ackedN
+	}
+	n := last
+	if err := co.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+ordersTable).Scan(&n); err != nil {
+		fmt.Fprintln(os.Stderr, "torture: count orders:", err)
+	}
+	return n
 }
 
 func ticker(d time.Duration) <-chan time.Time {
@@ -171,7 +235,7 @@ func (co *coordinator) spawn(id, quota int) error {
 		"-fail-pct", strconv.Itoa(c.failPct), "-panic-pct", strconv.Itoa(c.panicPct),
 		"-poison-permille", strconv.Itoa(c.poisonPermille), "-slow-permille", strconv.Itoa(c.slowPermille),
 		"-rollback-pct", strconv.Itoa(c.rollbackPct), "-poison-id", c.poisonID, "-hung-id", c.hungID,
-		"-ordered="+strconv.FormatBool(c.ordered), "-keys", strconv.Itoa(c.keys), "-ordered-run", strconv.Itoa(c.run))
+		"-ordered="+strconv.FormatBool(c.ordered), "-keys", strconv.Itoa(c.keys), "-ordered-run", strconv.Itoa(c.run), "-journal", c.journal)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		logf.Close()
@@ -315,26 +379,38 @@ func (co *coordinator) report(ctx context.Context, took time.Duration) error {
 		}
 		return int(n.Int64)
 	}
-	events := one("SELECT COUNT(*) FROM " + ordersTable)
-	delivered := one("SELECT COUNT(DISTINCT event_id) FROM " + ledgerTable)
-	deliveries := one("SELECT COUNT(*) FROM " + ledgerTable)
+	var b books
+	if co.c.journal != "" {
+		b = co.journalBooks(ctx)
+	} else {
+		b = books{
+			events:     one("SELECT COUNT(*) FROM " + ordersTable),
+			delivered:  one("SELECT COUNT(DISTINCT event_id) FROM " + ledgerTable),
+			deliveries: one("SELECT COUNT(*) FROM " + ledgerTable),
+			lost: one("SELECT COUNT(*) FROM " + ordersTable + " o WHERE NOT EXISTS (SELECT 1 FROM " + ledgerTable + " l WHERE l.event_id = o.id)" +
+				" AND NOT EXISTS (SELECT 1 FROM " + outboxTable + " x WHERE x.event_id = o.id AND " + endedUndelivered + ")"),
+			ghost:  one("SELECT COUNT(DISTINCT l.event_id) FROM " + ledgerTable + " l WHERE NOT EXISTS (SELECT 1 FROM " + ordersTable + " o WHERE o.id = l.event_id)"),
+			maxPer: one("SELECT MAX(c) FROM (SELECT COUNT(*) AS c FROM " + ledgerTable + " GROUP BY event_id) t"),
+		}
+		b.written = b.events
+	}
+	events, delivered, deliveries, lost, ghost, maxPer := b.events, b.delivered, b.deliveries, b.lost, b.ghost, b.maxPer
 	dead := one("SELECT COUNT(*) FROM " + outboxTable + " WHERE status = 3")
 	missing := one("SELECT COUNT(*) FROM " + ordersTable + " o WHERE NOT EXISTS (SELECT 1 FROM " + outboxTable + " x WHERE x.event_id = o.id)")
-	// An event is lost if it was neither delivered nor DEAD (nor, with
-	// -ordered, skipped by the operator when it blocked its key).
-	lost := one("SELECT COUNT(*) FROM " + ordersTable + " o WHERE NOT EXISTS (SELECT 1 FROM " + ledgerTable + " l WHERE l.event_id = o.id)" +
-		" AND NOT EXISTS (SELECT 1 FROM " + outboxTable + " x WHERE x.event_id = o.id AND (x.status = 3 OR x.last_error LIKE '" + outbox.SkipNote + "%'))")
-	ghost := one("SELECT COUNT(DISTINCT l.event_id) FROM " + ledgerTable + " l WHERE NOT EXISTS (SELECT 1 FROM " + ordersTable + " o WHERE o.id = l.event_id)")
 	orphanRows := one("SELECT COUNT(*) FROM " + outboxTable + " x WHERE NOT EXISTS (SELECT 1 FROM " + ordersTable + " o WHERE o.id = x.event_id)")
-	maxPer := one("SELECT MAX(c) FROM (SELECT COUNT(*) AS c FROM " + ledgerTable + " GROUP BY event_id) t")
 	co.mu.Lock()
 	kills, cuts, crashes, poisonExits := co.kills, co.cuts, co.crashes, co.poisonExits
 	co.mu.Unlock()
 	poisonDead, hungRecovered := co.probeResults(ctx, poisonExits)
 	unexpectedDead := co.unexpectedDead(ctx)
 	duplicates := deliveries - delivered
-	// Duplicates per process death: SIGKILLs, poison exits and crashes.
-	dupPerKill := float64(duplicates) / float64(max(kills+poisonExits+crashes, 1))
+	// Duplicates per process death: SIGKILLs, poison exits and crashes,
+	// the database's own included.
+	deaths := kills + poisonExits + crashes
+	if !co.crashedAt.IsZero() {
+		deaths++
+	}
+	dupPerKill := float64(duplicates) / float64(max(deaths, 1))
 	ordered, violations := "", 0
 	if co.c.ordered {
 		violations = co.orderViolations(ctx)
@@ -343,6 +419,11 @@ func (co *coordinator) report(ctx context.Context, took time.Duration) error {
 			run = outbox.DefaultOrderedRun
 		}
 		ordered = fmt.Sprintf(" ordered=1 keys=%d run=%d order_violations=%d skipped=%d", co.c.keys, run, violations, len(co.skipped))
+	}
+	fault := co.c.dbFault()
+	if fault != "" {
+		ordered += fmt.Sprintf(" fault=%s acked=%d lost_undurable=%d delivered_then_vanished=%d outage_seconds=%.1f",
+			fault, b.written, b.lostUndurable, b.vanished, co.outage.Seconds())
 	}
 	fmt.Printf("TORTURE db=%s events=%d delivered=%d lost=%d duplicates=%d dead=%d max_dup_per_event=%d dup_per_kill=%.1f seconds=%.1f"+
 		" kills=%d cuts=%d crashes=%d poison_exits=%d poison_dead=%d hung_recovered=%d unexpected_dead=%d"+
@@ -371,10 +452,123 @@ func (co *coordinator) report(ctx context.Context, took time.Duration) error {
 	if co.c.hung && hungRecovered != 1 {
 		errs = append(errs, errors.New("the hung event was not delivered by a later claim"))
 	}
-	if events < co.c.events || events < 0 {
-		errs = append(errs, fmt.Errorf("only %d of %d events were written", events, co.c.events))
+	if fault == faultFailoverSync && (b.lostUndurable != 0 || b.vanished != 0) {
+		errs = append(errs, fmt.Errorf("with a synchronous replica, the failover took back acknowledged commits: %d undelivered, %d delivered", b.lostUndurable, b.vanished))
+	}
+	if b.written < co.c.events || b.written < 0 {
+		errs = append(errs, fmt.Errorf("only %d of %d events were written", b.written, co.c.events))
 	}
 	return errors.Join(errs...)
+}
+
+// endedUndelivered is the condition on an outbox row x that ends it without
+// a delivery: DEAD, or (with -ordered) skipped by the operator when it
+// blocked its key. A committed event is lost if it neither was delivered
+// nor ended so.
+const endedUndelivered = "(x.status = 3 OR x.last_error LIKE '" + outbox.SkipNote + "%')"
+
+// books are the delivery counts of the line. Without a fault of the
+// database they come from the database (business rows, ledger); with one,
+// from the journals, checked against what the database kept.
+type books struct {
+	// written counts the committed events: the business rows, or the
+	// acknowledged commits in the journals; events counts the business rows.
+	written, events       int
+	delivered, deliveries int // distinct events, deliveries
+	maxPer                int // the most deliveries of one event
+	// lost: business rows neither delivered nor ended undelivered; ghost:
+	// delivered events rolled back on purpose (without a journal: every
+	// delivered event without a business row).
+	lost, ghost int
+	// lostUndurable: acknowledged commits the database no longer has,
+	// never delivered; vanished: delivered events the database no longer
+	// has (and never rolled back). Journals only.
+	lostUndurable, vanished int
+}
+
+// journalBooks counts the books from the journals and what the database
+// kept: its business rows and its outbox rows that ended undelivered. -1
+// in every count if it cannot tell.
+func (co *coordinator) journalBooks(ctx context.Context) books {
+	fail := func(err error) books {
+		fmt.Fprintln(os.Stderr, "torture: books:", err)
+		return books{-1, -1, -1, -1, -1, -1, -1, -1, -1}
+	}
+	t, err := readJournals(co.c.journal)
+	if err != nil {
+		return fail(err)
+	}
+	orders, err := co.ids(ctx, "SELECT id FROM "+ordersTable)
+	if err != nil {
+		return fail(err)
+	}
+	ended, err := co.ids(ctx, "SELECT event_id FROM "+outboxTable+" x WHERE "+endedUndelivered)
+	if err != nil {
+		return fail(err)
+	}
+	b := books{written: t.ackedN, events: len(orders), delivered: len(t.delivered)}
+	for id := range orders {
+		if t.delivered[id] == 0 && !ended[id] {
+			b.lost++
+		}
+	}
+	var gone []string // acknowledged commits the database no longer has
+	for id := range t.acked {
+		if !orders[id] {
+			gone = append(gone, id)
+			if t.delivered[id] == 0 {
+				b.lostUndurable++
+			}
+		}
+	}
+	co.reportGone(gone)
+	for id, n := range t.delivered {
+		b.deliveries += n
+		b.maxPer = max(b.maxPer, n)
+		switch {
+		case t.rolledBack[id]:
+			b.ghost++
+		case !orders[id]:
+			b.vanished++
+		}
+	}
+	return b
+}
+
+// reportGone says on stderr when the acknowledged commits that the
+// database no longer has were written, relative to the start of the crash
+// (by the time in their ULIDs).
+func (co *coordinator) reportGone(ids []string) {
+	if len(ids) == 0 || co.crashedAt.IsZero() {
+		return
+	}
+	first, last := time.Duration(math.MaxInt64), time.Duration(math.MinInt64)
+	for _, id := range ids {
+		if at, ok := outbox.ULIDTime(id); ok {
+			d := at.Sub(co.crashedAt)
+			first, last = min(first, d), max(last, d)
+		}
+	}
+	fmt.Fprintf(os.Stderr, "torture: %d acknowledged commits are gone from the database, written %s to %s after the crash began\n",
+		len(ids), first.Round(time.Millisecond), last.Round(time.Millisecond))
+}
+
+// ids returns the ids the query selects.
+func (co *coordinator) ids(ctx context.Context, q string) (map[string]bool, error) {
+	rows, err := co.db.QueryContext(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	ids := map[string]bool{}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids[id] = true
+	}
+	return ids, rows.Err()
 }
 
 // unexpectedDead counts DEAD events other than the poison event and the

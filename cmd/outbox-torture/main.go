@@ -40,9 +40,43 @@
 // where order_violations counts the events whose delivery started before
 // the event written before them on their key was DONE (or while it was
 // DEAD): it must be 0.
+//
+// With -failover sync|async or -unsafe-commit the database itself crashes
+// once -crash-at-pct of the events are acknowledged. The harness initdbs a
+// PostgreSQL server of its own in a temp directory, on free loopback ports
+// (as the postgres user when run as root), and removes it at the end:
+//
+//   - -failover: a primary and a streaming replica made with
+//     pg_basebackup -R; with sync every commit waits until the replica has
+//     flushed it (synchronous_standby_names), with async it does not. The
+//     clients connect to both hosts with target_session_attrs=read-write;
+//     the primary is killed (pg_ctl stop -m immediate) and the replica
+//     promoted, and the workers reconnect to it;
+//   - -unsafe-commit: one server with synchronous_commit=off, killed the
+//     same way and restarted through crash recovery.
+//
+// A crash can take back what the database acknowledged, so these runs keep
+// their books outside it, in a journal per worker (see journal): the
+// commits acknowledged to the writers, the transactions rolled back on
+// purpose, and every completed delivery (the listener's side effect). The
+// probes and -ordered are off. The line adds
+//
+//	fault=… acked=… lost_undurable=… delivered_then_vanished=… outage_seconds=…
+//
+// where lost counts the business rows the database kept that were neither
+// delivered nor DEAD (the outbox's own loss: it must be 0 in every mode);
+// lost_undurable the acknowledged commits the database no longer has after
+// the crash and that were never delivered (lost by the database, not by
+// the outbox: nothing was left to deliver); delivered_then_vanished the
+// delivered events the database no longer has (their commit was
+// acknowledged, or at least visible, on the server that died, and did not
+// survive it). With -failover sync both must be 0; with async and
+// -unsafe-commit they are what the run measures. outage_seconds is the time
+// from the kill until the server that takes over accepts writes.
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -72,6 +106,56 @@ type config struct {
 	ordered        bool
 	keys           int
 	run            int
+	// The faults of the database itself (see dbFault); journal is the
+	// directory of the workers' journals, set with them.
+	failover     string
+	unsafeCommit bool
+	crashAtPct   int
+	replicaLag   time.Duration
+	pgBin        string
+	journal      string
+}
+
+// dbFault names the fault of the database itself the run injects, or "".
+func (c config) dbFault() string {
+	switch {
+	case c.unsafeCommit:
+		return faultUnsafeCommit
+	case c.failover != "":
+		return "failover-" + c.failover
+	}
+	return ""
+}
+
+// checkDBFault checks the flags of a run with a fault of the database
+// itself, which runs on a PostgreSQL server of its own and keeps its books
+// in journals: the probes and -ordered, whose checks read the database, are
+// off (the runs without these faults cover them).
+func checkDBFault(c *config, set map[string]bool) error {
+	if c.failover != "" && c.failover != "sync" && c.failover != "async" {
+		return fmt.Errorf("-failover: want sync or async, got %q", c.failover)
+	}
+	if c.dbFault() == "" {
+		return nil
+	}
+	name := "-failover"
+	if c.unsafeCommit {
+		name = "-unsafe-commit"
+	}
+	switch {
+	case c.failover != "" && c.unsafeCommit:
+		return errors.New("-failover and -unsafe-commit are two runs")
+	case c.db != "postgres":
+		return fmt.Errorf("%s runs on PostgreSQL only (-db postgres)", name)
+	case set["dsn"]:
+		return fmt.Errorf("%s starts a server of its own: no -dsn", name)
+	case c.ordered || (set["poison-exit"] && c.poison) || (set["hung-listener"] && c.hung):
+		return fmt.Errorf("%s does not combine with -ordered, -poison-exit or -hung-listener", name)
+	case c.crashAtPct < 1 || c.crashAtPct > 99:
+		return errors.New("-crash-at-pct: want 1 to 99")
+	}
+	c.poison, c.hung = false, false
+	return nil
 }
 
 func main() {
@@ -95,19 +179,33 @@ func main() {
 	flag.BoolVar(&c.ordered, "ordered", false, "deliver in order per aggregate (Config.Ordered) and count order violations; DEAD events that block their key are skipped by the coordinator")
 	flag.IntVar(&c.keys, "keys", 100, "with -ordered: aggregates the events belong to")
 	flag.IntVar(&c.run, "ordered-run", 0, "with -ordered: the most events of one key a claim takes and one worker delivers in order (Config.OrderedRun; 0: its default)")
+	flag.StringVar(&c.failover, "failover", "", "sync or async: run on a PostgreSQL primary and streaming replica of the harness's own (commits waiting for the replica with sync), kill the primary mid-load and promote the replica")
+	flag.BoolVar(&c.unsafeCommit, "unsafe-commit", false, "run on a PostgreSQL server of the harness's own with synchronous_commit=off, crash it mid-load and restart it")
+	flag.IntVar(&c.crashAtPct, "crash-at-pct", 50, "with -failover or -unsafe-commit: crash the database once this percentage of the events is acknowledged")
+	flag.DurationVar(&c.replicaLag, "replica-lag", time.Second, "with -failover: stop the primary's WAL sender this long before the primary is killed, so that the replica lags behind (0: kill at once)")
+	flag.StringVar(&c.pgBin, "pg-bin", "", "with -failover or -unsafe-commit: directory of initdb, pg_ctl and pg_basebackup (default: the newest /usr/lib/postgresql/*/bin, else PATH)")
 	flag.DurationVar(&c.drainTimeout, "drain-timeout", 5*time.Minute, "how long to wait for the backlog after the writers finish (a liveness bound: the line reports the seconds taken)")
 	flag.StringVar(&c.role, "role", "coordinator", "internal: coordinator or worker")
 	flag.IntVar(&c.workerID, "worker-id", 0, "internal: worker number")
 	flag.IntVar(&c.quota, "quota", 0, "internal: events this worker commits")
 	flag.StringVar(&c.poisonID, "poison-id", "", "internal: id of the event whose listener ends its process")
 	flag.StringVar(&c.hungID, "hung-id", "", "internal: id of the event whose first delivery hangs")
+	flag.StringVar(&c.journal, "journal", "", "internal: directory of the workers' journals")
 	flag.Parse()
+	set := map[string]bool{}
+	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	d, name, err := dialect(c.db)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "outbox-torture:", err)
 		os.Exit(2)
 	}
 	c.db = name
+	if c.role != "worker" {
+		if err := checkDBFault(&c, set); err != nil {
+			fmt.Fprintln(os.Stderr, "outbox-torture:", err)
+			os.Exit(2)
+		}
+	}
 	if c.dsn == "" {
 		c.dsn = defaultDSN(d)
 	}

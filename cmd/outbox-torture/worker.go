@@ -51,6 +51,13 @@ func runWorker(c config) error {
 	pid := os.Getpid()
 	var slowOnce sync.Map
 	ledgerInsert := bind(c.db, "INSERT INTO "+ledgerTable+" (event_id, worker, pid, attempt) VALUES (?, ?, ?, ?)")
+	var jr *journal // with a fault of the database: the books are kept outside it
+	if c.journal != "" {
+		if jr, err = openJournal(c.journal, c.workerID); err != nil {
+			return err
+		}
+		defer jr.close()
+	}
 	startInsert := bind(c.db, "INSERT INTO "+startsTable+" (event_id, worker, start_us) VALUES (?, ?, ?)")
 	listener := func(ctx context.Context, e outbox.Envelope) error {
 		f, attempt := fate(e.ID()), outbox.DeliveryAttempt(ctx)
@@ -94,6 +101,9 @@ func runWorker(c config) error {
 				ctx = context.WithoutCancel(ctx)
 			}
 		}
+		if jr != nil {
+			return jr.record(recDelivered, e.ID())
+		}
 		_, err := db.ExecContext(ctx, ledgerInsert, e.ID(), c.workerID, pid, attempt)
 		return err
 	}
@@ -118,7 +128,7 @@ func runWorker(c config) error {
 	var committed atomic.Int64
 	countSQL := bind(c.db, "SELECT COUNT(*) FROM "+ordersTable+" WHERE worker = ?")
 	var n int64
-	for attempt := 0; ; attempt++ { // the coordinator may be cutting connections right now
+	for attempt := 0; jr == nil; attempt++ { // the coordinator may be cutting connections right now
 		err := db.QueryRowContext(ctx, countSQL, c.workerID).Scan(&n)
 		if err == nil {
 			break
@@ -127,6 +137,13 @@ func runWorker(c config) error {
 			return fmt.Errorf("count own orders: %w", err)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+	if jr != nil { // the database may have lost acknowledged commits: the journal has them
+		acked, err := ackedIn(c.journal, c.workerID)
+		if err != nil {
+			return err
+		}
+		n = int64(acked)
 	}
 	committed.Store(n)
 	insertOrder := bind(c.db, "INSERT INTO "+ordersTable+" (id, worker) VALUES (?, ?)")
@@ -168,7 +185,9 @@ func runWorker(c config) error {
 				switch {
 				case err == nil:
 					committed.Add(1)
+					jr.note(recAcked, e.ID())
 				case errors.Is(err, errRollback):
+					jr.note(recRolledBack, e.ID())
 				default:
 					time.Sleep(20 * time.Millisecond) // database trouble: try again
 				}
