@@ -74,6 +74,7 @@ func (c *claims) ackLoop() {
 			aligned = true
 		}
 		closing := acks == nil
+		w.attach() // the requests whose acks are all in writes already need none
 		// Requests go out once the others answered by the last writes are
 		// back too (those workers' next rounds), or after as long as a
 		// write takes (at most AckInterval): the rounds of several workers
