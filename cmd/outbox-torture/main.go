@@ -75,9 +75,9 @@
 // the outbox: nothing was left to deliver); delivered_then_vanished the
 // delivered events the database no longer has (their commit was
 // acknowledged, or at least visible, on the server that died, and did not
-// survive it). With -failover sync both must be 0, with -mariadb-restart
-// lost_undurable; with async and -unsafe-commit they are what the run
-// measures. outage_seconds is the time
+// survive it). With -failover sync both must be 0; with -mariadb-restart
+// no acknowledged commit may be gone, delivered or not; with async and
+// -unsafe-commit they are what the run measures. outage_seconds is the time
 // from the kill until the server that takes over accepts writes.
 package main
 
@@ -147,18 +147,19 @@ func checkDBFault(c *config, set map[string]bool) error {
 	if c.dbFault() == "" {
 		return nil
 	}
-	name, db := "-failover", "postgres"
+	// db: the dialect's name the run needs; server, the server and its -db
+	name, db, server := "-failover", "postgres", "PostgreSQL (-db postgres)"
 	if c.unsafeCommit {
 		name = "-unsafe-commit"
 	}
 	if c.restartMaria {
-		name, db = "-mariadb-restart", "mysql"
+		name, db, server = "-mariadb-restart", "mysql", "MariaDB (-db mariadb)"
 	}
 	switch {
 	case btoi(c.failover != "")+btoi(c.unsafeCommit)+btoi(c.restartMaria) > 1:
 		return errors.New("-failover, -unsafe-commit and -mariadb-restart are runs of their own")
 	case c.db != db:
-		return fmt.Errorf("%s runs on %s only (-db %s)", name, map[string]string{"postgres": "PostgreSQL", "mysql": "MariaDB"}[db], db)
+		return fmt.Errorf("%s runs on %s only", name, server)
 	case set["dsn"]:
 		return fmt.Errorf("%s starts a server of its own: no -dsn", name)
 	case c.ordered || (set["poison-exit"] && c.poison) || (set["hung-listener"] && c.hung):
