@@ -121,10 +121,11 @@ torture: torture-bin ## Fault harness: SIGKILLs, connection cuts, failing listen
 # Each run initdbs a PostgreSQL server of its own on free loopback ports (as
 # the postgres user when root) and removes it at the end; the shared servers
 # are not touched. See docs/guarantees.md, "Crashes of the database".
-chaos: torture-bin ## The harness with the database crashing: failover to a synchronous and to an asynchronous replica, a crash with synchronous_commit=off (CHAOS_EVENTS=…).
+chaos: torture-bin ## The harness with the database crashing: failover to a synchronous and to an asynchronous replica, a crash with synchronous_commit=off, a MariaDB crash and restart (CHAOS_EVENTS=…).
 	$(CURDIR)/bin/outbox-torture -db postgres -failover sync -events $(CHAOS_EVENTS) $(CHAOS_FLAGS)
 	$(CURDIR)/bin/outbox-torture -db postgres -failover async -events $(CHAOS_EVENTS) $(CHAOS_FLAGS)
 	$(CURDIR)/bin/outbox-torture -db postgres -unsafe-commit -events $(CHAOS_EVENTS) $(CHAOS_FLAGS)
+	$(CURDIR)/bin/outbox-torture -db mariadb -mariadb-restart -events $(CHAOS_EVENTS) $(CHAOS_FLAGS)
 
 # A count, not a duration: with a duration, go1.26's fuzz coordinator can report
 # "context deadline exceeded" as a failure when the time runs out (golang/go#75804).

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -29,7 +28,8 @@ type pgCluster struct {
 	bin   string
 	asPG  bool // euid 0: initdb and pg_ctl run as the postgres user
 	fault string
-	nodes []*pgNode // the primary first
+	lag   time.Duration // -replica-lag
+	nodes []*pgNode     // the primary first
 	// dsn reaches the node that accepts writes: both hosts with
 	// target_session_attrs=read-write for -failover.
 	dsn string
@@ -77,9 +77,9 @@ func pgBinDir(dir string) (string, error) {
 
 // startCluster initdbs and starts the server of fault: with a streaming
 // replica for the failover faults (commits waiting for it with
-// failover-sync), alone with synchronous_commit=off for unsafe-commit. On
-// error everything it started is removed.
-func startCluster(ctx context.Context, fault, binDir string) (cl *pgCluster, err error) {
+// failover-sync; lag: see crash), alone with synchronous_commit=off for
+// unsafe-commit. On error everything it started is removed.
+func startCluster(ctx context.Context, fault, binDir string, lag time.Duration) (cl *pgCluster, err error) {
 	bin, err := pgBinDir(binDir)
 	if err != nil {
 		return nil, err
@@ -88,7 +88,7 @@ func startCluster(ctx context.Context, fault, binDir string) (cl *pgCluster, err
 	if err != nil {
 		return nil, err
 	}
-	cl = &pgCluster{dir: dir, bin: bin, asPG: os.Geteuid() == 0, fault: fault}
+	cl = &pgCluster{dir: dir, bin: bin, asPG: os.Geteuid() == 0, fault: fault, lag: lag}
 	defer func() {
 		if err != nil {
 			cl.remove()
@@ -155,14 +155,15 @@ func startCluster(ctx context.Context, fault, binDir string) (cl *pgCluster, err
 	return cl, nil
 }
 
+func (cl *pgCluster) writeDSN() string { return cl.dsn }
+func (cl *pgCluster) tempDir() string  { return cl.dir }
+
 // node adds a node named name on a free loopback port.
 func (cl *pgCluster) node(name string) (*pgNode, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := freePort()
 	if err != nil {
 		return nil, err
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
 	n := &pgNode{name: name, data: filepath.Join(cl.dir, name), log: filepath.Join(cl.dir, name+".log"), port: port,
 		opts: "-p " + strconv.Itoa(port)}
 	cl.nodes = append(cl.nodes, n)
@@ -250,16 +251,16 @@ func (cl *pgCluster) awaitStreaming(ctx context.Context, primary *pgNode, sync b
 
 // crash kills the primary mid-load and brings up the server that takes its
 // place: the promoted replica (-failover) or the primary again, through
-// crash recovery (-unsafe-commit). With -failover and lag > 0 the replica
+// crash recovery (-unsafe-commit). With -failover and a lag the replica
 // lags behind first: the primary's WAL sender is stopped (SIGSTOP) for lag
 // and killed with the primary, so the replica never gets what the primary
 // wrote meanwhile — as a replica behind a slow or broken link. It returns
 // how long the database accepted no writes, from the kill until the server
 // that takes over is ready.
-func (cl *pgCluster) crash(ctx context.Context, lag time.Duration) (time.Duration, error) {
+func (cl *pgCluster) crash(ctx context.Context) (time.Duration, error) {
 	primary := cl.nodes[0]
 	var sender int
-	if cl.fault != faultUnsafeCommit && lag > 0 {
+	if cl.fault != faultUnsafeCommit && cl.lag > 0 {
 		var err error
 		if sender, err = cl.walSender(ctx, primary); err != nil {
 			return 0, err
@@ -267,7 +268,7 @@ func (cl *pgCluster) crash(ctx context.Context, lag time.Duration) (time.Duratio
 		if err := syscall.Kill(sender, syscall.SIGSTOP); err != nil {
 			return 0, fmt.Errorf("stop the WAL sender: %w", err)
 		}
-		time.Sleep(lag)
+		time.Sleep(cl.lag)
 	}
 	start := time.Now()
 	if sender == 0 {

@@ -55,14 +55,14 @@ func runCoordinator(c config) error {
 			_ = os.Remove(c.dsn + s)
 		}
 	}
-	var cl *pgCluster
+	var srv dbServer
 	if fault := c.dbFault(); fault != "" {
 		var err error
-		if cl, err = startCluster(ctx, fault, c.pgBin); err != nil {
+		if srv, err = startServer(ctx, c); err != nil {
 			return fmt.Errorf("%s: %w", fault, err)
 		}
-		defer cl.remove()
-		c.dsn, c.ownDB, c.journal = cl.dsn, "", filepath.Join(cl.dir, "journal")
+		defer srv.remove()
+		c.dsn, c.ownDB, c.journal = srv.writeDSN(), "", filepath.Join(srv.tempDir(), "journal")
 		if err := os.Mkdir(c.journal, 0o755); err != nil {
 			return err
 		}
@@ -141,7 +141,7 @@ func runCoordinator(c config) error {
 	// acknowledged, looked for often enough to land mid-load in a short run.
 	var crashCheck <-chan time.Time
 	crashAt := c.events * c.crashAtPct / 100
-	if cl != nil {
+	if srv != nil {
 		t := time.NewTicker(20 * time.Millisecond)
 		defer t.Stop()
 		crashCheck = t.C
@@ -165,7 +165,7 @@ func runCoordinator(c config) error {
 			crashCheck = nil
 			fmt.Fprintf(os.Stderr, "torture: %d events acknowledged: %s\n", written, c.dbFault())
 			co.crashedAt = time.Now()
-			if co.outage, err = cl.crash(ctx, c.replicaLag); err != nil {
+			if co.outage, err = srv.crash(ctx); err != nil {
 				co.stopAll()
 				return fmt.Errorf("%s: %w", c.dbFault(), err)
 			}
@@ -455,6 +455,9 @@ func (co *coordinator) report(ctx context.Context, took time.Duration) error {
 	if fault == faultFailoverSync && (b.lostUndurable != 0 || b.vanished != 0) {
 		errs = append(errs, fmt.Errorf("with a synchronous replica, the failover took back acknowledged commits: %d undelivered, %d delivered", b.lostUndurable, b.vanished))
 	}
+	if fault == faultMariaDBRestart && b.ackedGone != 0 {
+		errs = append(errs, fmt.Errorf("%d acknowledged commits (%d never delivered) did not survive the crash of MariaDB with innodb_flush_log_at_trx_commit=1", b.ackedGone, b.lostUndurable))
+	}
 	if b.written < co.c.events || b.written < 0 {
 		errs = append(errs, fmt.Errorf("only %d of %d events were written", b.written, co.c.events))
 	}
@@ -482,8 +485,9 @@ type books struct {
 	lost, ghost int
 	// lostUndurable: acknowledged commits the database no longer has,
 	// never delivered; vanished: delivered events the database no longer
-	// has (and never rolled back). Journals only.
-	lostUndurable, vanished int
+	// has (and never rolled back); ackedGone: acknowledged commits the
+	// database no longer has, delivered or not. Journals only.
+	lostUndurable, vanished, ackedGone int
 }
 
 // journalBooks counts the books from the journals and what the database
@@ -492,7 +496,7 @@ type books struct {
 func (co *coordinator) journalBooks(ctx context.Context) books {
 	fail := func(err error) books {
 		fmt.Fprintln(os.Stderr, "torture: books:", err)
-		return books{-1, -1, -1, -1, -1, -1, -1, -1, -1}
+		return books{-1, -1, -1, -1, -1, -1, -1, -1, -1, -1}
 	}
 	t, err := readJournals(co.c.journal)
 	if err != nil {
@@ -521,6 +525,7 @@ func (co *coordinator) journalBooks(ctx context.Context) books {
 			}
 		}
 	}
+	b.ackedGone = len(gone)
 	co.reportGone(gone)
 	for id, n := range t.delivered {
 		b.deliveries += n

@@ -55,6 +55,11 @@
 //   - -unsafe-commit: one server with synchronous_commit=off, killed the
 //     same way and restarted through crash recovery.
 //
+// With -mariadb-restart (-db mariadb) the server is a MariaDB server of the
+// harness's own, in a temp directory on a free loopback port, with InnoDB's
+// durable defaults: mariadbd is SIGKILLed and started again on the same
+// datadir and port, through InnoDB's crash recovery.
+//
 // A crash can take back what the database acknowledged, so these runs keep
 // their books outside it, in a journal per worker (see journal): the
 // commits acknowledged to the writers, the transactions rolled back on
@@ -70,7 +75,8 @@
 // the outbox: nothing was left to deliver); delivered_then_vanished the
 // delivered events the database no longer has (their commit was
 // acknowledged, or at least visible, on the server that died, and did not
-// survive it). With -failover sync both must be 0; with async and
+// survive it). With -failover sync both must be 0; with -mariadb-restart
+// no acknowledged commit may be gone, delivered or not; with async and
 // -unsafe-commit they are what the run measures. outage_seconds is the time
 // from the kill until the server that takes over accepts writes.
 package main
@@ -110,6 +116,7 @@ type config struct {
 	// directory of the workers' journals, set with them.
 	failover     string
 	unsafeCommit bool
+	restartMaria bool
 	crashAtPct   int
 	replicaLag   time.Duration
 	pgBin        string
@@ -121,6 +128,8 @@ func (c config) dbFault() string {
 	switch {
 	case c.unsafeCommit:
 		return faultUnsafeCommit
+	case c.restartMaria:
+		return faultMariaDBRestart
 	case c.failover != "":
 		return "failover-" + c.failover
 	}
@@ -128,7 +137,7 @@ func (c config) dbFault() string {
 }
 
 // checkDBFault checks the flags of a run with a fault of the database
-// itself, which runs on a PostgreSQL server of its own and keeps its books
+// itself, which runs on a server of its own and keeps its books
 // in journals: the probes and -ordered, whose checks read the database, are
 // off (the runs without these faults cover them).
 func checkDBFault(c *config, set map[string]bool) error {
@@ -138,15 +147,19 @@ func checkDBFault(c *config, set map[string]bool) error {
 	if c.dbFault() == "" {
 		return nil
 	}
-	name := "-failover"
+	// db: the dialect's name the run needs; server, the server and its -db
+	name, db, server := "-failover", "postgres", "PostgreSQL (-db postgres)"
 	if c.unsafeCommit {
 		name = "-unsafe-commit"
 	}
+	if c.restartMaria {
+		name, db, server = "-mariadb-restart", "mysql", "MariaDB (-db mariadb)"
+	}
 	switch {
-	case c.failover != "" && c.unsafeCommit:
-		return errors.New("-failover and -unsafe-commit are two runs")
-	case c.db != "postgres":
-		return fmt.Errorf("%s runs on PostgreSQL only (-db postgres)", name)
+	case btoi(c.failover != "")+btoi(c.unsafeCommit)+btoi(c.restartMaria) > 1:
+		return errors.New("-failover, -unsafe-commit and -mariadb-restart are runs of their own")
+	case c.db != db:
+		return fmt.Errorf("%s runs on %s only", name, server)
 	case set["dsn"]:
 		return fmt.Errorf("%s starts a server of its own: no -dsn", name)
 	case c.ordered || (set["poison-exit"] && c.poison) || (set["hung-listener"] && c.hung):
@@ -156,6 +169,13 @@ func checkDBFault(c *config, set map[string]bool) error {
 	}
 	c.poison, c.hung = false, false
 	return nil
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func main() {
@@ -181,7 +201,8 @@ func main() {
 	flag.IntVar(&c.run, "ordered-run", 0, "with -ordered: the most events of one key a claim takes and one worker delivers in order (Config.OrderedRun; 0: its default)")
 	flag.StringVar(&c.failover, "failover", "", "sync or async: run on a PostgreSQL primary and streaming replica of the harness's own (commits waiting for the replica with sync), kill the primary mid-load and promote the replica")
 	flag.BoolVar(&c.unsafeCommit, "unsafe-commit", false, "run on a PostgreSQL server of the harness's own with synchronous_commit=off, crash it mid-load and restart it")
-	flag.IntVar(&c.crashAtPct, "crash-at-pct", 50, "with -failover or -unsafe-commit: crash the database once this percentage of the events is acknowledged")
+	flag.BoolVar(&c.restartMaria, "mariadb-restart", false, "run on a MariaDB server of the harness's own (-db mariadb), SIGKILL it mid-load and restart it")
+	flag.IntVar(&c.crashAtPct, "crash-at-pct", 50, "with -failover, -unsafe-commit or -mariadb-restart: crash the database once this percentage of the events is acknowledged")
 	flag.DurationVar(&c.replicaLag, "replica-lag", time.Second, "with -failover: stop the primary's WAL sender this long before the primary is killed, so that the replica lags behind (0: kill at once)")
 	flag.StringVar(&c.pgBin, "pg-bin", "", "with -failover or -unsafe-commit: directory of initdb, pg_ctl and pg_basebackup (default: the newest /usr/lib/postgresql/*/bin, else PATH)")
 	flag.DurationVar(&c.drainTimeout, "drain-timeout", 5*time.Minute, "how long to wait for the backlog after the writers finish (a liveness bound: the line reports the seconds taken)")
