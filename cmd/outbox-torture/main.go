@@ -114,6 +114,10 @@ type config struct {
 	replicaLag   time.Duration
 	pgBin        string
 	journal      string
+	// -skew (see skew.go): the workers' clock offsets.
+	skew          time.Duration
+	skewUnguarded bool
+	clockOffset   time.Duration
 }
 
 // dbFault names the fault of the database itself the run injects, or "".
@@ -191,6 +195,7 @@ func main() {
 	flag.StringVar(&c.poisonID, "poison-id", "", "internal: id of the event whose listener ends its process")
 	flag.StringVar(&c.hungID, "hung-id", "", "internal: id of the event whose first delivery hangs")
 	flag.StringVar(&c.journal, "journal", "", "internal: directory of the workers' journals")
+	skewFlags(&c)
 	flag.Parse()
 	set := map[string]bool{}
 	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -201,7 +206,7 @@ func main() {
 	}
 	c.db = name
 	if c.role != "worker" {
-		if err := checkDBFault(&c, set); err != nil {
+		if err := errors.Join(checkDBFault(&c, set), checkSkew(c)); err != nil {
 			fmt.Fprintln(os.Stderr, "outbox-torture:", err)
 			os.Exit(2)
 		}
