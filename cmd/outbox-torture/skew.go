@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -36,7 +37,9 @@ import (
 // ahead of the writer's (or of the node that decided the retry) by D sees
 // the event due D early: a start is early when it comes more than
 // max(0, D) + skewSlack before the due time on the real clock. It must be
-// 0. early_checked counts the starts checked, early_max_ms how early the
+// 0. Starts on a take-over are not checked (a take-over claims a row whose
+// owner stored no outcome, a RetryAfter's included, due or not): the
+// deliveries of rows claimed as due are. early_checked counts the starts checked, early_max_ms how early the
 // earliest of them came on the real clock (at most 2S).
 //
 // stolen counts the take-overs of a live claim: a claim taken over from a
@@ -123,6 +126,10 @@ type skew struct {
 	db     *sql.DB
 	pid    int
 	offset time.Duration
+	// takenOver holds the events this process last claimed by a
+	// take-over: their delivery is not checked for an early start, as a
+	// take-over claims a row whose owner stored no outcome, due or not.
+	takenOver sync.Map
 	// ins* are the statements of the skew's tables.
 	insStart, insDue, selDue, insStolen, selClaimed string
 }
@@ -207,8 +214,10 @@ func (s *skew) delivery(ctx context.Context, e outbox.Envelope) error {
 		return nil
 	}
 	start := time.Now()
+	_, tookOver := s.takenOver.Load(e.ID())
 	var due, writer int64 // real due time, offset of the clock that set it (µs)
-	if f := fate(e.ID()); f >= skewRetryFates[0] && f < skewRetryFates[1] {
+	switch f := fate(e.ID()); {
+	case f >= skewRetryFates[0] && f < skewRetryFates[1]:
 		err := s.db.QueryRowContext(ctx, s.selDue, e.ID()).Scan(&due, &writer)
 		if errors.Is(err, sql.ErrNoRows) {
 			// The retry is due its delay after the Client decides it,
@@ -222,13 +231,16 @@ func (s *skew) delivery(ctx context.Context, e outbox.Envelope) error {
 		if err != nil {
 			return err
 		}
-	} else if strings.Contains(e.PayloadString(), `"due_us"`) {
+	case strings.Contains(e.PayloadString(), `"due_us"`):
 		var p skewPayload
 		if err := json.Unmarshal(e.Payload(), &p); err != nil {
 			return err
 		}
 		due, writer = p.DueUS, p.OffsetUS
-	} else {
+	default:
+		return nil
+	}
+	if tookOver {
 		return nil
 	}
 	bound := max(s.offset.Microseconds()-writer, 0)
@@ -267,8 +279,13 @@ func (st *skewStore) Claim(ctx context.Context, req outbox.ClaimRequest) ([]outb
 	recs, err := st.Store.Claim(ctx, req)
 	taken := time.Now() // no earlier than the take-over: an age read here is no shorter than the true one
 	for _, r := range recs {
+		if r.LastError != outbox.ErrClaimExpired.Error() && r.LastError != outbox.ErrInFlight.Error() {
+			st.s.takenOver.Delete(r.ID)
+			continue
+		}
+		st.s.takenOver.Store(r.ID, true)
 		was, ok := before[r.ID]
-		if !ok || (r.LastError != outbox.ErrClaimExpired.Error() && r.LastError != outbox.ErrInFlight.Error()) {
+		if !ok {
 			continue
 		}
 		pid, offset, ok := parseOwner(was.owner)
