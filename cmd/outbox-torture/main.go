@@ -73,6 +73,9 @@
 // survive it). With -failover sync both must be 0; with async and
 // -unsafe-commit they are what the run measures. outage_seconds is the time
 // from the kill until the server that takes over accepts writes.
+//
+// With -skew S the workers' clocks are off by -S to +S, and the line adds
+// early deliveries of delayed events and stolen live claims (see skew.go).
 package main
 
 import (
