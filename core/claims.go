@@ -25,9 +25,13 @@ import (
 // The batching of DONE updates is in acks.go; the hold table in
 // inflight.go.
 type claims struct {
-	store       Store
-	owner       string
-	lease       time.Duration
+	store Store
+	owner string
+	lease time.Duration
+	// takeOver is the age of a claim, by this Client's clock, past which
+	// it claims the row from another owner: Lease plus MaxClockSkew, as
+	// the claim time was written with the owner's clock.
+	takeOver    time.Duration
 	maxAttempts int
 	retry       RetryPolicy
 	ordered     bool
@@ -72,7 +76,7 @@ func newClaims(cfg Config, ackRoom int) *claims {
 // Client that delivers nothing).
 func newClaimsOf(cfg Config, ackRoom int, reg *Registry) *claims {
 	c := &claims{
-		store: cfg.Store, owner: cfg.Owner, lease: cfg.Lease, maxAttempts: cfg.MaxAttempts, retry: cfg.RetryPolicy,
+		store: cfg.Store, owner: cfg.Owner, lease: cfg.Lease, takeOver: cfg.Lease + cfg.MaxClockSkew, maxAttempts: cfg.MaxAttempts, retry: cfg.RetryPolicy,
 		ordered: cfg.Ordered, run: cfg.OrderedRun, skipRecent: cfg.SkipRecent, deadPolicy: cfg.DeadPolicy, unrouted: cfg.UnroutedRetry, ackBatch: cfg.AckBatchSize, ackInterval: cfg.AckInterval,
 		log: cfg.Logger.With("outbox_owner", cfg.Owner), metrics: cfg.Metrics, clock: cfg.Clock,
 		held: newHolds(), acks: make(chan *hold, ackRoom), flushNow: make(chan chan struct{}),
@@ -115,7 +119,7 @@ type claimFilter struct{ types, skip []string }
 func (c *claims) claim(ctx context.Context, now time.Time, limit int, skipRecent time.Duration, recover bool, f claimFilter) (claimed, error) {
 	began := time.Now() // the claim's real duration: the monotonic clock
 	recs, err := c.store.Claim(ctx, ClaimRequest{
-		Owner: c.owner, Now: now, Lease: c.lease, SkipRecent: skipRecent, Limit: limit,
+		Owner: c.owner, Now: now, Lease: c.takeOver, SkipRecent: skipRecent, Limit: limit,
 		NoRecovery: !recover, Ordered: c.ordered, DeadSkips: c.deadPolicy == DeadSkipsKey, Run: c.run,
 		Types: f.types, SkipTypes: f.skip,
 	})
@@ -182,7 +186,7 @@ func (c *claims) continueRuns(ctx context.Context, tails []RunTail) []Record {
 	}
 	began := time.Now()
 	recs, err := rc.ContinueRuns(ctx, ClaimRequest{
-		Owner: c.owner, Now: utcNow(c.clock), Lease: c.lease, SkipRecent: c.skipRecent, Limit: len(tails) * c.run,
+		Owner: c.owner, Now: utcNow(c.clock), Lease: c.takeOver, SkipRecent: c.skipRecent, Limit: len(tails) * c.run,
 		NoRecovery: true, Ordered: true, DeadSkips: c.deadPolicy == DeadSkipsKey, Run: c.run, Types: types, SkipTypes: skip,
 	}, tails)
 	if err != nil {

@@ -96,6 +96,19 @@ type Config struct {
 	// claim lapses and a listener that hangs loses the event to a
 	// take-over.
 	ListenerTimeout time.Duration
+	// MaxClockSkew is the most the clocks of the instances sharing the
+	// table may differ from each other (default 0: synchronized clocks).
+	// The locked_at of a claim is written with its owner's clock and
+	// compared with the claimer's: a claimer whose clock is ahead by S
+	// sees every lease expire S early, and takes over the events of a live
+	// owner once S exceeds the renewal's margin (Lease minus the Lease/3
+	// between renewals, minus how long a renewal takes). A claim is
+	// therefore taken over only when it is older than Lease+MaxClockSkew
+	// by the claimer's clock, and an instance's Node counts as live as long
+	// (RoutePolicy). Set it to the skew the hosts' clock synchronization
+	// guarantees; it delays the recovery of a crashed instance's events by
+	// as much. See docs/guarantees.md, "Clocks".
+	MaxClockSkew time.Duration
 	// DrainTimeout bounds how long Close delivers what is queued (default 5s).
 	DrainTimeout time.Duration
 	// AckBatchSize and AckInterval bound the batching of DONE updates

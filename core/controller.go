@@ -25,6 +25,7 @@ type controller struct {
 	ctl      Controls
 	gate     *gate
 	lease    time.Duration
+	skew     time.Duration // Config.MaxClockSkew: other nodes beat with their clocks
 	interval time.Duration
 	clock    Clock
 	log      *slog.Logger
@@ -43,12 +44,12 @@ type controller struct {
 
 func newController(cfg Config, g *gate) *controller {
 	ctl, _ := cfg.Store.(Controls)
-	return &controller{ctl: ctl, gate: g, lease: cfg.Lease, interval: cfg.ControlInterval, clock: cfg.Clock,
+	return &controller{ctl: ctl, gate: g, lease: cfg.Lease, skew: cfg.MaxClockSkew, interval: cfg.ControlInterval, clock: cfg.Clock,
 		log: cfg.Logger.With("outbox_owner", cfg.Owner)}
 }
 
 // liveSince is the oldest last heartbeat of a live node at now.
-func (c *controller) liveSince(now time.Time) time.Time { return now.Add(-c.lease) }
+func (c *controller) liveSince(now time.Time) time.Time { return now.Add(-c.lease - c.skew) }
 
 // start reads the pauses and beats once, so that the first claim obeys
 // them, then keeps doing so until close. A database error at start is

@@ -156,6 +156,8 @@ var knobs = []Knob{
 		func(c *Config) *time.Duration { return &c.RetryMax }, DefaultRetryMax, time.Millisecond, 7*day),
 	numKnob("ListenerTimeout", "bounds one delivery; the claim is renewed until then",
 		func(c *Config) *time.Duration { return &c.ListenerTimeout }, DefaultListenerTimeout, time.Millisecond, day),
+	numKnob("MaxClockSkew", "the most the instances' clocks differ: a claim is taken over once older than Lease+MaxClockSkew (0: synchronized clocks)",
+		func(c *Config) *time.Duration { return &c.MaxClockSkew }, 0, time.Millisecond, day),
 	numKnob("DrainTimeout", "how long Close delivers what is queued",
 		func(c *Config) *time.Duration { return &c.DrainTimeout }, DefaultDrainTimeout, time.Millisecond, time.Hour),
 	numKnob("AckBatchSize", "DONE updates written in one statement",

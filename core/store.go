@@ -89,7 +89,9 @@ type ClaimRequest struct {
 	// Now is the current time from the framework's Clock.
 	Now time.Time
 	// Lease is how long a claim protects a row: a row whose claim was
-	// neither made nor renewed (Renew) in the last Lease is taken over.
+	// neither made nor renewed (Renew) in the last Lease, by Now, is taken
+	// over. A Client asks for Config.Lease plus Config.MaxClockSkew: the
+	// claim times were written with other instances' clocks.
 	Lease time.Duration
 	// SkipRecent leaves out events created less than this long ago.
 	SkipRecent time.Duration

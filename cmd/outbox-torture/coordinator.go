@@ -230,12 +230,13 @@ func (co *coordinator) spawn(id, quota int) error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(os.Args[0], "-role", "worker", "-worker-id", strconv.Itoa(id), "-quota", strconv.Itoa(quota),
+	args := []string{"-role", "worker", "-worker-id", strconv.Itoa(id), "-quota", strconv.Itoa(quota),
 		"-db", c.db, "-dsn", c.dsn, "-own-db", "", "-writers", strconv.Itoa(c.writers), "-lease", c.lease.String(),
 		"-fail-pct", strconv.Itoa(c.failPct), "-panic-pct", strconv.Itoa(c.panicPct),
 		"-poison-permille", strconv.Itoa(c.poisonPermille), "-slow-permille", strconv.Itoa(c.slowPermille),
 		"-rollback-pct", strconv.Itoa(c.rollbackPct), "-poison-id", c.poisonID, "-hung-id", c.hungID,
-		"-ordered="+strconv.FormatBool(c.ordered), "-keys", strconv.Itoa(c.keys), "-ordered-run", strconv.Itoa(c.run), "-journal", c.journal)
+		"-ordered=" + strconv.FormatBool(c.ordered), "-keys", strconv.Itoa(c.keys), "-ordered-run", strconv.Itoa(c.run), "-journal", c.journal}
+	cmd := exec.Command(os.Args[0], append(args, skewArgs(c, id)...)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		logf.Close()
@@ -425,12 +426,14 @@ func (co *coordinator) report(ctx context.Context, took time.Duration) error {
 		ordered += fmt.Sprintf(" fault=%s acked=%d lost_undurable=%d delivered_then_vanished=%d outage_seconds=%.1f",
 			fault, b.written, b.lostUndurable, b.vanished, co.outage.Seconds())
 	}
+	skewLine, skewErr := co.skewReport(ctx)
+	ordered += skewLine
 	fmt.Printf("TORTURE db=%s events=%d delivered=%d lost=%d duplicates=%d dead=%d max_dup_per_event=%d dup_per_kill=%.1f seconds=%.1f"+
 		" kills=%d cuts=%d crashes=%d poison_exits=%d poison_dead=%d hung_recovered=%d unexpected_dead=%d"+
 		" rolled_back_delivered=%d rolled_back_rows=%d missing_rows=%d%s\n",
 		co.c.db, events, delivered, lost, duplicates, dead, max(maxPer-1, 0), dupPerKill, took.Seconds(),
 		kills, cuts, crashes, poisonExits, poisonDead, hungRecovered, unexpectedDead, ghost, orphanRows, missing, ordered)
-	var errs []error
+	errs := []error{skewErr}
 	if lost != 0 || missing != 0 {
 		errs = append(errs, fmt.Errorf("%d committed events lost (%d without an outbox row)", lost, missing))
 	}

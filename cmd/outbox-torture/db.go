@@ -158,6 +158,7 @@ func createTables(ctx context.Context, c config, db *sql.DB) error {
 		"CREATE TABLE " + keysTable + " (k VARCHAR(64) PRIMARY KEY, version INT NOT NULL)",
 		"CREATE TABLE " + startsTable + " (seq " + autoID + ", event_id VARCHAR(36) NOT NULL, worker INT NOT NULL, start_us BIGINT NOT NULL)",
 	}
+	stmts = append(stmts, skewTables(c)...)
 	if c.ordered {
 		rows := make([]string, c.keys)
 		for i := range rows {

@@ -79,6 +79,9 @@
 // no acknowledged commit may be gone, delivered or not; with async and
 // -unsafe-commit they are what the run measures. outage_seconds is the time
 // from the kill until the server that takes over accepts writes.
+//
+// With -skew S the workers' clocks are off by -S to +S, and the line adds
+// early deliveries of delayed events and stolen live claims (see skew.go).
 package main
 
 import (
@@ -121,6 +124,10 @@ type config struct {
 	replicaLag   time.Duration
 	pgBin        string
 	journal      string
+	// -skew (see skew.go): the workers' clock offsets.
+	skew          time.Duration
+	skewUnguarded bool
+	clockOffset   time.Duration
 }
 
 // dbFault names the fault of the database itself the run injects, or "".
@@ -212,6 +219,7 @@ func main() {
 	flag.StringVar(&c.poisonID, "poison-id", "", "internal: id of the event whose listener ends its process")
 	flag.StringVar(&c.hungID, "hung-id", "", "internal: id of the event whose first delivery hangs")
 	flag.StringVar(&c.journal, "journal", "", "internal: directory of the workers' journals")
+	skewFlags(&c)
 	flag.Parse()
 	set := map[string]bool{}
 	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -222,7 +230,7 @@ func main() {
 	}
 	c.db = name
 	if c.role != "worker" {
-		if err := checkDBFault(&c, set); err != nil {
+		if err := errors.Join(checkDBFault(&c, set), checkSkew(c)); err != nil {
 			fmt.Fprintln(os.Stderr, "outbox-torture:", err)
 			os.Exit(2)
 		}

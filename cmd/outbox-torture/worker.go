@@ -49,6 +49,7 @@ func runWorker(c config) error {
 	}
 	tx := outboxsql.NewTxManager(db)
 	pid := os.Getpid()
+	sk := newSkew(c, db, pid)
 	var slowOnce sync.Map
 	ledgerInsert := bind(c.db, "INSERT INTO "+ledgerTable+" (event_id, worker, pid, attempt) VALUES (?, ?, ?, ?)")
 	var jr *journal // with a fault of the database: the books are kept outside it
@@ -61,6 +62,9 @@ func runWorker(c config) error {
 	startInsert := bind(c.db, "INSERT INTO "+startsTable+" (event_id, worker, start_us) VALUES (?, ?, ?)")
 	listener := func(ctx context.Context, e outbox.Envelope) error {
 		f, attempt := fate(e.ID()), outbox.DeliveryAttempt(ctx)
+		if err := sk.delivery(ctx, e); err != nil {
+			return err
+		}
 		if c.ordered {
 			// Every start is on record, so that the coordinator can tell
 			// whether one came before the previous event of its key was DONE.
@@ -110,7 +114,8 @@ func runWorker(c config) error {
 	// One Client per process (hot path, claiming poller and purge) with a
 	// short lease, so that killed workers' events are recovered quickly.
 	client, err := outbox.New(outbox.Config{
-		Store: store, TxContext: tx, Logger: logger, Lease: c.lease, ListenerTimeout: c.lease / 2,
+		Store: sk.store(store), TxContext: tx, Logger: logger, Lease: c.lease, ListenerTimeout: c.lease / 2,
+		Clock: sk.clock(), MaxClockSkew: sk.maxClockSkew(), Owner: sk.owner(),
 		Workers: 8, MaxAttempts: maxAttempts, DrainTimeout: drainTimeout, Ordered: c.ordered, OrderedRun: c.run,
 		RetryPolicy:  &outbox.ExponentialBackoff{Base: 50 * time.Millisecond, Max: time.Second},
 		PollInterval: 200 * time.Millisecond, PollBatchSize: 100, MaxPollBackoff: time.Second,
@@ -160,7 +165,7 @@ func runWorker(c config) error {
 				if c.ordered && n%10 != 0 {
 					key = aggregateKey(rand.IntN(c.keys))
 				}
-				e := outbox.MustEnvelope(orderPlaced, outbox.WithAggregate(orderAgg, key), outbox.WithJSON([]byte(`{"torture":true}`)))
+				e := outbox.MustEnvelope(orderPlaced, append(sk.payload(n), outbox.WithAggregate(orderAgg, key))...)
 				rollback := int(n%100) < c.rollbackPct
 				err := tx.InTx(ctx, func(ctx context.Context) error {
 					sqlTx, _ := tx.Tx(ctx)

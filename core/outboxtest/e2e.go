@@ -49,6 +49,7 @@ func RunEndToEndSuite(t *testing.T, newFixture func(t *testing.T) Fixture) {
 		{"PoisonThatKillsItsProcessEndsDead", e2ePoison},
 		{"HungListenerIsTakenOverByItsOwnNode", e2eHungListener(true)},
 		{"HungListenerIsTakenOverByAnotherNode", e2eHungListener(false)},
+		{"ClockSkewWithinMaxClockSkewTakesNoLiveClaim", e2eClockSkew},
 		{"ListenerTimeoutIsAFailedAttempt", e2eListenerTimeout},
 		{"OrderedKeysInCommitOrderAcrossNodes", e2eOrderedAcrossNodes},
 		{"OrderedNodesNeverRunTwoOfAKeyAtOnce", e2eOrderedNeverTwoAtOnce},

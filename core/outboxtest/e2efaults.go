@@ -182,3 +182,48 @@ func e2eListenerTimeout(t *testing.T, f Fixture) {
 		t.Fatalf("attempts %d, calls %d; want 1 failed attempt and 2 calls", r.Attempts, calls.Load())
 	}
 }
+
+// e2eClockSkew: a node whose clock is ahead of the owner's by more than a
+// lease's renewal margin must not take over the owner's live claim while
+// MaxClockSkew covers the difference (the claim time was written with the
+// owner's clock), and must take it over once the claim is older than
+// Lease+MaxClockSkew by its own clock.
+func e2eClockSkew(t *testing.T, f Fixture) {
+	t0 := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	clockA, clockB := NewClock(t0), NewClock(t0.Add(90*time.Second))
+	started, unblock := make(chan struct{}), make(chan struct{})
+	held := ping(t)
+	l := NewLedger()
+	stuck := outbox.ListenerFunc(func(ctx context.Context, e outbox.Envelope) error {
+		if e.ID() == held.ID() {
+			close(started)
+			<-unblock
+		}
+		return nil
+	})
+	writer := writerOnly(t, f, clockA)
+	write(t, f, writer, held)
+	// Node A claims the event at its first poll, at t0 by its clock; its
+	// delivery runs on (its heartbeat would renew the claim every 20s).
+	a := startNode(t, f, stuck, outbox.Config{Mode: outbox.ModePollerOnly, Clock: clockA, Lease: time.Minute,
+		PollInterval: time.Hour, Waker: outbox.NoWaker})
+	<-started
+	t.Cleanup(func() { close(unblock) }) // before the nodes close
+	fresh := ping(t)
+	write(t, f, writer, fresh)
+	// Node B's clock is 90s ahead: by it, A's claim is older than the
+	// lease. Its first poll recovers expired claims and takes fresh events
+	// in one claim, and delivers the fresh one only.
+	startNode(t, f, l.Listener(), outbox.Config{Mode: outbox.ModePollerOnly, Clock: clockB, Lease: time.Minute,
+		MaxClockSkew: time.Minute, PollInterval: 5 * time.Millisecond, Waker: outbox.NoWaker})
+	Eventually(t, 10*time.Second, "B delivers the fresh event", func() bool { return record(t, f, fresh.ID()).Status == outbox.StatusDone })
+	if n := l.Count(held.ID()); n != 0 {
+		t.Fatalf("B delivered A's live claim %d times: taken over with A's claim 90s old by B's clock, within Lease+MaxClockSkew", n)
+	}
+	if r := record(t, f, held.ID()); r.LockedBy != a.Owner() || r.LastError != "" {
+		t.Fatalf("A's claim: locked by %q, last error %q; want %q and none", r.LockedBy, r.LastError, a.Owner())
+	}
+	// Past Lease+MaxClockSkew by B's clock, the claim is B's to take.
+	clockB.Advance(31 * time.Second)
+	Eventually(t, 10*time.Second, "B takes the claim over", func() bool { return l.Count(held.ID()) == 1 })
+}
