@@ -276,6 +276,24 @@ func (t *step) claimable(e int8) bool {
 	return r.status == pending && r.owner == noOwner && r.delay == 0
 }
 
+// claimRun claims up to n events that follow e on its key, in Seq order,
+// each pending, unclaimed and due, up to the first that is not (the
+// store's claimRunHeads, of a claim's runs and of ContinueRuns).
+func (t *step) claimRun(e int8, n int) []int8 {
+	var recs []int8
+	for next := e + 1; int(next) < len(t.cfg.events) && len(recs) < n; next++ {
+		if t.cfg.events[next].key != t.cfg.events[e].key {
+			continue
+		}
+		if !t.claimable(next) {
+			break
+		}
+		t.lock(next)
+		recs = append(recs, next)
+	}
+	return recs
+}
+
 // claim is claims.claim: Store.Claim (the recovery of expired claims
 // with headsOnly, then the heads of the keys and their runs, and the
 // unordered due rows), admitAll and the poller's dispatcher.enqueueClaimed.
@@ -330,18 +348,7 @@ func (t *step) claim(recover bool) bool {
 		}
 		t.lock(head)
 		recs = append(recs, head)
-		taken := 1
-		for e := head + 1; int(e) < len(cfg.events) && taken < cfg.run; e++ {
-			if cfg.events[e].key != k {
-				continue
-			}
-			if !t.claimable(e) {
-				break
-			}
-			t.lock(e)
-			recs = append(recs, e)
-			taken++
-		}
+		recs = append(recs, t.claimRun(head, cfg.run-1)...)
 	}
 	for e := range int8(len(cfg.events)) {
 		if cfg.events[e].key == 0 && t.claimable(e) {
@@ -657,21 +664,8 @@ func (t *step) flush(u int, written bool) bool {
 // events after u's last one on its key, each pending, unclaimed and due,
 // up to the first that is not, at most Run.
 func (t *step) continueRun(u int) bool {
-	cfg := t.cfg
 	un := &t.node().units[u]
-	tail := un.items[len(un.items)-1].ev
-	k := cfg.events[tail].key
-	var recs []int8
-	for e := tail + 1; int(e) < len(cfg.events) && len(recs) < cfg.run; e++ {
-		if cfg.events[e].key != k {
-			continue
-		}
-		if !t.claimable(e) {
-			break
-		}
-		t.lock(e)
-		recs = append(recs, e)
-	}
+	recs := t.claimRun(un.items[len(un.items)-1].ev, t.cfg.run)
 	t.note("claimed %v", recs)
 	un.asked, un.cont = true, t.admitAll(recs)
 	t.advance(u)
