@@ -696,9 +696,53 @@ func (c *claims) renew(ctx context.Context, timeout time.Duration) {
 		c.log.Warn("outbox: could not renew claims; they are taken over if this lasts a lease", "count", len(ids), "error", err)
 		return
 	}
+	if n < int64(len(ids)) {
+		hs = c.stillOwned(ctx, hs)
+	}
 	c.held.renewedAt(hs, now)
 	c.metrics.Renewed(len(ids), n)
 	c.log.Debug("outbox: claims renewed", "held", len(ids), "renewed", n)
+}
+
+// stillOwned returns those of hs that a renewal that changed fewer rows
+// than it was given may count as renewed: the holds of deliveries that
+// started, and the queued ones whose rows are still this owner's. The
+// others (their rows ended, or their claims lapsed and were taken over
+// elsewhere) keep their last renewal time, so that a queued event whose
+// claim was taken over is let go (claims.expired) instead of delivered
+// beside its new owner. Only queued holds are read: their renewal time
+// is what decides whether they start. If the rows cannot be read, no
+// queued hold counts as renewed.
+func (c *claims) stillOwned(ctx context.Context, hs []*hold) []*hold {
+	queued := c.held.queued(hs)
+	if len(queued) == 0 {
+		return hs
+	}
+	ids := make([]string, len(queued))
+	for i, hd := range queued {
+		ids[i] = hd.id
+	}
+	recs, err := c.store.List(ctx, Query{IDs: ids, Statuses: []Status{StatusNew, StatusRetry}, Limit: len(ids)})
+	if err != nil {
+		c.log.Warn("outbox: could not read which claims were renewed; queued events count as not renewed", "count", len(ids), "error", err)
+	}
+	mine := make(map[string]bool, len(recs))
+	for _, r := range recs {
+		if r.LockedBy == c.owner {
+			mine[r.ID] = true
+		}
+	}
+	waiting := make(map[*hold]bool, len(queued))
+	for _, hd := range queued {
+		waiting[hd] = true
+	}
+	out := hs[:0:0]
+	for _, hd := range hs {
+		if mine[hd.id] || !waiting[hd] {
+			out = append(out, hd)
+		}
+	}
+	return out
 }
 
 // release drops this owner's claim on the events ids, which were never
