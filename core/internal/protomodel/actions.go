@@ -424,7 +424,7 @@ func (t *step) acquire(e int8) (item, bool) {
 			if it.ev != e || !it.current {
 				continue
 			}
-			if !un.started || un.runAge < t.cfg.timeout {
+			if !it.deadlined || un.runAge < t.cfg.timeout {
 				return item{}, false
 			}
 			it.current = false // replaced: its delivery outlived its deadline
@@ -491,12 +491,9 @@ func (t *step) renew() bool {
 	var its []*item
 	for u := range nd.units {
 		un := &nd.units[u]
-		if un.started && un.runAge >= t.cfg.timeout {
-			continue
-		}
 		for i := range un.items {
-			if un.items[i].current {
-				its = append(its, &un.items[i])
+			if it := &un.items[i]; it.current && (!it.deadlined || un.runAge < t.cfg.timeout) {
+				its = append(its, it)
 			}
 		}
 	}
@@ -573,6 +570,9 @@ func (t *step) start(u int) bool {
 		r.starts++
 	}
 	un.phase, un.started, un.runAge = running, true, 0
+	for i := int(un.next) - 1; i < len(un.items); i++ {
+		un.items[i].deadlined = true // renewed until this delivery's deadline (holds.start, claims.delivering)
+	}
 	return true
 }
 

@@ -147,6 +147,10 @@ type item struct {
 	suspect  bool  // taken over (takenOver): the attempt is counted before it starts
 	attempts uint8 // as claimed
 	current  bool  // still held (holds.m points to it)
+	// deadlined: its hold has the deadline of its run's last start (the
+	// unit's runAge tells how far it is): past it, the hold is not
+	// renewed, and a claim that returns the event replaces it.
+	deadlined bool
 }
 
 // unit is a run one worker delivers (dispatcher.deliverRuns; a single
@@ -237,7 +241,7 @@ func (s *state) keyAs(cfg *config, perm []int) string {
 				if x < int(u.next) || !it.current {
 					age = 0
 				}
-				ub = append(ub, byte(it.ev), age, b2(it.suspect), it.attempts, b2(it.current))
+				ub = append(ub, byte(it.ev), age, b2(it.suspect), it.attempts, b2(it.current), b2(it.deadlined))
 			}
 			ub = append(ub, ';')
 			for _, e := range u.cont {

@@ -3,6 +3,7 @@ package protomodel
 import (
 	"os"
 	"testing"
+	"time"
 )
 
 // The sizes every `go test` explores: two events of one ordering key
@@ -38,42 +39,48 @@ func poison() config {
 	return c
 }
 
-// fullSizes are the sizes of `make model` (OUTBOX_MODEL_FULL=1).
+// fullSizes are the sizes of `make model` (OUTBOX_MODEL_FULL=1): the CI
+// sizes, the poison event with a hang, DeadSkipsKey, three processes,
+// two keys, a key of three events, and two keys beside a poison event.
 func fullSizes() []config {
+	hung := poison()
+	hung.hangs = 1
 	skips := ordering()
 	skips.deadSkips = true
 	three := ordering()
 	three.nodes = 3
 	keys := ordering()
 	keys.events = []event{{key: 1}, {key: 1}, {key: 2}}
+	keys.hangs = 0
 	long := ordering()
 	long.events = []event{{key: 1}, {key: 1}, {key: 1}}
-	hung := poison()
-	hung.hangs = 1
-	return append(ciSizes(), hung, skips, three, keys, long)
+	mixed := ordering()
+	mixed.events = []event{{key: 1}, {key: 2}, {poison: true}}
+	mixed.failures, mixed.hangs = 0, 0
+	return append(ciSizes(), hung, skips, three, keys, long, mixed)
 }
 
 func full() bool { return os.Getenv("OUTBOX_MODEL_FULL") != "" }
 
-func check(t *testing.T, cfg config) {
-	t.Helper()
-	res := explore(cfg, "", 0)
-	t.Logf("%s: %d states, %d transitions, depth %d, %s", cfg, res.states, res.edges, res.depth, res.elapsed.Round(1e6))
-	if res.bad != nil {
-		t.Fatalf("%s violated: %s\n%s", res.bad.invariant, res.bad.detail, formatTrace(res.trace))
-	}
-}
-
-// TestProtocol explores every state of the CI size (and, with
-// OUTBOX_MODEL_FULL set, the full sizes) and checks every invariant.
+// TestProtocol explores every state of the CI sizes (and, with
+// OUTBOX_MODEL_FULL set, the full sizes) and checks every invariant; a
+// violation fails it with the trace that leads to it.
 func TestProtocol(t *testing.T) {
 	sizes := ciSizes()
 	if full() {
 		sizes = fullSizes()
 	}
+	var states int
+	var took time.Duration
 	for _, cfg := range sizes {
-		check(t, cfg)
+		res := explore(cfg, "", 0)
+		states, took = states+res.states, took+res.elapsed
+		t.Logf("%s: %d states, %d transitions, depth %d, %s", cfg, res.states, res.edges, res.depth, res.elapsed.Round(time.Millisecond))
+		if res.bad != nil {
+			t.Fatalf("%s violated: %s\n%s", res.bad.invariant, res.bad.detail, formatTrace(res.trace))
+		}
 	}
+	t.Logf("%d sizes, %d states in all, %s", len(sizes), states, took.Round(time.Millisecond))
 }
 
 // TestMutants checks that each earlier bug, brought back, is caught by
@@ -101,7 +108,10 @@ func TestMutants(t *testing.T) {
 			if res.bad == nil {
 				t.Fatalf("%s: not caught by %s (%d states)", cfg, tc.invariant, res.states)
 			}
-			t.Logf("caught by %s after %d states: %s\n%s", res.bad.invariant, res.states, res.bad.detail, formatTrace(res.trace))
+			t.Logf("caught by %s after %d states, a trace of %d steps: %s", res.bad.invariant, res.states, len(res.trace)-1, res.bad.detail)
+			if os.Getenv("OUTBOX_MODEL_TRACE") != "" {
+				t.Log("\n" + formatTrace(res.trace))
+			}
 		})
 	}
 }
