@@ -119,16 +119,16 @@ func successors(cfg *config, s *state, emit func(succ)) {
 		try(kClaimFresh, n, fmt.Sprintf("n%d claims", n), func(t *step) bool { return t.claim(false) })
 		for u := range nd.units {
 			un := &nd.units[u]
-			switch {
-			case un.phase == idle:
+			switch un.phase {
+			case idle:
 				try(kStart, n, fmt.Sprintf("n%d starts e%d", n, un.items[un.next].ev), func(t *step) bool { return t.start(u) })
-			case un.phase == running:
+			case running:
 				e := un.items[un.next-1].ev
 				try(kFinishOK, n, fmt.Sprintf("n%d: listener of e%d returns", n, e), func(t *step) bool { return t.finish(u, true) })
 				if s.failures > 0 && !cfg.events[e].poison {
 					try(kFinishFail, n, fmt.Sprintf("n%d: listener of e%d fails", n, e), func(t *step) bool { return t.finish(u, false) })
 				}
-			case un.phase == acking:
+			case acking:
 				e := un.items[un.next-1].ev
 				if !un.flushed {
 					try(kFlush, n, fmt.Sprintf("n%d writes DONE of e%d", n, e), func(t *step) bool { return t.flush(u, true) })

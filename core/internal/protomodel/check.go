@@ -98,9 +98,8 @@ func explore(cfg config, target string, limit int) result {
 	index := map[string]int32{}
 	var keys []string
 	var parent []int32
-	var label []string
 	var calmNext []int32 // the calm schedule's next state, -1: none
-	add := func(s *state, from int32, how string) (int32, bool) {
+	add := func(s *state, from int32) (int32, bool) {
 		k := s.key(&cfg)
 		if i, ok := index[k]; ok {
 			return i, false
@@ -109,14 +108,13 @@ func explore(cfg config, target string, limit int) result {
 		index[k] = i
 		keys = append(keys, k)
 		parent = append(parent, from)
-		label = append(label, how)
 		calmNext = append(calmNext, -1)
 		return i, true
 	}
 	res := result{}
 	counts := func(v *violation) bool { return v != nil && (target == "" || v.invariant == target) }
 	init := initial(&cfg)
-	first, _ := add(init, -1, "")
+	first, _ := add(init, -1)
 	if v := stateInvariants(&cfg, init); counts(v) {
 		res.bad = v
 	}
@@ -134,13 +132,13 @@ func explore(cfg config, target string, limit int) result {
 					return
 				}
 				res.edges++
-				to, fresh := add(sc.next, from, sc.label)
+				to, fresh := add(sc.next, from)
 				if sc.kind.calm() && sc.kind < best && to != from {
 					best, calmNext[from] = sc.kind, to
 				}
 				if counts(sc.bad) {
 					res.bad = sc.bad
-					res.trace = traceTo(&cfg, keys, parent, label, to)
+					res.trace = traceTo(&cfg, keys, parent, to)
 					return
 				}
 				if !fresh {
@@ -148,7 +146,7 @@ func explore(cfg config, target string, limit int) result {
 				}
 				if v := stateInvariants(&cfg, sc.next); counts(v) {
 					res.bad = v
-					res.trace = traceTo(&cfg, keys, parent, label, to)
+					res.trace = traceTo(&cfg, keys, parent, to)
 					return
 				}
 				next = append(next, sc.next)
@@ -166,7 +164,7 @@ func explore(cfg config, target string, limit int) result {
 	}
 	res.states = len(keys)
 	if res.bad == nil && (target == "" || target == "Progress") {
-		res.bad, res.trace = progress(&cfg, keys, parent, label, calmNext)
+		res.bad, res.trace = progress(&cfg, keys, parent, calmNext)
 	}
 	res.elapsed = time.Since(began)
 	return res
@@ -177,7 +175,7 @@ func explore(cfg config, target string, limit int) result {
 // listeners return, and time passes only when nothing else can happen —
 // ends every event (see ended). Its next states are states of the graph,
 // so each is followed once.
-func progress(cfg *config, keys []string, parent []int32, label []string, calmNext []int32) (*violation, []string) {
+func progress(cfg *config, keys []string, parent []int32, calmNext []int32) (*violation, []string) {
 	const (
 		unknown = iota
 		onPath
@@ -196,12 +194,12 @@ func progress(cfg *config, keys []string, parent []int32, label []string, calmNe
 			mark[i] = onPath
 			path = append(path, i)
 			if calmNext[i] < 0 {
-				return &violation{"Progress", "no calm action is left and some event has not ended"}, calmTrace(cfg, keys, parent, label, calmNext, start)
+				return &violation{"Progress", "no calm action is left and some event has not ended"}, calmTrace(cfg, keys, parent, calmNext, start)
 			}
 			i = calmNext[i]
 		}
 		if mark[i] == onPath {
-			return &violation{"Progress", "the calm schedule goes round in a loop and some event never ends"}, calmTrace(cfg, keys, parent, label, calmNext, start)
+			return &violation{"Progress", "the calm schedule goes round in a loop and some event never ends"}, calmTrace(cfg, keys, parent, calmNext, start)
 		}
 		for _, p := range path {
 			mark[p] = good
@@ -223,17 +221,17 @@ func decodeRows(cfg *config, key string) *state {
 
 // traceTo replays the actions from the initial state to state to and
 // renders each state on the way.
-func traceTo(cfg *config, keys []string, parent []int32, label []string, to int32) []string {
+func traceTo(cfg *config, keys []string, parent []int32, to int32) []string {
 	var path []int32
 	for i := to; i >= 0; i = parent[i] {
 		path = append([]int32{i}, path...)
 	}
-	return replay(cfg, keys, path, label)
+	return replay(cfg, keys, path)
 }
 
 // calmTrace is the trace to start, then the calm schedule from it until
 // it stops or loops.
-func calmTrace(cfg *config, keys []string, parent []int32, label []string, calmNext []int32, start int32) []string {
+func calmTrace(cfg *config, keys []string, parent []int32, calmNext []int32, start int32) []string {
 	var path []int32
 	for i := start; i >= 0; i = parent[i] {
 		path = append([]int32{i}, path...)
@@ -243,12 +241,12 @@ func calmTrace(cfg *config, keys []string, parent []int32, label []string, calmN
 		seen[i] = true
 		path = append(path, i)
 	}
-	return replay(cfg, keys, path, nil)
+	return replay(cfg, keys, path)
 }
 
 // replay renders the states of path, following from each one the action
 // that leads to the next.
-func replay(cfg *config, keys []string, path []int32, _ []string) []string {
+func replay(cfg *config, keys []string, path []int32) []string {
 	s := initial(cfg)
 	out := []string{"initial state\n" + s.render(cfg)}
 	for _, i := range path[1:] {
@@ -268,7 +266,7 @@ func replay(cfg *config, keys []string, path []int32, _ []string) []string {
 	return out
 }
 
-// format renders a trace, numbered.
+// formatTrace renders a trace, numbered.
 func formatTrace(trace []string) string {
 	var b strings.Builder
 	for i, st := range trace {

@@ -23,11 +23,11 @@ type event struct {
 // mutant brings back one earlier bug (see mutants).
 type mutant uint8
 
+// The mutants; the zero mutant is the engine as it is.
 const (
-	real mutant = iota
 	// countAtEnd counts the attempt of a taken-over event when its
 	// listener returns instead of before it starts (CountAttempt).
-	countAtEnd
+	countAtEnd mutant = iota + 1
 	// renewAnyOwner renews the claims of the ids a heartbeat sends
 	// without checking that they are still its own.
 	renewAnyOwner
@@ -46,8 +46,9 @@ const (
 	renewMarksAll
 )
 
-var mutantNames = [...]string{"real", "countAtEnd", "renewAnyOwner", "unfencedDone", "recoverNonHeads", "runNoWait", "leaseEarly", "renewMarksAll"}
+var mutantNames = [...]string{"faithful", "countAtEnd", "renewAnyOwner", "unfencedDone", "recoverNonHeads", "runNoWait", "leaseEarly", "renewMarksAll"}
 
+// String returns the mutant's name in the test names and logs.
 func (m mutant) String() string { return mutantNames[m] }
 
 // config is one size of the model.
@@ -266,7 +267,7 @@ func b2(v bool) byte {
 	return 0
 }
 
-// String renders s for a trace, one row and one node per line.
+// render renders s for a trace, one row and one node per line.
 func (s *state) render(cfg *config) string {
 	var b strings.Builder
 	for i := range cfg.events {
