@@ -697,23 +697,26 @@ func (c *claims) renew(ctx context.Context, timeout time.Duration) {
 		return
 	}
 	if n < int64(len(ids)) {
-		hs = c.stillOwned(ctx, hs)
+		hs = c.stillOwned(ctx, hs, now)
 	}
 	c.held.renewedAt(hs, now)
 	c.metrics.Renewed(len(ids), n)
 	c.log.Debug("outbox: claims renewed", "held", len(ids), "renewed", n)
 }
 
-// stillOwned returns those of hs that a renewal that changed fewer rows
-// than it was given may count as renewed: the holds of deliveries that
-// started, and the queued ones whose rows are still this owner's. The
-// others (their rows ended, or their claims lapsed and were taken over
-// elsewhere) keep their last renewal time, so that a queued event whose
-// claim was taken over is let go (claims.expired) instead of delivered
-// beside its new owner. Only queued holds are read: their renewal time
-// is what decides whether they start. If the rows cannot be read, no
-// queued hold counts as renewed.
-func (c *claims) stillOwned(ctx context.Context, hs []*hold) []*hold {
+// stillOwned returns those of hs that a renewal at now that changed fewer
+// rows than it was given may count as renewed: the holds of deliveries
+// that started (their rows may have ended meanwhile: DONE is written
+// while the hold is kept), and the queued ones whose rows are still this
+// owner's. The others — their claims lapsed and were taken over elsewhere
+// — keep their last renewal time, so that such an event is let go at its
+// start (claims.expired) instead of delivered beside its new owner. The
+// renewal time of a queued hold is what decides whether it starts; a
+// queued row ends only through this process (which lets go of its hold
+// first) or an operator. So the queued rows are renewed again, alone, and
+// read (Store.List) only if some of them are not this owner's; if they
+// cannot be read, no queued hold counts as renewed.
+func (c *claims) stillOwned(ctx context.Context, hs []*hold, now time.Time) []*hold {
 	queued := c.held.queued(hs)
 	if len(queued) == 0 {
 		return hs
@@ -721,6 +724,9 @@ func (c *claims) stillOwned(ctx context.Context, hs []*hold) []*hold {
 	ids := make([]string, len(queued))
 	for i, hd := range queued {
 		ids[i] = hd.id
+	}
+	if n, err := c.store.Renew(ctx, c.owner, ids, now); err == nil && n == int64(len(ids)) {
+		return hs
 	}
 	recs, err := c.store.List(ctx, Query{IDs: ids, Statuses: []Status{StatusNew, StatusRetry}, Limit: len(ids)})
 	if err != nil {

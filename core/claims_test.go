@@ -110,6 +110,19 @@ func TestRenewTakenOver(t *testing.T) {
 		t.Error("the event taken over by B counts as renewed: it would be delivered beside B")
 	}
 
+	// A started event whose row is DONE already (its ack was written)
+	// costs the heartbeat a second renewal of the queued ones, no read.
+	acked := evt("Acked")
+	hdAcked := held(acked, "A", later)
+	c.delivering(hdAcked, later.Add(time.Hour))
+	store.put(Record{ID: acked.ID(), Envelope: acked, Status: StatusDone})
+	lists := store.callCount("List")
+	c.renew(context.Background(), time.Second)
+	if c.expired(hdKept, kept) || store.callCount("List") != lists {
+		t.Errorf("an acked row made the heartbeat read the rows (List calls %d → %d) or miss a queued one", lists, store.callCount("List"))
+	}
+	c.held.release(hdKept)
+
 	// If the rows cannot be read, no queued event counts as renewed.
 	lost, kept = evt("Lost"), evt("Kept")
 	hdLost, hdKept = held(lost, "A", later), held(kept, "A", later)
