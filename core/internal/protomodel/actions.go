@@ -19,6 +19,7 @@ const (
 	kClaimFresh
 	kTick
 	kFinishFail
+	kNoContinue
 	kLapse
 	kCrash
 )
@@ -138,6 +139,11 @@ func successors(cfg *config, s *state, emit func(succ)) {
 				}
 				if un.more && !un.asked && int(un.next) == len(un.items) {
 					try(kContinue, n, fmt.Sprintf("n%d continues the run after e%d", n, e), func(t *step) bool { return t.continueRun(u) })
+					try(kNoContinue, n, fmt.Sprintf("n%d does not continue the run after e%d (its worker has an event waiting)", n, e), func(t *step) bool {
+						t.node().units[u].more = false
+						t.advance(u)
+						return true
+					})
 				}
 			}
 		}
@@ -277,9 +283,13 @@ func (t *step) claimable(e int8) bool {
 }
 
 // claimRun claims up to n events that follow e on its key, in Seq order,
-// each pending, unclaimed and due, up to the first that is not (the
-// store's claimRunHeads, of a claim's runs and of ContinueRuns).
+// each pending, unclaimed and due, up to the first that is not, and none
+// while an open event of the key comes before e (the store's
+// claimRunHeads, of a claim's runs and of ContinueRuns).
 func (t *step) claimRun(e int8, n int) []int8 {
+	if t.earlierOpen(e) {
+		return nil // an event before it goes first, as a head (runSQL)
+	}
 	var recs []int8
 	for next := e + 1; int(next) < len(t.cfg.events) && len(recs) < n; next++ {
 		if t.cfg.events[next].key != t.cfg.events[e].key {
@@ -634,7 +644,8 @@ func (t *step) markEnd(e int8, st status, count bool) {
 
 // flush writes the DONE of u's event that succeeded (claims.markDone),
 // fenced, or gives it up (written unset: the database could not be
-// reached), and lets go of its hold.
+// reached), and lets go of its hold. A DONE that changed nothing lets its
+// run go on if the row is DONE (claims.doneAnyway).
 func (t *step) flush(u int, written bool) bool {
 	un := &t.node().units[u]
 	it := &un.items[un.next-1]
@@ -655,7 +666,9 @@ func (t *step) flush(u int, written bool) bool {
 		t.note("stale: changed nothing")
 	}
 	it.current = false
-	un.flushed, un.doneOK = true, applied
+	// doneAnyway: a stale DONE lets the run go on if the row is DONE,
+	// whoever stored it.
+	un.flushed, un.doneOK = true, applied || (written && r.status == done)
 	t.advance(u)
 	return true
 }
