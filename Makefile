@@ -19,7 +19,7 @@ CHAOS_SKEW ?= 5s
 GOLANGCI_LINT_VERSION ?= v2.15.0
 GOLANGCI_LINT := $(CURDIR)/bin/golangci-lint
 
-.PHONY: help demo test lint check-core-deps bench tidy torture torture-bin chaos fuzz release release-check
+.PHONY: help demo test lint check-core-deps bench tidy torture torture-bin chaos fuzz model release release-check
 
 help: ## Show this help.
 	@grep -E '^[a-zA-Z0-9_/-]+:.*?## ' $(MAKEFILE_LIST) | awk -F':.*?## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -132,6 +132,10 @@ chaos: torture-bin ## The harness with the database crashing: failover to a sync
 	$(CURDIR)/bin/outbox-torture -db postgres -unsafe-commit -events $(CHAOS_EVENTS) $(CHAOS_FLAGS)
 	$(CURDIR)/bin/outbox-torture -db mariadb -mariadb-restart -events $(CHAOS_EVENTS) $(CHAOS_FLAGS)
 	$(CURDIR)/bin/outbox-torture -db postgres -skew $(CHAOS_SKEW) -poison-exit=false -events $(CHAOS_EVENTS) $(CHAOS_FLAGS)
+
+# The CI size of the model runs with `make test` (go test ./internal/protomodel/ in core).
+model: ## Check the claim protocol's model at its full sizes: every state, every invariant, each mutant caught; prints states, depth and time (OUTBOX_MODEL_TRACE=1: the mutants' traces).
+	cd core && OUTBOX_MODEL_FULL=1 $(GO) test -count=1 -timeout 30m -v -run '^Test(Protocol|Mutants)$$' ./internal/protomodel/
 
 # A count, not a duration: with a duration, go1.26's fuzz coordinator can report
 # "context deadline exceeded" as a failure when the time runs out (golang/go#75804).

@@ -700,9 +700,59 @@ func (c *claims) renew(ctx context.Context, timeout time.Duration) {
 		c.log.Warn("outbox: could not renew claims; they are taken over if this lasts a lease", "count", len(ids), "error", err)
 		return
 	}
+	if n < int64(len(ids)) {
+		hs = c.stillOwned(ctx, hs, now)
+	}
 	c.held.renewedAt(hs, now)
 	c.metrics.Renewed(len(ids), n)
 	c.log.Debug("outbox: claims renewed", "held", len(ids), "renewed", n)
+}
+
+// stillOwned returns those of hs that a renewal at now that changed fewer
+// rows than it was given may count as renewed: the holds of deliveries
+// that started (their rows may have ended meanwhile: DONE is written
+// while the hold is kept), and the queued ones whose rows are still this
+// owner's. The others — their claims lapsed and were taken over elsewhere
+// — keep their last renewal time, so that such an event is let go at its
+// start (claims.expired) instead of delivered beside its new owner. The
+// renewal time of a queued hold is what decides whether it starts; a
+// queued row ends only through this process (which lets go of its hold
+// first) or an operator. So the queued rows are renewed again, alone, and
+// read (Store.List) only if some of them are not this owner's; if they
+// cannot be read, no queued hold counts as renewed.
+func (c *claims) stillOwned(ctx context.Context, hs []*hold, now time.Time) []*hold {
+	queued := c.held.queued(hs)
+	if len(queued) == 0 {
+		return hs
+	}
+	ids := make([]string, len(queued))
+	for i, hd := range queued {
+		ids[i] = hd.id
+	}
+	if n, err := c.store.Renew(ctx, c.owner, ids, now); err == nil && n == int64(len(ids)) {
+		return hs
+	}
+	recs, err := c.store.List(ctx, Query{IDs: ids, Statuses: []Status{StatusNew, StatusRetry}, Limit: len(ids)})
+	if err != nil {
+		c.log.Warn("outbox: could not read which claims were renewed; queued events count as not renewed", "count", len(ids), "error", err)
+	}
+	mine := make(map[string]bool, len(recs))
+	for _, r := range recs {
+		if r.LockedBy == c.owner {
+			mine[r.ID] = true
+		}
+	}
+	waiting := make(map[*hold]bool, len(queued))
+	for _, hd := range queued {
+		waiting[hd] = true
+	}
+	out := hs[:0:0]
+	for _, hd := range hs {
+		if mine[hd.id] || !waiting[hd] {
+			out = append(out, hd)
+		}
+	}
+	return out
 }
 
 // release drops this owner's claim on the events ids, which were never

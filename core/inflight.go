@@ -156,6 +156,19 @@ func (h *holds) renewable(now time.Time) []*hold {
 	return out
 }
 
+// queued returns those of hs whose listeners have not started.
+func (h *holds) queued(hs []*hold) []*hold {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []*hold
+	for _, hd := range hs {
+		if hd.deadline.IsZero() {
+			out = append(out, hd)
+		}
+	}
+	return out
+}
+
 // renewedAt records a successful renewal of hs at t.
 func (h *holds) renewedAt(hs []*hold, t time.Time) {
 	h.mu.Lock()
