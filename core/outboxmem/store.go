@@ -234,15 +234,9 @@ func (s *Store) Claim(ctx context.Context, req outbox.ClaimRequest) ([]outbox.Re
 	if req.Limit <= 0 {
 		return nil, nil
 	}
-	if req.Owner == "" {
-		return nil, fmt.Errorf("%w: outboxmem: claim without an owner", outbox.ErrInvalidConfig)
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("outboxmem: claim: %w", err)
-	}
-	allowed := typeFilter(req)
-	if req.Types != nil && !slices.ContainsFunc(req.Types, allowed) {
-		return nil, nil // no type to claim
+	allowed, ok, err := claimable(ctx, req, "claim")
+	if !ok {
+		return nil, err
 	}
 	now := ts(req.Now)
 	leaseCutoff, recentCutoff := ts(now.Add(-req.Lease)), ts(now.Add(-req.SkipRecent))
@@ -271,10 +265,7 @@ func (s *Store) Claim(ctx context.Context, req outbox.ClaimRequest) ([]outbox.Re
 		})
 	}
 	if req.Run > 1 {
-		claimable := func(r *row) bool {
-			return pending(r) && r.lockedBy == "" && !r.availableAt.After(now) && !r.createdAt.After(recentCutoff) && allowed(r.f.Type)
-		}
-		heads = append(heads, s.runs(heads, claimable, req.Run, req.Limit-len(expired)-len(heads), req.DeadSkips)...)
+		heads = append(heads, s.runs(heads, runClaimable(now, recentCutoff, allowed), req.Run, req.Limit-len(expired)-len(heads), req.DeadSkips)...)
 	}
 	for _, r := range heads {
 		s.change(r, func(r *row) { r.lockedBy, r.lockedAt = req.Owner, now })
@@ -304,6 +295,23 @@ func (s *Store) Claim(ctx context.Context, req outbox.ClaimRequest) ([]outbox.Re
 		recs[i] = r.record()
 	}
 	return recs, nil
+}
+
+// claimable checks a claim of req (op names it in errors) and returns
+// its type filter (typeFilter); ok is false when nothing is to be
+// claimed: an error, or no type let through.
+func claimable(ctx context.Context, req outbox.ClaimRequest, op string) (allowed func(typ string) bool, ok bool, err error) {
+	if req.Owner == "" {
+		return nil, false, fmt.Errorf("%w: outboxmem: claim without an owner", outbox.ErrInvalidConfig)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, false, fmt.Errorf("outboxmem: %s: %w", op, err)
+	}
+	allowed = typeFilter(req)
+	if req.Types != nil && !slices.ContainsFunc(req.Types, allowed) {
+		return nil, false, nil // no type to claim
+	}
+	return allowed, true, nil
 }
 
 // typeFilter returns whether req's type filters (Types, SkipTypes) let an
@@ -422,28 +430,26 @@ func (s *Store) runsAfter(tails []outbox.RunTail, claimable func(*row) bool, per
 	return out
 }
 
+// runClaimable returns whether a row may join a run claimed at now: pending,
+// unclaimed, due, created before recentCutoff and of a type allowed.
+func runClaimable(now, recentCutoff time.Time, allowed func(typ string) bool) func(*row) bool {
+	return func(r *row) bool {
+		return pending(r) && r.lockedBy == "" && !r.availableAt.After(now) && !r.createdAt.After(recentCutoff) && allowed(r.f.Type)
+	}
+}
+
 // ContinueRuns implements outbox.RunContinuer: for each tail, the events
 // that follow it on its key, taken as Claim takes a head's run, up to
 // req.Run per key and req.Limit in all.
 func (s *Store) ContinueRuns(ctx context.Context, req outbox.ClaimRequest, tails []outbox.RunTail) ([]outbox.Record, error) {
-	if req.Owner == "" {
-		return nil, fmt.Errorf("%w: outboxmem: claim without an owner", outbox.ErrInvalidConfig)
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("outboxmem: continue runs: %w", err)
-	}
-	allowed := typeFilter(req)
-	if req.Types != nil && !slices.ContainsFunc(req.Types, allowed) {
-		return nil, nil // no type to claim
+	allowed, ok, err := claimable(ctx, req, "continue runs")
+	if !ok {
+		return nil, err
 	}
 	now := ts(req.Now)
-	recentCutoff := ts(now.Add(-req.SkipRecent))
-	claimable := func(r *row) bool {
-		return pending(r) && r.lockedBy == "" && !r.availableAt.After(now) && !r.createdAt.After(recentCutoff) && allowed(r.f.Type)
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	got := s.runsAfter(tails, claimable, req.Run, req.Limit, req.DeadSkips)
+	got := s.runsAfter(tails, runClaimable(now, ts(now.Add(-req.SkipRecent)), allowed), req.Run, req.Limit, req.DeadSkips)
 	recs := make([]outbox.Record, len(got))
 	for i, r := range got {
 		s.change(r, func(r *row) { r.lockedBy, r.lockedAt = req.Owner, now })
