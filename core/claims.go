@@ -517,10 +517,7 @@ func (c *claims) markDone(batch []*hold) {
 			c.held.release(hd)
 		}
 	}()
-	ids := make([]string, len(batch))
-	for i, hd := range batch {
-		ids[i] = hd.id
-	}
+	ids := holdIDs(batch)
 	c.metrics.AckBatch(len(ids))
 	var n int64
 	err := storeRetry(context.Background(), func(ctx context.Context) (err error) {
@@ -550,20 +547,33 @@ func (c *claims) markDone(batch []*hold) {
 
 // doneAnyway sorts out a DONE update that changed fewer rows than it had
 // ids (some claims were taken over), for the events of runs that wait for
-// it (hold.midRun; see deliverRuns): the count does not say which, so each
-// is read again, and its run goes on if it is DONE — whoever stored it,
+// it (hold.midRun; see deliverRuns): the count does not say which, so they
+// are read again, in one List, and a run goes on if its event is DONE — whoever stored it,
 // the next event of its key may start (the guarantee asks that it be
 // DONE); any other answer stops the run. The holds of the other events
 // are left as they are.
 func (c *claims) doneAnyway(batch []*hold) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.lease)
 	defer cancel()
+	var waiting []*hold
 	for _, hd := range batch {
-		if !hd.midRun {
-			continue
+		if hd.midRun {
+			waiting = append(waiting, hd)
 		}
-		r, err := c.store.Get(ctx, hd.id)
-		if err == nil && r.Status == StatusDone {
+	}
+	if len(waiting) == 0 {
+		return
+	}
+	recs, err := c.store.List(ctx, Query{IDs: holdIDs(waiting), Statuses: []Status{StatusDone}, Limit: len(waiting)})
+	if err != nil {
+		return
+	}
+	done := make(map[string]bool, len(recs))
+	for _, r := range recs {
+		done[r.ID] = true
+	}
+	for _, hd := range waiting {
+		if done[hd.id] {
 			hd.done.Store(true)
 		}
 	}
@@ -689,10 +699,7 @@ func (c *claims) renew(ctx context.Context, timeout time.Duration) {
 	if len(hs) == 0 {
 		return
 	}
-	ids := make([]string, len(hs))
-	for i, hd := range hs {
-		ids[i] = hd.id
-	}
+	ids := holdIDs(hs)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	n, err := c.store.Renew(ctx, c.owner, ids, now)
@@ -725,10 +732,7 @@ func (c *claims) stillOwned(ctx context.Context, hs []*hold, now time.Time) []*h
 	if len(queued) == 0 {
 		return hs
 	}
-	ids := make([]string, len(queued))
-	for i, hd := range queued {
-		ids[i] = hd.id
-	}
+	ids := holdIDs(queued)
 	if n, err := c.store.Renew(ctx, c.owner, ids, now); err == nil && n == int64(len(ids)) {
 		return hs
 	}

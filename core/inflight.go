@@ -156,6 +156,15 @@ func (h *holds) renewable(now time.Time) []*hold {
 	return out
 }
 
+// holdIDs returns the event ids of hs.
+func holdIDs(hs []*hold) []string {
+	ids := make([]string, len(hs))
+	for i, hd := range hs {
+		ids[i] = hd.id
+	}
+	return ids
+}
+
 // queued returns those of hs whose listeners have not started.
 func (h *holds) queued(hs []*hold) []*hold {
 	h.mu.Lock()
