@@ -37,8 +37,11 @@ type claims struct {
 	ordered     bool
 	run         int           // Config.OrderedRun
 	skipRecent  time.Duration // Config.SkipRecent, of continueRuns
-	deadPolicy  DeadPolicy
-	unrouted    time.Duration // Config.UnroutedRetry (negative: DEAD at once)
+	// continuer is the Store as a RunContinuer when it is one and runs
+	// take more than one event (nil: runs end with a poller's claim).
+	continuer  RunContinuer
+	deadPolicy DeadPolicy
+	unrouted   time.Duration // Config.UnroutedRetry (negative: DEAD at once)
 	// unroutedTypes are the types whose first unrouted event was logged
 	// (see reportUnrouted).
 	unroutedMu    sync.Mutex
@@ -83,6 +86,9 @@ func newClaimsOf(cfg Config, ackRoom int, reg *Registry) *claims {
 		ackDone: make(chan struct{}), wake: make(chan struct{}, 1),
 		gate: newGate(cfg, reg),
 	}
+	if rc, ok := cfg.Store.(RunContinuer); ok && cfg.OrderedRun > 1 {
+		c.continuer = rc
+	}
 	c.held.ended = c.gate.ended
 	c.gate.wake = c.wakePoller
 	return c
@@ -118,16 +124,23 @@ type claimFilter struct{ types, skip []string }
 // over with its attempts spent (see admit).
 func (c *claims) claim(ctx context.Context, now time.Time, limit int, skipRecent time.Duration, recover bool, f claimFilter) (claimed, error) {
 	began := time.Now() // the claim's real duration: the monotonic clock
-	recs, err := c.store.Claim(ctx, ClaimRequest{
-		Owner: c.owner, Now: now, Lease: c.takeOver, SkipRecent: skipRecent, Limit: limit,
-		NoRecovery: !recover, Ordered: c.ordered, DeadSkips: c.deadPolicy == DeadSkipsKey, Run: c.run,
-		Types: f.types, SkipTypes: f.skip,
-	})
+	req := c.request(now, limit, skipRecent, f)
+	req.NoRecovery = !recover
+	recs, err := c.store.Claim(ctx, req)
 	if err != nil {
 		return claimed{}, err
 	}
 	c.metrics.Claimed(time.Since(began), len(recs))
 	return c.admitAll(ctx, recs), nil
+}
+
+// request is the ClaimRequest of this owner at now for up to limit events
+// of the types f lets through.
+func (c *claims) request(now time.Time, limit int, skipRecent time.Duration, f claimFilter) ClaimRequest {
+	return ClaimRequest{
+		Owner: c.owner, Now: now, Lease: c.takeOver, SkipRecent: skipRecent, Limit: limit,
+		Ordered: c.ordered, DeadSkips: c.deadPolicy == DeadSkipsKey, Run: c.run, Types: f.types, SkipTypes: f.skip,
+	}
 }
 
 // admitAll orders the records of a claim into runs (groupRuns) and
@@ -176,8 +189,7 @@ func (c *claims) admitAll(ctx context.Context, recs []Record) claimed {
 // continue runs, when nothing may be claimed, or when the claim fails
 // (logged): the keys then go on with the next claim of a poller.
 func (c *claims) continueRuns(ctx context.Context, tails []RunTail) []Record {
-	rc, ok := c.store.(RunContinuer)
-	if !ok || len(tails) == 0 {
+	if c.continuer == nil || len(tails) == 0 {
 		return nil
 	}
 	types, skip, claimsAny := c.gate.request()
@@ -185,10 +197,9 @@ func (c *claims) continueRuns(ctx context.Context, tails []RunTail) []Record {
 		return nil
 	}
 	began := time.Now()
-	recs, err := rc.ContinueRuns(ctx, ClaimRequest{
-		Owner: c.owner, Now: utcNow(c.clock), Lease: c.takeOver, SkipRecent: c.skipRecent, Limit: len(tails) * c.run,
-		NoRecovery: true, Ordered: true, DeadSkips: c.deadPolicy == DeadSkipsKey, Run: c.run, Types: types, SkipTypes: skip,
-	}, tails)
+	req := c.request(utcNow(c.clock), len(tails)*c.run, c.skipRecent, claimFilter{types: types, skip: skip})
+	req.NoRecovery = true
+	recs, err := c.continuer.ContinueRuns(ctx, req, tails)
 	if err != nil {
 		c.log.Warn("outbox: could not continue runs; their keys go on with the next claim", "keys", len(tails), "error", err)
 		if rerr := c.release(ctx, recordIDs(recs)); rerr != nil { // what it locked before it failed
@@ -203,10 +214,7 @@ func (c *claims) continueRuns(ctx context.Context, tails []RunTail) []Record {
 
 // continues reports whether runs of run events go on through
 // continueRuns when they end (see RunContinuer).
-func (c *claims) continues(run int) bool {
-	_, ok := c.store.(RunContinuer)
-	return ok && c.run > 1 && run >= c.run
-}
+func (c *claims) continues(run int) bool { return c.continuer != nil && run >= c.run }
 
 // takenOver reports whether the claim of r was taken over from an owner
 // that stored no outcome (see ErrClaimExpired, ErrInFlight): its delivery
