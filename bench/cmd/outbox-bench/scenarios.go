@@ -488,12 +488,7 @@ func drainFramework(ctx context.Context, p pool, cfg outbox.Config, n, batch int
 	if err := c.Close(ctx); err != nil {
 		return run{}, err
 	}
-	elapsed := time.Since(start)
-	done, err := countStatus(ctx, p, fwTable, int(outbox.StatusDone))
-	if err != nil {
-		return run{}, err
-	}
-	return run{n: done, elapsed: elapsed}, nil
+	return drained(ctx, p, fwTable, time.Since(start))
 }
 
 // drainRaw drains rawTable with conns goroutines, each looping: claim up to
@@ -577,11 +572,7 @@ func drainRaw(ctx context.Context, b backend, p pool, n, conns, batch int) (run,
 	if first != nil {
 		return run{}, first
 	}
-	done, err := countStatus(ctx, p, rawTable, int(outbox.StatusDone))
-	if err != nil {
-		return run{}, err
-	}
-	return run{n: done, elapsed: elapsed}, nil
+	return drained(ctx, p, rawTable, elapsed)
 }
 
 // drainRawOrdered drains fwTable, whose rows are spread over keys
@@ -620,8 +611,13 @@ func drainRawOrdered(ctx context.Context, b backend, p pool, keys int) (run, err
 			return run{}, err
 		}
 	}
-	elapsed := time.Since(start)
-	done, err := countStatus(ctx, p, fwTable, int(outbox.StatusDone))
+	return drained(ctx, p, fwTable, time.Since(start))
+}
+
+// drained is the run of a drain of table that took elapsed: the rows it
+// left DONE.
+func drained(ctx context.Context, p pool, table string, elapsed time.Duration) (run, error) {
+	done, err := countStatus(ctx, p, table, int(outbox.StatusDone))
 	if err != nil {
 		return run{}, err
 	}
