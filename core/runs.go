@@ -118,10 +118,9 @@ func (d *dispatcher) endRound(waiting []*workerRun, cont bool) {
 		k := rec.Envelope.OrderingKey()
 		byKey[k] = append(byKey[k], rec)
 	}
-	for _, r := range ending {
-		k := r.items[len(r.items)-1].env.OrderingKey()
-		recs := byKey[k]
-		delete(byKey, k)
+	for i, r := range ending {
+		recs := byKey[tails[i].Key]
+		delete(byKey, tails[i].Key)
 		r.more = false
 		if len(recs) == 0 {
 			continue
