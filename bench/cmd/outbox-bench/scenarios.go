@@ -309,14 +309,18 @@ type arrivals struct {
 }
 
 func (a *arrivals) arrived(_ context.Context, ev outbox.Envelope) error {
-	now := time.Now()
-	if v, ok := a.stamps.LoadAndDelete(ev.ID()); ok {
+	a.arrive(ev.ID(), time.Now())
+	return nil
+}
+
+// arrive counts the event id delivered at now.
+func (a *arrivals) arrive(id string, now time.Time) {
+	if v, ok := a.stamps.LoadAndDelete(id); ok {
 		a.mu.Lock()
 		a.lats = append(a.lats, now.Sub(v.(time.Time)))
 		a.mu.Unlock()
 	}
 	a.delivered.Add(1)
-	return nil
 }
 
 // latencies returns the latencies recorded so far.
@@ -491,52 +495,69 @@ func drainFramework(ctx context.Context, p pool, cfg outbox.Config, n, batch int
 	return drained(ctx, p, fwTable, time.Since(start))
 }
 
-// drainRaw drains rawTable with conns goroutines, each looping: claim up to
-// batch due unclaimed rows for an owner (the store's fresh claim, reading
-// the same columns, without its recovery of expired claims), then mark
-// them DONE, fenced by owner.
-func drainRaw(ctx context.Context, b backend, p pool, n, conns, batch int) (run, error) {
+// rawClaimer is the raw baselines' claim of rawTable: claim up to batch
+// due unclaimed rows for one owner (the store's fresh claim, reading the
+// same columns, without its recovery of expired claims), and mark claimed
+// rows DONE, fenced by the owner. Both return the claimed rows' ids.
+type rawClaimer struct {
+	b               backend
+	p               pool
+	owner, claimSQL string
+	batch           int
+}
+
+func newRawClaimer(b backend, p pool, batch int) rawClaimer {
 	const cols = "event_id, event_type, aggregate_type, aggregate_id, tenant_id, schema_version, payload, payload_bytes, headers, " +
 		"status, attempts, occurred_at, available_at, created_at, done_at, last_error, locked_by, locked_at"
-	owner := outbox.NewOwnerID()
-	var claimSQL string
+	c := rawClaimer{b: b, p: p, owner: outbox.NewOwnerID(), batch: batch}
 	switch b.family {
 	case "postgres":
-		claimSQL = b.rebind("UPDATE " + rawTable + " SET locked_by = ?, locked_at = ? WHERE event_id = ANY(ARRAY(" +
+		c.claimSQL = b.rebind("UPDATE " + rawTable + " SET locked_by = ?, locked_at = ? WHERE event_id = ANY(ARRAY(" +
 			"SELECT event_id FROM " + rawTable + " WHERE status IN (0, 2) AND locked_by IS NULL AND ordering_key IS NULL AND available_at <= ?" +
 			" ORDER BY available_at, event_id LIMIT ? FOR UPDATE SKIP LOCKED)) RETURNING " + cols)
 	case "sqlite":
-		claimSQL = "UPDATE " + rawTable + " SET locked_by = ?, locked_at = ? WHERE event_id IN (" +
+		c.claimSQL = "UPDATE " + rawTable + " SET locked_by = ?, locked_at = ? WHERE event_id IN (" +
 			"SELECT event_id FROM " + rawTable + " WHERE status IN (0, 2) AND locked_by IS NULL AND ordering_key IS NULL AND available_at <= ?" +
 			" ORDER BY available_at, event_id LIMIT ?) RETURNING " + cols
 	case "mysql":
-		claimSQL = "SELECT " + cols + " FROM " + rawTable + " WHERE due_at <= ?" +
+		c.claimSQL = "SELECT " + cols + " FROM " + rawTable + " WHERE due_at <= ?" +
 			" ORDER BY due_at, event_id LIMIT ? FOR UPDATE SKIP LOCKED"
 	}
-	claim := func() ([]any, error) {
-		now := time.Now()
-		if b.family != "mysql" {
-			return p.claim(ctx, claimSQL, owner, b.timeArg(now), b.timeArg(now), batch)
-		}
-		var ids []any
-		err := p.inTx(ctx, true, func(tx conn) error {
-			var err error
-			ids, err = tx.claim(ctx, claimSQL, b.timeArg(now), batch)
-			if err != nil || len(ids) == 0 {
-				return err
-			}
-			args := append([]any{owner, b.timeArg(now)}, ids...)
-			_, err = tx.exec(ctx, b.in("UPDATE "+rawTable+" SET locked_by = ?, locked_at = ? WHERE event_id", len(ids)), args...)
+	return c
+}
+
+// claim claims up to the batch of due rows.
+func (c rawClaimer) claim(ctx context.Context) ([]any, error) {
+	b, now := c.b, time.Now()
+	if b.family != "mysql" {
+		return c.p.claim(ctx, c.claimSQL, c.owner, b.timeArg(now), b.timeArg(now), c.batch)
+	}
+	var ids []any
+	err := c.p.inTx(ctx, true, func(tx conn) error {
+		var err error
+		ids, err = tx.claim(ctx, c.claimSQL, b.timeArg(now), c.batch)
+		if err != nil || len(ids) == 0 {
 			return err
-		})
-		return ids, err
-	}
-	markDone := func(ids []any) error {
-		args := append([]any{b.timeArg(time.Now()), owner}, ids...)
-		_, err := p.exec(ctx, b.in("UPDATE "+rawTable+" SET status = 1, done_at = ?, locked_by = NULL, locked_at = NULL"+
-			" WHERE locked_by = ? AND status IN (0, 2) AND event_id", len(ids)), args...)
+		}
+		args := append([]any{c.owner, b.timeArg(now)}, ids...)
+		_, err = tx.exec(ctx, b.in("UPDATE "+rawTable+" SET locked_by = ?, locked_at = ? WHERE event_id", len(ids)), args...)
 		return err
-	}
+	})
+	return ids, err
+}
+
+// done marks the claimed rows ids DONE.
+func (c rawClaimer) done(ctx context.Context, ids []any) error {
+	args := append([]any{c.b.timeArg(time.Now()), c.owner}, ids...)
+	_, err := c.p.exec(ctx, c.b.in("UPDATE "+rawTable+" SET status = 1, done_at = ?, locked_by = NULL, locked_at = NULL"+
+		" WHERE locked_by = ? AND status IN (0, 2) AND event_id", len(ids)), args...)
+	return err
+}
+
+// drainRaw drains rawTable with conns goroutines, each looping: claim
+// (rawClaimer), then mark the rows DONE.
+func drainRaw(ctx context.Context, b backend, p pool, n, conns, batch int) (run, error) {
+	rc := newRawClaimer(b, p, batch)
 	var (
 		wg    sync.WaitGroup
 		total atomic.Int64
@@ -550,9 +571,9 @@ func drainRaw(ctx context.Context, b backend, p pool, n, conns, batch int) (run,
 			defer wg.Done()
 			for {
 				var ids []any
-				err := retryDeadlock(func() (err error) { ids, err = claim(); return err })
+				err := retryDeadlock(func() (err error) { ids, err = rc.claim(ctx); return err })
 				if err == nil && len(ids) > 0 {
-					err = retryDeadlock(func() error { return markDone(ids) })
+					err = retryDeadlock(func() error { return rc.done(ctx, ids) })
 				}
 				if err != nil {
 					mu.Lock()
