@@ -114,6 +114,7 @@ func (s *mariaServer) start(ctx context.Context) error {
 	cmd := exec.Command(s.bin, s.args("--port="+strconv.Itoa(s.port), "--bind-address=127.0.0.1",
 		"--socket="+filepath.Join(s.dir, "mysqld.sock"), "--pid-file="+filepath.Join(s.dir, "mysqld.pid"),
 		"--skip-grant-tables", "--skip-name-resolve", "--max-connections=200")...)
+	dieWithHarness(cmd)
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start mariadbd: %w", err)
 	}

@@ -238,6 +238,7 @@ func (co *coordinator) spawn(id, quota int) error {
 		"-ordered=" + strconv.FormatBool(c.ordered), "-keys", strconv.Itoa(c.keys), "-ordered-run", strconv.Itoa(c.run), "-journal", c.journal}
 	cmd := exec.Command(os.Args[0], append(args, skewArgs(c, id)...)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	dieWithHarness(cmd)
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return fmt.Errorf("start worker %d: %w", id, err)
