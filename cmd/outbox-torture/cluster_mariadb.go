@@ -167,13 +167,5 @@ func (s *mariaServer) remove() {
 	}
 }
 
-// logTail returns the last lines of the server's error log, on lines of
-// their own, or "".
-func (s *mariaServer) logTail() string {
-	data, err := os.ReadFile(s.log)
-	if err != nil || len(data) == 0 {
-		return ""
-	}
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	return "\n" + strings.Join(lines[max(len(lines)-20, 0):], "\n")
-}
+// logTail returns the last lines of the server's error log (see logTail).
+func (s *mariaServer) logTail() string { return logTail(s.log) }

@@ -128,6 +128,12 @@ type config struct {
 	skew          time.Duration
 	skewUnguarded bool
 	clockOffset   time.Duration
+	// -relay (see relay.go): the broker, how often it fails, and, for
+	// the workers, where it is and the run's name on it.
+	relay            string
+	brokerFaultEvery time.Duration
+	brokerURL        string
+	relayRun         string
 }
 
 // dbFault names the fault of the database itself the run injects, or "".
@@ -220,6 +226,7 @@ func main() {
 	flag.StringVar(&c.hungID, "hung-id", "", "internal: id of the event whose first delivery hangs")
 	flag.StringVar(&c.journal, "journal", "", "internal: directory of the workers' journals")
 	skewFlags(&c)
+	relayFlags(&c)
 	flag.Parse()
 	set := map[string]bool{}
 	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -230,7 +237,7 @@ func main() {
 	}
 	c.db = name
 	if c.role != "worker" {
-		if err := errors.Join(checkDBFault(&c, set), checkSkew(c)); err != nil {
+		if err := errors.Join(checkDBFault(&c, set), checkSkew(c), checkRelay(c)); err != nil {
 			fmt.Fprintln(os.Stderr, "outbox-torture:", err)
 			os.Exit(2)
 		}

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"net"
+	"os"
+	"strings"
 	"time"
 )
 
@@ -39,6 +41,17 @@ func startServer(ctx context.Context, c config) (dbServer, error) {
 		return nil, err
 	}
 	return cl, nil
+}
+
+// logTail returns the last lines of the log file at path, each on a line
+// of its own after a newline, for an error message; "" if it has none.
+func logTail(path string) string {
+	data, err := os.ReadFile(path)
+	if err != nil || len(data) == 0 {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	return "\n" + strings.Join(lines[max(len(lines)-20, 0):], "\n")
 }
 
 // freePort returns a loopback port nothing listens on right now.
