@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -27,8 +28,10 @@ type workerProc struct {
 }
 
 type coordinator struct {
-	c       config
-	db      *sql.DB
+	c  config
+	db *sql.DB
+	// out receives the TORTURE line.
+	out     io.Writer
 	mu      sync.Mutex
 	procs   []*workerProc
 	kills   int
@@ -108,7 +111,7 @@ func runCoordinator(c config) error {
 		}
 	}
 	c.ownDB = "" // workers get the rewritten DSN
-	co := &coordinator{c: c, db: db}
+	co := &coordinator{c: c, db: db, out: os.Stdout}
 	for i := range c.workers {
 		if err := co.spawn(i, co.quota(i)); err != nil {
 			co.stopAll()
@@ -461,7 +464,7 @@ func (co *coordinator) report(ctx context.Context, took time.Duration) error {
 	skewLine, skewErr := co.skewReport(ctx)
 	relayLine, relayErr := co.relayReport(one)
 	ordered += skewLine + relayLine
-	fmt.Printf("TORTURE db=%s events=%d delivered=%d lost=%d duplicates=%d dead=%d max_dup_per_event=%d dup_per_kill=%.1f seconds=%.1f"+
+	fmt.Fprintf(co.out, "TORTURE db=%s events=%d delivered=%d lost=%d duplicates=%d dead=%d max_dup_per_event=%d dup_per_kill=%.1f seconds=%.1f"+
 		" kills=%d cuts=%d crashes=%d poison_exits=%d poison_dead=%d hung_recovered=%d unexpected_dead=%d"+
 		" rolled_back_delivered=%d rolled_back_rows=%d missing_rows=%d%s\n",
 		co.c.db, events, delivered, lost, duplicates, dead, max(maxPer-1, 0), dupPerKill, took.Seconds(),

@@ -209,11 +209,11 @@ func (co *coordinator) relayReport(one func(q string) int) (string, error) {
 // whose sink the listener publishes through, and the consumer that
 // applies the run's messages through the inbox.
 type relayWorker struct {
-	c    config
-	bc   brokerClient
-	in   *inbox.Inbox
-	tx   *outboxsql.TxManager
-	pid  int
+	c   config
+	bc  brokerClient
+	in  *inbox.Inbox
+	tx  *outboxsql.TxManager
+	pid int
 	// cancel ends the consumer's context; done is closed once consume
 	// has returned.
 	cancel context.CancelFunc
