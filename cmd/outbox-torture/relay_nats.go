@@ -52,10 +52,9 @@ func natsSubjects(run string) string { return run + "." }
 
 // natsServer is the coordinator's side of -relay nats.
 type natsServer struct {
-	bin, dir, log, run string
-	port               int
-	proc               *exec.Cmd     // nil while it does not run
-	exited             chan struct{} // closed once proc has ended
+	daemon
+	bin, dir, run string
+	port          int
 }
 
 var _ brokerServer = (*natsServer)(nil)
@@ -83,7 +82,7 @@ func startNATS(ctx context.Context, run string) (_ brokerServer, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &natsServer{bin: bin, dir: dir, log: filepath.Join(dir, "nats-server.log"), run: run}
+	s := &natsServer{daemon: daemon{name: "nats-server", log: filepath.Join(dir, "nats-server.log")}, bin: bin, dir: dir, run: run}
 	defer func() {
 		if err != nil {
 			_ = s.close(ctx)
@@ -134,26 +133,7 @@ func (s *natsServer) connect() (*nats.Conn, jetstream.JetStream, error) {
 // exists: recovered from the store after a fault).
 func (s *natsServer) start(ctx context.Context) error {
 	cmd := exec.Command(s.bin, "-js", "-a", "127.0.0.1", "-p", strconv.Itoa(s.port), "-sd", filepath.Join(s.dir, "store"), "-l", s.log)
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start nats-server: %w", err)
-	}
-	s.proc, s.exited = cmd, make(chan struct{})
-	go func(exited chan struct{}) { _ = cmd.Wait(); close(exited) }(s.exited)
-	var last error
-	for deadline := time.Now().Add(natsReadyWait); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		select {
-		case <-s.exited:
-			s.proc = nil
-			return fmt.Errorf("nats-server ended (%v)%s", cmd.ProcessState, s.logTail())
-		case <-ctx.Done():
-			return ctx.Err()
-		default:
-		}
-		if last = s.ready(ctx); last == nil {
-			return nil
-		}
-	}
-	return fmt.Errorf("nats-server on %s not ready within %s: %w%s", s.url(), natsReadyWait, last, s.logTail())
+	return s.startDaemon(ctx, cmd, natsReadyWait, s.ready)
 }
 
 // ready returns nil once the server takes a connection and JetStream
@@ -174,17 +154,6 @@ func (s *natsServer) ready(ctx context.Context) error {
 	return err
 }
 
-// kill ends nats-server with SIGKILL, as a crash would, and waits until
-// it has ended.
-func (s *natsServer) kill() {
-	if s.proc == nil {
-		return
-	}
-	_ = s.proc.Process.Kill()
-	<-s.exited
-	s.proc = nil
-}
-
 // fault kills the server and starts it again on the same port and store:
 // JetStream recovers the stream, its messages and the consumer's state.
 func (s *natsServer) fault(ctx context.Context) (string, error) {
@@ -201,9 +170,6 @@ func (s *natsServer) close(context.Context) error {
 	s.kill()
 	return os.RemoveAll(s.dir)
 }
-
-// logTail returns the last lines of the server's log (see logTail).
-func (s *natsServer) logTail() string { return logTail(s.log) }
 
 // natsClient is a worker's side of -relay nats: one connection that
 // reconnects forever, for the sink and the consumer.
