@@ -21,12 +21,11 @@ import (
 // SIGKILLs mariadbd and starts it again on the same datadir and port, through
 // InnoDB's crash recovery.
 type mariaServer struct {
-	dir, data, log string
-	bin            string
-	port           int
-	dsn            string
-	proc           *exec.Cmd     // nil while it does not run
-	exited         chan struct{} // closed once proc has ended
+	daemon
+	dir, data string
+	bin       string
+	port      int
+	dsn       string
 }
 
 // faultMariaDBRestart names -mariadb-restart on the line.
@@ -64,7 +63,7 @@ func startMariaDB(ctx context.Context) (s *mariaServer, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s = &mariaServer{dir: dir, data: filepath.Join(dir, "data"), log: filepath.Join(dir, "mariadbd.log"), bin: bin}
+	s = &mariaServer{daemon: daemon{name: "mariadbd", log: filepath.Join(dir, "mariadbd.log")}, dir: dir, data: filepath.Join(dir, "data"), bin: bin}
 	defer func() {
 		if err != nil {
 			s.remove()
@@ -82,7 +81,7 @@ func startMariaDB(ctx context.Context) (s *mariaServer, err error) {
 	boot := exec.CommandContext(ctx, bin, s.args("--bootstrap")...)
 	boot.Stdin = strings.NewReader("CREATE DATABASE test;\n")
 	if out, err := boot.CombinedOutput(); err != nil {
-		return s, fmt.Errorf("mariadbd --bootstrap: %w\n%s%s", err, out, s.logTail())
+		return s, fmt.Errorf("mariadbd --bootstrap: %w\n%s%s", err, out, logTail(s.log))
 	}
 	if s.port, err = freePort(); err != nil {
 		return s, err
@@ -114,42 +113,12 @@ func (s *mariaServer) start(ctx context.Context) error {
 	cmd := exec.Command(s.bin, s.args("--port="+strconv.Itoa(s.port), "--bind-address=127.0.0.1",
 		"--socket="+filepath.Join(s.dir, "mysqld.sock"), "--pid-file="+filepath.Join(s.dir, "mysqld.pid"),
 		"--skip-grant-tables", "--skip-name-resolve", "--max-connections=200")...)
-	dieWithHarness(cmd)
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start mariadbd: %w", err)
-	}
-	s.proc, s.exited = cmd, make(chan struct{})
-	go func(exited chan struct{}) { _ = cmd.Wait(); close(exited) }(s.exited)
 	db, err := sql.Open("mysql", s.dsn)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		select {
-		case <-s.exited:
-			s.proc = nil
-			return fmt.Errorf("mariadbd ended (%v)%s", cmd.ProcessState, s.logTail())
-		case <-ctx.Done():
-			return ctx.Err()
-		default:
-		}
-		if db.PingContext(ctx) == nil {
-			return nil
-		}
-	}
-	return fmt.Errorf("mariadbd did not accept connections within a minute%s", s.logTail())
-}
-
-// kill ends mariadbd with SIGKILL, as a crash would, and waits until it
-// has ended.
-func (s *mariaServer) kill() {
-	if s.proc == nil {
-		return
-	}
-	_ = s.proc.Process.Kill()
-	<-s.exited
-	s.proc = nil
+	return s.startDaemon(ctx, cmd, time.Minute, db.PingContext)
 }
 
 // crash kills mariadbd and starts it again on the same datadir and port:
@@ -166,15 +135,4 @@ func (s *mariaServer) remove() {
 	if err := os.RemoveAll(s.dir); err != nil {
 		fmt.Fprintln(os.Stderr, "torture: remove the server's directory:", err)
 	}
-}
-
-// logTail returns the last lines of the server's error log, on lines of
-// their own, or "".
-func (s *mariaServer) logTail() string {
-	data, err := os.ReadFile(s.log)
-	if err != nil || len(data) == 0 {
-		return ""
-	}
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	return "\n" + strings.Join(lines[max(len(lines)-20, 0):], "\n")
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -27,8 +28,10 @@ type workerProc struct {
 }
 
 type coordinator struct {
-	c       config
-	db      *sql.DB
+	c  config
+	db *sql.DB
+	// out receives the TORTURE line.
+	out     io.Writer
 	mu      sync.Mutex
 	procs   []*workerProc
 	kills   int
@@ -43,6 +46,8 @@ type coordinator struct {
 	// and how long it accepted no writes.
 	crashedAt time.Time
 	outage    time.Duration
+	// brokerFaults counts the faults of the broker of -relay.
+	brokerFaults int
 }
 
 func runCoordinator(c config) error {
@@ -79,6 +84,13 @@ func runCoordinator(c config) error {
 	if err := createTables(ctx, c, db); err != nil {
 		return err
 	}
+	var broker brokerServer
+	if c.relay != "" {
+		if broker, err = startBroker(ctx, &c); err != nil {
+			return err
+		}
+		defer closeBroker(broker)
+	}
 	var pr *probes
 	if c.poison || c.hung {
 		if c.events < c.probeCount() {
@@ -99,7 +111,7 @@ func runCoordinator(c config) error {
 		}
 	}
 	c.ownDB = "" // workers get the rewritten DSN
-	co := &coordinator{c: c, db: db}
+	co := &coordinator{c: c, db: db, out: os.Stdout}
 	for i := range c.workers {
 		if err := co.spawn(i, co.quota(i)); err != nil {
 			co.stopAll()
@@ -120,7 +132,7 @@ func runCoordinator(c config) error {
 			fmt.Fprintln(os.Stderr, "torture: probe writer:", err)
 		}
 	}
-	fmt.Fprintf(os.Stderr, "torture: db=%s workers=%d events=%d ordered=%v fault=%s, worker logs in %s\n", c.db, c.workers, c.events, c.ordered, c.dbFault(), filepath.Dir(co.procs[0].logPath))
+	fmt.Fprintf(os.Stderr, "torture: db=%s workers=%d events=%d ordered=%v fault=%s relay=%s, worker logs in %s\n", c.db, c.workers, c.events, c.ordered, c.dbFault(), c.relay, filepath.Dir(co.procs[0].logPath))
 	var op *operator
 	if c.ordered {
 		if op, err = startOperator(ctx, c, db); err != nil {
@@ -134,6 +146,16 @@ func runCoordinator(c config) error {
 	cut := ticker(c.cutEvery)
 	if c.db == "sqlite" {
 		cut = nil
+	}
+	// The broker's first fault comes once a third of the events are
+	// committed, looked for often enough to land mid-load in a short run;
+	// the next ones every -broker-fault-every.
+	var brokerFault <-chan time.Time
+	firstFault := max(c.events/3, 1)
+	if broker != nil && c.brokerFaultEvery > 0 {
+		t := time.NewTicker(20 * time.Millisecond)
+		defer t.Stop()
+		brokerFault = t.C
 	}
 	check := time.NewTicker(250 * time.Millisecond)
 	defer check.Stop()
@@ -152,6 +174,14 @@ func runCoordinator(c config) error {
 			co.killOne()
 		case <-cut:
 			co.cutConnections(ctx)
+		case <-brokerFault:
+			if firstFault > 0 {
+				if written = co.written(ctx, written); written < firstFault {
+					continue
+				}
+				firstFault, brokerFault = 0, ticker(c.brokerFaultEvery)
+			}
+			co.brokerFault(ctx, broker)
 		case <-check.C:
 			co.restartCrashed()
 			written = co.written(ctx, written)
@@ -171,16 +201,20 @@ func runCoordinator(c config) error {
 			}
 		}
 	}
-	// Drain: wait until nothing is pending, restarting crashed workers.
+	// Drain: wait until nothing is pending (with -relay: and every
+	// committed event is applied or DEAD), restarting crashed workers.
 	deadline := time.Now().Add(c.drainTimeout)
 	for {
-		var pending int
+		var pending, unapplied int
 		err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+outboxTable+" WHERE status IN (0, 2)").Scan(&pending)
-		if err == nil && pending == 0 {
+		if err == nil && c.relay != "" {
+			err = db.QueryRowContext(ctx, c.unfinishedQuery()).Scan(&unapplied)
+		}
+		if err == nil && pending == 0 && unapplied == 0 {
 			break
 		}
 		if time.Now().After(deadline) {
-			fmt.Fprintf(os.Stderr, "torture: %d events still pending after %s\n", pending, c.drainTimeout)
+			fmt.Fprintf(os.Stderr, "torture: %d events still pending, %d not applied after %s\n", pending, unapplied, c.drainTimeout)
 			break
 		}
 		if ctx.Err() != nil {
@@ -236,7 +270,8 @@ func (co *coordinator) spawn(id, quota int) error {
 		"-poison-permille", strconv.Itoa(c.poisonPermille), "-slow-permille", strconv.Itoa(c.slowPermille),
 		"-rollback-pct", strconv.Itoa(c.rollbackPct), "-poison-id", c.poisonID, "-hung-id", c.hungID,
 		"-ordered=" + strconv.FormatBool(c.ordered), "-keys", strconv.Itoa(c.keys), "-ordered-run", strconv.Itoa(c.run), "-journal", c.journal}
-	cmd := exec.Command(os.Args[0], append(args, skewArgs(c, id)...)...)
+	args = append(append(args, skewArgs(c, id)...), relayArgs(c)...)
+	cmd := exec.Command(os.Args[0], args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	dieWithHarness(cmd)
 	if err := cmd.Start(); err != nil {
@@ -385,14 +420,14 @@ func (co *coordinator) report(ctx context.Context, took time.Duration) error {
 	if co.c.journal != "" {
 		b = co.journalBooks(ctx)
 	} else {
+		ledger := co.c.deliveries()
 		b = books{
 			events:     one("SELECT COUNT(*) FROM " + ordersTable),
-			delivered:  one("SELECT COUNT(DISTINCT event_id) FROM " + ledgerTable),
-			deliveries: one("SELECT COUNT(*) FROM " + ledgerTable),
-			lost: one("SELECT COUNT(*) FROM " + ordersTable + " o WHERE NOT EXISTS (SELECT 1 FROM " + ledgerTable + " l WHERE l.event_id = o.id)" +
-				" AND NOT EXISTS (SELECT 1 FROM " + outboxTable + " x WHERE x.event_id = o.id AND " + endedUndelivered + ")"),
-			ghost:  one("SELECT COUNT(DISTINCT l.event_id) FROM " + ledgerTable + " l WHERE NOT EXISTS (SELECT 1 FROM " + ordersTable + " o WHERE o.id = l.event_id)"),
-			maxPer: one("SELECT MAX(c) FROM (SELECT COUNT(*) AS c FROM " + ledgerTable + " GROUP BY event_id) t"),
+			delivered:  one("SELECT COUNT(DISTINCT event_id) FROM " + ledger),
+			deliveries: one("SELECT COUNT(*) FROM " + ledger),
+			lost:       one(co.c.unfinishedQuery()),
+			ghost:      one("SELECT COUNT(DISTINCT l.event_id) FROM " + ledger + " l WHERE NOT EXISTS (SELECT 1 FROM " + ordersTable + " o WHERE o.id = l.event_id)"),
+			maxPer:     one("SELECT MAX(c) FROM (SELECT COUNT(*) AS c FROM " + ledger + " GROUP BY event_id) t"),
 		}
 		b.written = b.events
 	}
@@ -428,13 +463,14 @@ func (co *coordinator) report(ctx context.Context, took time.Duration) error {
 			fault, b.written, b.lostUndurable, b.vanished, co.outage.Seconds())
 	}
 	skewLine, skewErr := co.skewReport(ctx)
-	ordered += skewLine
-	fmt.Printf("TORTURE db=%s events=%d delivered=%d lost=%d duplicates=%d dead=%d max_dup_per_event=%d dup_per_kill=%.1f seconds=%.1f"+
+	relayLine, relayErr := co.relayReport(one)
+	ordered += skewLine + relayLine
+	fmt.Fprintf(co.out, "TORTURE db=%s events=%d delivered=%d lost=%d duplicates=%d dead=%d max_dup_per_event=%d dup_per_kill=%.1f seconds=%.1f"+
 		" kills=%d cuts=%d crashes=%d poison_exits=%d poison_dead=%d hung_recovered=%d unexpected_dead=%d"+
 		" rolled_back_delivered=%d rolled_back_rows=%d missing_rows=%d%s\n",
 		co.c.db, events, delivered, lost, duplicates, dead, max(maxPer-1, 0), dupPerKill, took.Seconds(),
 		kills, cuts, crashes, poisonExits, poisonDead, hungRecovered, unexpectedDead, ghost, orphanRows, missing, ordered)
-	errs := []error{skewErr}
+	errs := []error{skewErr, relayErr}
 	if lost != 0 || missing != 0 {
 		errs = append(errs, fmt.Errorf("%d committed events lost (%d without an outbox row)", lost, missing))
 	}

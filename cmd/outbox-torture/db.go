@@ -159,6 +159,7 @@ func createTables(ctx context.Context, c config, db *sql.DB) error {
 		"CREATE TABLE " + startsTable + " (seq " + autoID + ", event_id VARCHAR(36) NOT NULL, worker INT NOT NULL, start_us BIGINT NOT NULL)",
 	}
 	stmts = append(stmts, skewTables(c)...)
+	stmts = append(stmts, relayTables(c)...)
 	if c.ordered {
 		rows := make([]string, c.keys)
 		for i := range rows {
@@ -175,5 +176,8 @@ func createTables(ctx context.Context, c config, db *sql.DB) error {
 	if err != nil {
 		return err
 	}
-	return store.Migrate(ctx)
+	if err := store.Migrate(ctx); err != nil {
+		return err
+	}
+	return migrateInbox(ctx, c, db, store)
 }

@@ -82,6 +82,34 @@
 //
 // With -skew S the workers' clocks are off by -S to +S, and the line adds
 // early deliveries of delayed events and stolen live claims (see skew.go).
+//
+// With -relay nats the events travel the whole way to a consumer (see
+// relay.go). The coordinator starts a broker of its own: a nats-server
+// with JetStream on a free loopback port, its file store in a temp
+// directory, with a stream for the run whose duplicate window drops a
+// re-published event and a durable pull consumer with explicit
+// acknowledgements; it removes it at the end. The listener, after the same
+// failures, panics and slow deliveries, publishes each event through the
+// NATS sink instead of writing the ledger, and every worker also consumes
+// the run's messages and applies each through inbox.Process, in one
+// transaction with the inbox's record on the run's database, into a table
+// without a unique key: an event applied twice leaves two rows. Once a
+// third of the events are committed, and then every -broker-fault-every,
+// the coordinator SIGKILLs the broker and starts it again on the same port
+// and store, beside the workers' SIGKILLs and the connection cuts. Every
+// publish that fails while the broker is away counts an attempt, so the
+// workers' retries wait longer (relayRetry), as a relay should. The drain
+// waits until every committed event is applied or DEAD; delivered,
+// duplicates, lost and rolled_back_delivered count applications, and the
+// line adds
+//
+//	relay=nats applied=… applied_twice=… suppressed=… broker_faults=…
+//
+// where applied counts the events applied, applied_twice those applied
+// more than once (it must be 0), suppressed the redeliveries the inbox
+// found applied already (and left alone), and broker_faults the broker's
+// faults. -relay does not combine with the crashes of the database or with
+// -ordered.
 package main
 
 import (
@@ -128,6 +156,12 @@ type config struct {
 	skew          time.Duration
 	skewUnguarded bool
 	clockOffset   time.Duration
+	// -relay (see relay.go): the broker, how often it fails, and, for
+	// the workers, where it is and the run's name on it.
+	relay            string
+	brokerFaultEvery time.Duration
+	brokerURL        string
+	relayRun         string
 }
 
 // dbFault names the fault of the database itself the run injects, or "".
@@ -220,6 +254,7 @@ func main() {
 	flag.StringVar(&c.hungID, "hung-id", "", "internal: id of the event whose first delivery hangs")
 	flag.StringVar(&c.journal, "journal", "", "internal: directory of the workers' journals")
 	skewFlags(&c)
+	relayFlags(&c)
 	flag.Parse()
 	set := map[string]bool{}
 	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -230,7 +265,7 @@ func main() {
 	}
 	c.db = name
 	if c.role != "worker" {
-		if err := errors.Join(checkDBFault(&c, set), checkSkew(c)); err != nil {
+		if err := errors.Join(checkDBFault(&c, set), checkSkew(c), checkRelay(c)); err != nil {
 			fmt.Fprintln(os.Stderr, "outbox-torture:", err)
 			os.Exit(2)
 		}

@@ -148,7 +148,7 @@ func firstHang(ctx context.Context, c config, db *sql.DB, id string) (bool, erro
 // started (poisonExits).
 //
 // hungRecovered: one delivery hung, and a later one delivered the event (a
-// ledger entry) and marked it DONE.
+// ledger entry; with -relay, an application) and marked it DONE.
 func (co *coordinator) probeResults(ctx context.Context, poisonExits int) (poisonDead, hungRecovered int) {
 	store, err := outboxsql.Open(co.db, outboxsql.WithTable(outboxTable))
 	if err != nil {
@@ -178,7 +178,7 @@ func (co *coordinator) probeResults(ctx context.Context, poisonExits int) (poiso
 	}
 	if co.c.hung {
 		if r, ok := get(co.c.hungID); ok {
-			hangs, delivered := co.countFor(ctx, hangTable, r.ID), co.countFor(ctx, ledgerTable, r.ID)
+			hangs, delivered := co.countFor(ctx, hangTable, r.ID), co.countFor(ctx, co.c.deliveries(), r.ID)
 			if r.Status == outbox.StatusDone && hangs == 1 && delivered >= 1 {
 				hungRecovered = 1
 			} else {

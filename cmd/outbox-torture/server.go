@@ -2,7 +2,11 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net"
+	"os"
+	"os/exec"
+	"strings"
 	"time"
 )
 
@@ -39,6 +43,63 @@ func startServer(ctx context.Context, c config) (dbServer, error) {
 		return nil, err
 	}
 	return cl, nil
+}
+
+// A daemon is a server process the harness started (mariadbd,
+// nats-server), which a fault kills as a crash would and starts again.
+type daemon struct {
+	name   string        // the program, for errors
+	log    string        // its log file, whose tail errors show
+	proc   *exec.Cmd     // nil while it does not run
+	exited chan struct{} // closed once proc has ended
+}
+
+// startDaemon starts cmd and waits until ready returns nil, for at most
+// wait; it fails if the process ends first, or ctx ends.
+func (d *daemon) startDaemon(ctx context.Context, cmd *exec.Cmd, wait time.Duration, ready func(ctx context.Context) error) error {
+	dieWithHarness(cmd)
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", d.name, err)
+	}
+	d.proc, d.exited = cmd, make(chan struct{})
+	go func(exited chan struct{}) { _ = cmd.Wait(); close(exited) }(d.exited)
+	var last error
+	for deadline := time.Now().Add(wait); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		select {
+		case <-d.exited:
+			d.proc = nil
+			return fmt.Errorf("%s ended (%v)%s", d.name, cmd.ProcessState, logTail(d.log))
+		case <-ctx.Done():
+			return ctx.Err()
+		default:
+		}
+		if last = ready(ctx); last == nil {
+			return nil
+		}
+	}
+	return fmt.Errorf("%s not ready within %s: %w%s", d.name, wait, last, logTail(d.log))
+}
+
+// kill ends the process with SIGKILL, as a crash would, and waits until
+// it has ended.
+func (d *daemon) kill() {
+	if d.proc == nil {
+		return
+	}
+	_ = d.proc.Process.Kill()
+	<-d.exited
+	d.proc = nil
+}
+
+// logTail returns the last lines of the log file at path, each on a line
+// of its own after a newline, for an error message; "" if it has none.
+func logTail(path string) string {
+	data, err := os.ReadFile(path)
+	if err != nil || len(data) == 0 {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	return "\n" + strings.Join(lines[max(len(lines)-20, 0):], "\n")
 }
 
 // freePort returns a loopback port nothing listens on right now.

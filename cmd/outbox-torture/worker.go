@@ -60,6 +60,21 @@ func runWorker(c config) error {
 		defer jr.close()
 	}
 	startInsert := bind(c.db, "INSERT INTO "+startsTable+" (event_id, worker, start_us) VALUES (?, ?, ?)")
+	// With -relay the listener publishes to the broker and the worker
+	// consumes, until ctx ends; it closes the broker's client last.
+	var rw *relayWorker
+	retry := outbox.RetryPolicy(&outbox.ExponentialBackoff{Base: 50 * time.Millisecond, Max: time.Second})
+	if c.relay != "" {
+		if rw, err = startRelayWorker(ctx, c, db, store); err != nil {
+			return err
+		}
+		defer func() {
+			if err := rw.stop(); err != nil {
+				fmt.Fprintf(os.Stderr, "worker %d: close the broker's client: %v\n", c.workerID, err)
+			}
+		}()
+		retry = relayRetry()
+	}
 	listener := func(ctx context.Context, e outbox.Envelope) error {
 		f, attempt := fate(e.ID()), outbox.DeliveryAttempt(ctx)
 		if err := sk.delivery(ctx, e); err != nil {
@@ -108,6 +123,9 @@ func runWorker(c config) error {
 		if jr != nil {
 			return jr.record(recDelivered, e.ID())
 		}
+		if rw != nil {
+			return rw.publish(ctx, e)
+		}
 		_, err := db.ExecContext(ctx, ledgerInsert, e.ID(), c.workerID, pid, attempt)
 		return err
 	}
@@ -117,7 +135,7 @@ func runWorker(c config) error {
 		Store: sk.store(store), TxContext: tx, Logger: logger, Lease: c.lease, ListenerTimeout: c.lease / 2,
 		Clock: sk.clock(), MaxClockSkew: sk.maxClockSkew(), Owner: sk.owner(),
 		Workers: 8, MaxAttempts: maxAttempts, DrainTimeout: drainTimeout, Ordered: c.ordered, OrderedRun: c.run,
-		RetryPolicy:  &outbox.ExponentialBackoff{Base: 50 * time.Millisecond, Max: time.Second},
+		RetryPolicy:  retry,
 		PollInterval: 200 * time.Millisecond, PollBatchSize: 100, MaxPollBackoff: time.Second,
 	})
 	if err != nil {
