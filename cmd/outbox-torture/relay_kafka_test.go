@@ -19,11 +19,12 @@ import (
 	"go.uber.org/goleak"
 )
 
-// TestMain makes the test binary the harness too: the broker of -relay
-// kafka is os.Executable() started with -role kfake (kafkaServer.run),
-// which runs main.
+// TestMain makes the test binary the harness too: started with -role
+// first, as the harness starts its child processes (the broker of -relay
+// kafka is os.Executable() with -role kfake, see kafkaServer.run), it runs
+// main.
 func TestMain(m *testing.M) {
-	if len(os.Args) > 2 && os.Args[1] == "-role" && os.Args[2] == "kfake" {
+	if len(os.Args) > 1 && os.Args[1] == "-role" {
 		main()
 		os.Exit(0)
 	}
