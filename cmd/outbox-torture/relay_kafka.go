@@ -18,8 +18,10 @@ import (
 	"github.com/go-outbox/outbox/core/relay"
 	outboxkafka "github.com/go-outbox/outbox/sinks/kafka"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // The broker of -relay kafka is kfake (franz-go's Kafka broker, which
@@ -88,12 +90,12 @@ func runKfake(dir string, port int) error {
 // kafkaServer is the coordinator's side of -relay kafka: the kfake child
 // process, its directory and port, and an admin client.
 type kafkaServer struct {
-	dir   string // removed by close
-	port  int
-	addr  string
-	topic string
-	made  bool        // the topic was created: the broker must list it
-	cl    *kgo.Client // admin requests; nil until made
+	dir     string // removed by close
+	port    int
+	addr    string
+	topic   string
+	created bool        // the topic was created: the broker must list it
+	cl      *kgo.Client // admin requests; nil until made in start
 
 	proc   *exec.Cmd      // the running broker; nil while none runs
 	stdin  io.WriteCloser // closing it ends the broker
@@ -133,7 +135,7 @@ func startKafka(ctx context.Context, run string) (_ brokerServer, err error) {
 	if err = errors.Join(err, resp.Err); err != nil {
 		return nil, fmt.Errorf("create topic %s: %w", topic, err)
 	}
-	s.made = true
+	s.created = true
 	if err := s.ready(ctx); err != nil {
 		return nil, err
 	}
@@ -165,12 +167,11 @@ func (s *kafkaServer) run(ctx context.Context) error {
 }
 
 // ready waits until the broker answers, at most kafkaReadyWithin; once the
-// topic was made, until its metadata lists the topic with every
-// partition, as the restarted broker must have read it back.
+// topic was created, until the broker lists it with every partition, as
+// the restarted broker must have read it back.
 func (s *kafkaServer) ready(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, kafkaReadyWithin)
 	defer cancel()
-	adm := kadm.NewClient(s.cl)
 	for {
 		select {
 		case <-s.exited:
@@ -179,7 +180,7 @@ func (s *kafkaServer) ready(ctx context.Context) error {
 			return fmt.Errorf("the broker ended (%v): %s", state, bytes.TrimSpace(s.stderr.Bytes()))
 		default:
 		}
-		err := s.answers(ctx, adm)
+		err := s.answers(ctx)
 		if err == nil {
 			return nil
 		}
@@ -191,23 +192,28 @@ func (s *kafkaServer) ready(ctx context.Context) error {
 	}
 }
 
-// answers makes one metadata request with a short deadline and checks the
-// answer (see ready).
-func (s *kafkaServer) answers(ctx context.Context, adm *kadm.Client) error {
+// answers asks the broker for the topic's metadata once, with a short
+// deadline, and checks the answer (see ready). The request goes to the
+// broker: kadm's metadata would come from the client's cache, which still
+// knows the topic after the broker is gone.
+func (s *kafkaServer) answers(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	topics, err := adm.ListTopics(ctx)
-	if err != nil || !s.made {
+	req := kmsg.NewPtrMetadataRequest()
+	t := kmsg.NewMetadataRequestTopic()
+	t.Topic = kmsg.StringPtr(s.topic)
+	req.Topics = append(req.Topics, t)
+	resp, err := req.RequestWith(ctx, s.cl)
+	if err != nil || !s.created {
 		return err
 	}
-	t, ok := topics[s.topic]
 	switch {
-	case !ok:
-		return fmt.Errorf("topic %s is gone", s.topic)
-	case t.Err != nil:
-		return t.Err
-	case len(t.Partitions) != kafkaPartitions:
-		return fmt.Errorf("topic %s has %d partitions, want %d", s.topic, len(t.Partitions), kafkaPartitions)
+	case len(resp.Topics) != 1:
+		return fmt.Errorf("metadata of topic %s: %d topics in the answer", s.topic, len(resp.Topics))
+	case resp.Topics[0].ErrorCode != 0:
+		return fmt.Errorf("topic %s: %w", s.topic, kerr.ErrorForCode(resp.Topics[0].ErrorCode))
+	case len(resp.Topics[0].Partitions) != kafkaPartitions:
+		return fmt.Errorf("topic %s has %d partitions, want %d", s.topic, len(resp.Topics[0].Partitions), kafkaPartitions)
 	}
 	return nil
 }
