@@ -296,3 +296,26 @@ func uncommitted(ctx context.Context, adm *kadm.Client, topic string) (int64, er
 	})
 	return lag, nil
 }
+
+// TestKafkaEventID: a record's event id is its one non-empty
+// Outbox-Event-Id header; anything else has none.
+func TestKafkaEventID(t *testing.T) {
+	h := func(k, v string) kgo.RecordHeader { return kgo.RecordHeader{Key: k, Value: []byte(v)} }
+	for _, tc := range []struct {
+		name    string
+		headers []kgo.RecordHeader
+		want    string
+		ok      bool
+	}{
+		{"one", []kgo.RecordHeader{h("traceparent", "x"), h(relay.HeaderEventID, "01J0")}, "01J0", true},
+		{"none", nil, "", false},
+		{"empty", []kgo.RecordHeader{h(relay.HeaderEventID, "")}, "", false},
+		{"two", []kgo.RecordHeader{h(relay.HeaderEventID, "a"), h(relay.HeaderEventID, "a")}, "", false},
+		{"other case", []kgo.RecordHeader{h("outbox-event-id", "a")}, "", false},
+	} {
+		id, ok := kafkaEventID(&kgo.Record{Headers: tc.headers})
+		if ok != tc.ok || (ok && id != tc.want) {
+			t.Errorf("%s: got %q, %v; want %q, %v", tc.name, id, ok, tc.want, tc.ok)
+		}
+	}
+}
