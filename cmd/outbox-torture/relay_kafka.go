@@ -54,6 +54,9 @@ const (
 	kafkaPartitions = 4
 	// kafkaReadyWithin bounds the wait for a started broker to answer.
 	kafkaReadyWithin = time.Minute
+	// kafkaCommitWithin bounds the consumer's commit after a poll: one that
+	// fails is left to the next commit.
+	kafkaCommitWithin = 5 * time.Second
 	// kafkaRetryPause is how long the consumer waits after an apply failed
 	// before it fetches the record again.
 	kafkaRetryPause = 100 * time.Millisecond
@@ -276,12 +279,12 @@ type kafkaClient struct {
 // The consumer is a member of the run's group (named after the topic,
 // shared by every worker) that commits only the records it marked
 // (AutoCommitMarks): consume marks a record once apply returned nil for it
-// (or it has no event id), and the client commits the marks every
-// AutoCommitInterval, again after a commit failed (the broker away) and
-// once more when the member gives up its partitions (a rebalance, close).
-// Each poll blocks rebalances (BlockRebalanceOnPoll) until its records are
-// applied and marked, so that a worker marks only partitions it still
-// owns. A record whose apply failed is fetched again: its partition is set
+// (or it has no event id) and commits the marks after each poll; the
+// client commits them again every AutoCommitInterval (after a commit
+// failed: the broker away) and when the member gives up its partitions (a
+// rebalance, close). Each poll blocks rebalances (BlockRebalanceOnPoll)
+// until its records are applied, marked and committed, so that a worker
+// commits only partitions it still owns. A record whose apply failed is fetched again: its partition is set
 // back to it (SetOffsets; its later records are dropped from this poll and
 // fetched again too) and nothing from it on is marked. Applied records not
 // yet committed when a member dies, or the broker, are delivered again,
@@ -346,7 +349,12 @@ func (k *kafkaClient) consume(ctx context.Context, apply func(ctx context.Contex
 				done = append(done, r)
 			}
 		})
-		k.cons.MarkCommitRecords(done...)
+		if len(done) > 0 {
+			k.cons.MarkCommitRecords(done...)
+			cctx, cancel := context.WithTimeout(ctx, kafkaCommitWithin)
+			_ = k.cons.CommitMarkedOffsets(cctx) // on failure: the next one commits them
+			cancel()
+		}
 		k.cons.SetOffsets(again)
 		k.cons.AllowRebalance()
 		if len(again) > 0 {
