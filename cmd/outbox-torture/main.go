@@ -162,6 +162,9 @@ type config struct {
 	brokerFaultEvery time.Duration
 	brokerURL        string
 	relayRun         string
+	// -role kfake: the broker of -relay kafka (see relay_kafka.go).
+	kfakeDir  string
+	kfakePort int
 }
 
 // dbFault names the fault of the database itself the run injects, or "".
@@ -247,12 +250,14 @@ func main() {
 	flag.DurationVar(&c.replicaLag, "replica-lag", time.Second, "with -failover: stop the primary's WAL sender this long before the primary is killed, so that the replica lags behind (0: kill at once)")
 	flag.StringVar(&c.pgBin, "pg-bin", "", "with -failover or -unsafe-commit: directory of initdb, pg_ctl and pg_basebackup (default: the newest /usr/lib/postgresql/*/bin, else PATH)")
 	flag.DurationVar(&c.drainTimeout, "drain-timeout", 5*time.Minute, "how long to wait for the backlog after the writers finish (a liveness bound: the line reports the seconds taken)")
-	flag.StringVar(&c.role, "role", "coordinator", "internal: coordinator or worker")
+	flag.StringVar(&c.role, "role", "coordinator", "internal: coordinator, worker or kfake")
 	flag.IntVar(&c.workerID, "worker-id", 0, "internal: worker number")
 	flag.IntVar(&c.quota, "quota", 0, "internal: events this worker commits")
 	flag.StringVar(&c.poisonID, "poison-id", "", "internal: id of the event whose listener ends its process")
 	flag.StringVar(&c.hungID, "hung-id", "", "internal: id of the event whose first delivery hangs")
 	flag.StringVar(&c.journal, "journal", "", "internal: directory of the workers' journals")
+	flag.StringVar(&c.kfakeDir, "kfake-dir", "", "internal: data directory of the kfake broker")
+	flag.IntVar(&c.kfakePort, "kfake-port", 0, "internal: loopback port of the kfake broker")
 	skewFlags(&c)
 	relayFlags(&c)
 	flag.Parse()
@@ -273,9 +278,12 @@ func main() {
 	if c.dsn == "" {
 		c.dsn = defaultDSN(d)
 	}
-	if c.role == "worker" {
+	switch c.role {
+	case "worker":
 		err = runWorker(c)
-	} else {
+	case "kfake":
+		err = runKfake(c.kfakeDir, c.kfakePort)
+	default:
 		err = runCoordinator(c)
 	}
 	if err != nil {
