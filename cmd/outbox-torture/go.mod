@@ -6,6 +6,7 @@ require (
 	github.com/go-outbox/outbox/core v0.0.0
 	github.com/go-sql-driver/mysql v1.10.1
 	github.com/jackc/pgx/v5 v5.12.0
+	go.uber.org/goleak v1.3.0
 	modernc.org/sqlite v1.61.1
 )
 
