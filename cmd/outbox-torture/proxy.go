@@ -59,6 +59,7 @@ func (p *proxy) cut(ctx context.Context, outage time.Duration) (int, error) {
 	n := 0
 	for c, accepted := range p.conns {
 		_ = c.Close()
+		delete(p.conns, c) // cut off already, whenever its goroutine notices
 		if accepted {
 			n++
 		}
@@ -69,17 +70,10 @@ func (p *proxy) cut(ctx context.Context, outage time.Duration) (int, error) {
 		p.down--
 		p.mu.Unlock()
 	}()
-	if outage <= 0 {
-		return n, nil
-	}
-	t := time.NewTimer(outage)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return n, nil
-	case <-ctx.Done():
+	if outage > 0 && !sleep(ctx, outage) {
 		return n, ctx.Err()
 	}
+	return n, nil
 }
 
 // close stops the proxy: it stops listening, closes every proxied
@@ -112,10 +106,8 @@ func (p *proxy) accept() {
 			return
 		}
 		if err != nil { // out of file descriptors, or the like: try again shortly
-			select {
-			case <-p.ctx.Done():
+			if !sleep(p.ctx, 10*time.Millisecond) {
 				return
-			case <-time.After(10 * time.Millisecond):
 			}
 			continue
 		}
@@ -178,4 +170,17 @@ func splice(dst, src net.Conn) {
 	_, _ = io.Copy(dst, src)
 	_ = dst.Close()
 	_ = src.Close()
+}
+
+// sleep waits for d and reports true, or reports false as soon as ctx
+// ends.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
