@@ -4,8 +4,10 @@ go 1.26.0
 
 require (
 	github.com/go-outbox/outbox/core v0.0.0
+	github.com/go-outbox/outbox/sinks/amqp v0.0.0
 	github.com/go-sql-driver/mysql v1.10.1
 	github.com/jackc/pgx/v5 v5.12.0
+	github.com/rabbitmq/amqp091-go v1.16.0
 	go.uber.org/goleak v1.3.0
 	modernc.org/sqlite v1.61.1
 )
@@ -29,3 +31,5 @@ require (
 )
 
 replace github.com/go-outbox/outbox/core => ../../core
+
+replace github.com/go-outbox/outbox/sinks/amqp => ../../sinks/amqp
