@@ -120,20 +120,7 @@ func startAMQP(ctx context.Context, run string) (brokerServer, error) {
 		return nil, fmt.Errorf("%s: %w", envAMQPURL, err)
 	}
 	name := amqpName(run)
-	err = withAMQPChannel(ctx, broker, func(ch *amqp.Channel) error {
-		if err := ch.ExchangeDeclare(name, amqp.ExchangeTopic, true, false, false, false, nil); err != nil {
-			return fmt.Errorf("declare exchange %s: %w", name, err)
-		}
-		args := amqp.Table{amqp.QueueTTLArg: amqpQueueExpiry.Milliseconds()}
-		if _, err := ch.QueueDeclare(name, true, false, false, false, args); err != nil {
-			return fmt.Errorf("declare queue %s: %w", name, err)
-		}
-		if err := ch.QueueBind(name, name+".#", name, false, nil); err != nil {
-			return fmt.Errorf("bind queue %s: %w", name, err)
-		}
-		return nil
-	})
-	if err != nil {
+	if err := withAMQPChannel(ctx, broker, func(ch *amqp.Channel) error { return declareAMQP(ch, name) }); err != nil {
 		return nil, err
 	}
 	s := &amqpServer{broker: broker, name: name}
@@ -145,6 +132,22 @@ func startAMQP(ctx context.Context, run string) (brokerServer, error) {
 	uri.Port, _ = strconv.Atoi(port)
 	s.via = uri.String()
 	return s, nil
+}
+
+// declareAMQP declares the exchange and the queue named name, durable,
+// the queue bound for every routing key amqpRoutingKey gives.
+func declareAMQP(ch *amqp.Channel, name string) error {
+	if err := ch.ExchangeDeclare(name, amqp.ExchangeTopic, true, false, false, false, nil); err != nil {
+		return fmt.Errorf("declare exchange %s: %w", name, err)
+	}
+	args := amqp.Table{amqp.QueueTTLArg: amqpQueueExpiry.Milliseconds()}
+	if _, err := ch.QueueDeclare(name, true, false, false, false, args); err != nil {
+		return fmt.Errorf("declare queue %s: %w", name, err)
+	}
+	if err := ch.QueueBind(name, name+".#", name, false, nil); err != nil {
+		return fmt.Errorf("bind queue %s: %w", name, err)
+	}
+	return nil
 }
 
 // url returns RabbitMQ's URL with the proxy's address.
@@ -283,10 +286,17 @@ func (c *amqpClient) consumeOnce(ctx context.Context, apply func(ctx context.Con
 			return true, ctx.Err()
 		case d, ok := <-deliveries:
 			if !ok {
-				if err, ok := <-closes; ok && err != nil {
-					return true, fmt.Errorf("channel closed: %w", err)
+				// The channel closed (its error, if any, came first), or
+				// the broker cancelled the consumer (its queue was
+				// deleted) and the channel is still open.
+				select {
+				case err := <-closes:
+					if err != nil {
+						return true, fmt.Errorf("channel closed: %w", err)
+					}
+				default:
 				}
-				return true, errors.New("channel closed")
+				return true, errors.New("the channel closed or the broker cancelled the consumer")
 			}
 			if err := c.handle(ctx, d, apply); err != nil {
 				return true, err

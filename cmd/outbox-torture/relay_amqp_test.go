@@ -71,14 +71,22 @@ func startConsumer(t *testing.T, ctx context.Context, srv brokerServer, run stri
 		defer close(c.done)
 		c.err = cl.consume(cctx, apply)
 	}()
-	t.Cleanup(func() { _ = c.stop() })
+	t.Cleanup(func() {
+		if err := c.stop(); err != nil {
+			t.Errorf("consumer: %v", err)
+		}
+	})
 	return c
 }
 
 // stop ends the consumer's consume, waits for it, and closes the client.
 func (c *consumer) stop() error {
 	c.cancel()
-	<-c.done
+	select {
+	case <-c.done:
+	case <-time.After(liveness):
+		return errors.New("consume did not return once its context ended")
+	}
 	return errors.Join(c.err, c.close())
 }
 
@@ -398,4 +406,62 @@ func lengths(applies map[string]int) map[int]int {
 		out[len(id)] += n
 	}
 	return out
+}
+
+// When the run's queue is deleted under a consumer, RabbitMQ cancels the
+// consumer on a channel that stays open: the consumer connects again, and
+// once the queue is back it applies what comes.
+func TestAMQPConsumerOutlivesItsQueue(t *testing.T) {
+	noLeaks(t)
+	admin := amqpAdmin(t)
+	ctx, cancel := context.WithTimeout(context.Background(), liveness)
+	defer cancel()
+	srv, run, _ := startAMQPRun(t, ctx)
+	name := amqpName(run)
+	applied := make(chan string, 1)
+	c := startConsumer(t, ctx, srv, run, func(_ context.Context, id string, _ []byte) error {
+		select {
+		case applied <- id:
+		default:
+		}
+		return nil
+	})
+	ch, err := admin.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	for { // until the consumer consumes
+		q, err := ch.QueueDeclarePassive(name, true, false, false, false, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if q.Consumers > 0 {
+			break
+		}
+		if !sleep(ctx, 10*time.Millisecond) {
+			t.Fatal("the consumer never consumed the run's queue")
+		}
+	}
+	if _, err := ch.QueueDelete(name, false, false, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := declareAMQP(ch, name); err != nil {
+		t.Fatal(err)
+	}
+	m := amqp.Publishing{Headers: amqp.Table{relay.HeaderEventID: "after"}}
+	if err := ch.PublishWithContext(ctx, name, name+".Again", true, false, m); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case id := <-applied:
+		if id != "after" {
+			t.Errorf("applied %q, want %q", id, "after")
+		}
+	case <-ctx.Done():
+		t.Fatal("nothing applied after the queue came back")
+	}
+	if err := c.stop(); err != nil {
+		t.Errorf("consumer: %v", err)
+	}
 }
