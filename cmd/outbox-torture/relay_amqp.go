@@ -47,6 +47,7 @@ const (
 	amqpQueueExpiry = time.Hour
 )
 
+// init makes RabbitMQ the broker of -relay amqp.
 func init() {
 	relayBrokers["amqp"] = relayBroker{start: startAMQP, dial: dialAMQP}
 }
@@ -135,9 +136,12 @@ func startAMQP(ctx context.Context, run string) (brokerServer, error) {
 }
 
 // declareAMQP declares the exchange and the queue named name, durable,
-// the queue bound for every routing key amqpRoutingKey gives.
+// the queue bound for every routing key amqpRoutingKey gives. The queue
+// expires after amqpQueueExpiry unused, and the exchange goes with its
+// last binding: a run that never reached close leaves nothing behind for
+// long.
 func declareAMQP(ch *amqp.Channel, name string) error {
-	if err := ch.ExchangeDeclare(name, amqp.ExchangeTopic, true, false, false, false, nil); err != nil {
+	if err := ch.ExchangeDeclare(name, amqp.ExchangeTopic, true, true, false, false, nil); err != nil {
 		return fmt.Errorf("declare exchange %s: %w", name, err)
 	}
 	args := amqp.Table{amqp.QueueTTLArg: amqpQueueExpiry.Milliseconds()}
