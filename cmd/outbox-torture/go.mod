@@ -4,11 +4,13 @@ go 1.26.0
 
 require (
 	github.com/go-outbox/outbox/core v0.0.0
+	github.com/go-outbox/outbox/sinks/amqp v0.0.0
 	github.com/go-outbox/outbox/sinks/kafka v0.0.0
 	github.com/go-outbox/outbox/sinks/nats v0.0.0
 	github.com/go-sql-driver/mysql v1.10.1
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/nats-io/nats.go v1.55.0
+	github.com/rabbitmq/amqp091-go v1.16.0
 	github.com/twmb/franz-go v1.22.2
 	github.com/twmb/franz-go/pkg/kadm v1.19.0
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c
@@ -42,6 +44,7 @@ require (
 
 replace (
 	github.com/go-outbox/outbox/core => ../../core
+	github.com/go-outbox/outbox/sinks/amqp => ../../sinks/amqp
 	github.com/go-outbox/outbox/sinks/kafka => ../../sinks/kafka
 	github.com/go-outbox/outbox/sinks/nats => ../../sinks/nats
 )
