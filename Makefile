@@ -126,15 +126,17 @@ torture: torture-bin ## Fault harness: SIGKILLs, connection cuts, failing listen
 # -skew run uses the shared server (its own database, as make torture) and
 # leaves out the poison probe: under skew each of its take-overs waits
 # Lease+MaxClockSkew (docs/guarantees.md, "Clocks"). The -relay runs start
-# a broker of their own on a free loopback port (never the shared one),
-# fail it mid-load and remove it at the end.
-chaos: torture-bin ## The harness with the database crashing: failover to a synchronous and to an asynchronous replica, a crash with synchronous_commit=off, a MariaDB crash and restart; workers with clocks off by ±CHAOS_SKEW; events relayed through NATS, SIGKILLed and restarted, to consumers applying them through the inbox (CHAOS_EVENTS=…).
+# a broker of their own on a free loopback port (never the shared one), or,
+# for RabbitMQ, a run's queue on the shared broker behind a proxy of their
+# own; fail it mid-load and remove it at the end.
+chaos: torture-bin ## The harness with the database crashing: failover to a synchronous and to an asynchronous replica, a crash with synchronous_commit=off, a MariaDB crash and restart; workers with clocks off by ±CHAOS_SKEW; events relayed to consumers applying them through the inbox, through NATS SIGKILLed and restarted, RabbitMQ with every connection cut, Kafka (kfake) SIGKILLed and restarted (CHAOS_EVENTS=…).
 	$(CURDIR)/bin/outbox-torture -db postgres -failover sync -events $(CHAOS_EVENTS) $(CHAOS_FLAGS)
 	$(CURDIR)/bin/outbox-torture -db postgres -failover async -events $(CHAOS_EVENTS) $(CHAOS_FLAGS)
 	$(CURDIR)/bin/outbox-torture -db postgres -unsafe-commit -events $(CHAOS_EVENTS) $(CHAOS_FLAGS)
 	$(CURDIR)/bin/outbox-torture -db mariadb -mariadb-restart -events $(CHAOS_EVENTS) $(CHAOS_FLAGS)
 	$(CURDIR)/bin/outbox-torture -db postgres -skew $(CHAOS_SKEW) -poison-exit=false -events $(CHAOS_EVENTS) $(CHAOS_FLAGS)
 	$(CURDIR)/bin/outbox-torture -db postgres -relay nats -events $(CHAOS_EVENTS) $(CHAOS_FLAGS)
+	$(CURDIR)/bin/outbox-torture -db postgres -relay amqp -events $(CHAOS_EVENTS) $(CHAOS_FLAGS)
 
 # The CI size of the model runs with `make test` (go test ./internal/protomodel/ in core).
 model: ## Check the claim protocol's model at its full sizes: every state, every invariant, each mutant caught; prints states, depth and time (OUTBOX_MODEL_TRACE=1: the mutants' traces).
