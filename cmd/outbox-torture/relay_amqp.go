@@ -14,12 +14,13 @@ import (
 	outbox "github.com/go-outbox/outbox/core"
 	"github.com/go-outbox/outbox/core/inbox"
 	"github.com/go-outbox/outbox/core/relay"
+	"github.com/go-outbox/outbox/core/relay/relaytest"
 	outboxamqp "github.com/go-outbox/outbox/sinks/amqp"
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
 // -relay amqp runs on the shared RabbitMQ, which the run must not stop: the
-// workers reach it through a proxy of the coordinator's (see proxy), and
+// workers reach it through a proxy of the coordinator's (relaytest.Proxy), and
 // the fault is every connection through the proxy cut at once, with new
 // ones refused for amqpOutage. The run has an exchange and a queue of its
 // own, named for it (amqpName), which close deletes.
@@ -107,7 +108,7 @@ func withAMQPChannel(ctx context.Context, url string, fn func(ch *amqp.Channel) 
 type amqpServer struct {
 	broker string // RabbitMQ's own URL
 	name   string // the exchange's and the queue's
-	proxy  *proxy
+	proxy  *relaytest.Proxy
 	via    string // broker's URL with the proxy's address
 }
 
@@ -125,10 +126,10 @@ func startAMQP(ctx context.Context, run string) (brokerServer, error) {
 		return nil, err
 	}
 	s := &amqpServer{broker: broker, name: name}
-	if s.proxy, err = startProxy(net.JoinHostPort(uri.Host, strconv.Itoa(uri.Port))); err != nil {
+	if s.proxy, err = relaytest.StartProxy(net.JoinHostPort(uri.Host, strconv.Itoa(uri.Port))); err != nil {
 		return nil, errors.Join(fmt.Errorf("start the proxy to RabbitMQ: %w", err), s.delete(ctx))
 	}
-	host, port, _ := net.SplitHostPort(s.proxy.addr())
+	host, port, _ := net.SplitHostPort(s.proxy.Addr())
 	uri.Host = host
 	uri.Port, _ = strconv.Atoi(port)
 	s.via = uri.String()
@@ -160,9 +161,11 @@ func (s *amqpServer) url() string { return s.via }
 // fault cuts every connection of the workers to RabbitMQ and refuses new
 // ones for amqpOutage.
 func (s *amqpServer) fault(ctx context.Context) (string, error) {
-	n, err := s.proxy.cut(ctx, amqpOutage)
-	if err != nil {
-		return "", err
+	n := s.proxy.Cut()
+	ok := sleep(ctx, amqpOutage)
+	s.proxy.Restore()
+	if !ok {
+		return "", context.Cause(ctx)
 	}
 	return fmt.Sprintf("cut %d RabbitMQ connections, refused new ones for %s", n, amqpOutage), nil
 }
@@ -170,7 +173,7 @@ func (s *amqpServer) fault(ctx context.Context) (string, error) {
 // close stops the proxy and deletes the run's queue and exchange (if ctx
 // ends first, the queue is left to expire after amqpQueueExpiry).
 func (s *amqpServer) close(ctx context.Context) error {
-	return errors.Join(s.proxy.close(), s.delete(ctx))
+	return errors.Join(s.proxy.Close(), s.delete(ctx))
 }
 
 // delete deletes the run's queue, with the messages left in it, and its
@@ -360,6 +363,19 @@ func (b *backoff) wait(ctx context.Context) bool {
 	d := max(time.Duration(*b), amqpBackoff)
 	*b = backoff(min(2*d, amqpMaxBackoff))
 	return sleep(ctx, d)
+}
+
+// sleep waits for d and reports true, or reports false as soon as ctx
+// ends.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // reset makes the next wait amqpBackoff again.

@@ -15,7 +15,20 @@ import (
 	"github.com/go-outbox/outbox/core/relay"
 	"github.com/go-outbox/outbox/core/relay/relaytest"
 	amqp "github.com/rabbitmq/amqp091-go"
+	"go.uber.org/goleak"
 )
+
+// liveness bounds the tests' waits for something that must happen: far
+// longer than it takes, so that only a hang fails them.
+const liveness = time.Minute
+
+// noLeaks fails t if a goroutine started during the test outlives it and
+// its cleanups.
+func noLeaks(t *testing.T) {
+	t.Helper()
+	before := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, before) })
+}
 
 // amqpAdmin returns a connection of the test's own to the shared RabbitMQ,
 // or skips the test (fails it under OUTBOX_TEST_REQUIRE_BROKERS=1).

@@ -2,6 +2,7 @@ package relaytest
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -27,15 +28,25 @@ type Proxy struct {
 // when the test ends.
 func NewProxy(t testing.TB, target string) *Proxy {
 	t.Helper()
+	p, err := StartProxy(target)
+	if err != nil {
+		t.Fatalf("relaytest: %v", err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
+// StartProxy starts a proxy on 127.0.0.1 to target (host:port), outside a
+// test (a fault harness): Close stops it.
+func StartProxy(target string) (*Proxy, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatalf("relaytest: proxy: %v", err)
+		return nil, fmt.Errorf("proxy: %w", err)
 	}
 	p := &Proxy{target: target, ln: ln, conns: make(map[net.Conn]struct{})}
 	p.wg.Add(1)
 	go p.accept()
-	t.Cleanup(func() { _ = p.Close() })
-	return p
+	return p, nil
 }
 
 // Addr returns the proxy's address (host:port): connect there instead of
@@ -43,14 +54,19 @@ func NewProxy(t testing.TB, target string) *Proxy {
 func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 
 // Cut closes every proxied connection and closes new ones at once until
-// Restore.
-func (p *Proxy) Cut() {
+// Restore. It returns how many clients it cut off.
+func (p *Proxy) Cut() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.cut = true
+	clients := 0
 	for c := range p.conns {
+		if c.LocalAddr().String() == p.ln.Addr().String() { // accepted here, not dialed to the target
+			clients++
+		}
 		_ = c.Close()
 	}
+	return clients
 }
 
 // Restore lets connections through again.

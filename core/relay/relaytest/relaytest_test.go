@@ -154,7 +154,9 @@ func TestProxyCutAndRestore(t *testing.T) {
 		t.Fatalf("through the proxy: %q, %v", got, err)
 	}
 
-	p.Cut()
+	if n := p.Cut(); n != 1 {
+		t.Errorf("Cut cut off %d clients, want 1", n)
+	}
 	if got, err := roundTrip(c, "two"); err == nil {
 		t.Errorf("a connection survived the cut: %q", got)
 	}
