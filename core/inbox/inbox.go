@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -13,7 +14,8 @@ import (
 )
 
 // ErrInvalidID is wrapped by the error of Process for an event id the
-// inbox cannot hold: empty, longer than MaxIDLen bytes, or not UTF-8.
+// inbox cannot hold: empty, longer than MaxIDLen bytes, not UTF-8, or with
+// a NUL byte.
 var ErrInvalidID = errors.New("inbox: invalid event id")
 
 // MaxIDLen is the longest event id, in bytes, that Process accepts.
@@ -212,6 +214,10 @@ func checkID(id string) error {
 		return fmt.Errorf("%w: the id has %d bytes, at most %d are kept", ErrInvalidID, len(id), MaxIDLen)
 	case !utf8.ValidString(id):
 		return fmt.Errorf("%w: the id %q is not UTF-8", ErrInvalidID, id)
+	case strings.IndexByte(id, 0) >= 0:
+		// As an envelope's event id: PostgreSQL refuses NUL in text, so
+		// every delivery of such a message would fail the same way.
+		return fmt.Errorf("%w: the id %q contains NUL", ErrInvalidID, id)
 	}
 	return nil
 }

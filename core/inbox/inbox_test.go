@@ -81,7 +81,7 @@ func TestProcessRefusesInvalidIDs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, id := range []string{"", strings.Repeat("x", inbox.MaxIDLen+1), "\xff"} {
+	for _, id := range []string{"", strings.Repeat("x", inbox.MaxIDLen+1), "\xff", "id\x00with-nul"} {
 		dup, err := in.Process(context.Background(), id, func(context.Context) error {
 			t.Errorf("the consumer ran for the id %q", id)
 			return nil
