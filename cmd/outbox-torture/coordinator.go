@@ -181,7 +181,13 @@ func runCoordinator(c config) error {
 				}
 				firstFault, brokerFault = 0, ticker(c.brokerFaultEvery)
 			}
-			co.brokerFault(ctx, broker)
+			if err := co.brokerFault(ctx, broker); err != nil {
+				co.stopAll()
+				if ctx.Err() != nil {
+					return fmt.Errorf("interrupted: %w", ctx.Err())
+				}
+				return err
+			}
 		case <-check.C:
 			co.restartCrashed()
 			written = co.written(ctx, written)

@@ -161,17 +161,19 @@ func closeBroker(srv brokerServer) {
 	}
 }
 
-// brokerFault injects the broker's fault once and counts it.
-func (co *coordinator) brokerFault(ctx context.Context, srv brokerServer) {
+// brokerFault injects the broker's fault once and counts it. An error
+// means the broker did not come back: the run cannot go on without it (its
+// events would go DEAD, blaming the outbox for the harness).
+func (co *coordinator) brokerFault(ctx context.Context, srv brokerServer) error {
 	what, err := srv.fault(ctx)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "torture: broker fault: %v\n", err)
-		return
+		return fmt.Errorf("broker fault: %w", err)
 	}
 	co.mu.Lock()
 	co.brokerFaults++
 	co.mu.Unlock()
 	fmt.Fprintf(os.Stderr, "torture: broker fault: %s\n", what)
+	return nil
 }
 
 // unfinishedQuery counts the committed events (business rows) that were
@@ -270,7 +272,7 @@ func (r *relayWorker) apply(ctx context.Context, eventID string, _ []byte) error
 		return err
 	})
 	if errors.Is(err, inbox.ErrInvalidID) {
-		fmt.Fprintf(os.Stderr, "worker %d: dropped a message with an invalid event id %q: %v\n", r.c.workerID, eventID, err)
+		fmt.Fprintf(os.Stderr, "worker %d: dropped a message with an invalid event id (%d bytes)\n", r.c.workerID, len(eventID))
 		return nil
 	}
 	return err
@@ -326,3 +328,16 @@ func (p *applyPool) run(ctx context.Context, f func()) bool {
 
 // wait waits until the pool's goroutines have ended (after ctx).
 func (p *applyPool) wait() { p.wg.Wait() }
+
+// sleep waits for d and reports true, or reports false as soon as ctx
+// ends.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

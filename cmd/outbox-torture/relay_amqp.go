@@ -332,6 +332,7 @@ func (c *amqpClient) handle(ctx context.Context, d amqp.Delivery, apply func(ctx
 		return d.Reject(false)
 	default:
 		c.log.Debug("outbox-torture: amqp consumer: apply failed, the message goes back to the queue", "event", id, "error", err)
+		sleep(ctx, amqpBackoff) // not at once: what failed (the database cut away) may need a moment
 		return d.Nack(false, true)
 	}
 }
@@ -363,19 +364,6 @@ func (b *backoff) wait(ctx context.Context) bool {
 	d := max(time.Duration(*b), amqpBackoff)
 	*b = backoff(min(2*d, amqpMaxBackoff))
 	return sleep(ctx, d)
-}
-
-// sleep waits for d and reports true, or reports false as soon as ctx
-// ends.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // reset makes the next wait amqpBackoff again.

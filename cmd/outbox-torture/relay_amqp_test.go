@@ -259,6 +259,12 @@ func TestAMQPRelayThroughCuts(t *testing.T) {
 			if err != nil {
 				t.Fatalf("fault: %v", err)
 			}
+			// Two clients, each with the sink's connection and the
+			// consumer's: a fault that cut fewer went past the proxy.
+			var cut int
+			if _, err := fmt.Sscanf(what, "cut %d ", &cut); err != nil || cut < 2*len(cs) {
+				t.Fatalf("fault %q: want at least %d connections cut", what, 2*len(cs))
+			}
 			gen.Add(1)
 			t.Logf("cut %d: %s", round+1, what)
 		}

@@ -227,12 +227,12 @@ func (c *natsClient) consume(ctx context.Context, apply func(ctx context.Context
 	for ctx.Err() == nil {
 		cons, err := c.js.Consumer(ctx, c.run, natsConsumer)
 		if err != nil {
-			sleepCtx(ctx, natsReconnectWait)
+			sleep(ctx, natsReconnectWait)
 			continue
 		}
 		cc, err := cons.Consume(handle, jetstream.PullMaxMessages(natsPullBatch))
 		if err != nil {
-			sleepCtx(ctx, natsReconnectWait)
+			sleep(ctx, natsReconnectWait)
 			continue
 		}
 		select {
@@ -249,14 +249,4 @@ func (c *natsClient) close() error {
 	err := c.s.Close()
 	c.nc.Close()
 	return err
-}
-
-// sleepCtx sleeps for d or until ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }

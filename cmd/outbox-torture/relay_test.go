@@ -97,6 +97,7 @@ func TestNATSBrokerThroughItsFault(t *testing.T) {
 	if _, err := natsServerPath(); err != nil {
 		relaytest.Unavailable(t, "nats-server", err)
 	}
+	noLeaks(t)
 	ctx := context.Background()
 	run := newRelayRun()
 	srv, err := relayBrokers["nats"].start(ctx, run)
@@ -116,6 +117,10 @@ func TestNATSBrokerThroughItsFault(t *testing.T) {
 	applied, failed := map[string]int{}, map[string]bool{}
 	cctx, stop := context.WithCancel(ctx)
 	consumed := make(chan error, 1)
+	// finish stops the consumer and waits for it (at the latest when the
+	// test ends, also on a failure).
+	finish := sync.OnceValue(func() error { stop(); return <-consumed })
+	defer finish()
 	go func() {
 		consumed <- bc.consume(cctx, func(_ context.Context, id string, _ []byte) error {
 			mu.Lock()
@@ -170,8 +175,7 @@ func TestNATSBrokerThroughItsFault(t *testing.T) {
 			t.Fatalf("%d of %d events not applied after a minute (%d refused): %v", len(missing), len(events), refused, missing)
 		}
 	}
-	stop()
-	if err := <-consumed; err != nil {
+	if err := finish(); err != nil {
 		t.Fatal(err)
 	}
 

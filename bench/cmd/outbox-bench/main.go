@@ -143,7 +143,7 @@ func main() {
 	flag.DurationVar(&o.pinnedVacuum, "pinned-vacuum", time.Minute, "pinned-horizon runs VACUUM on its table this often (0: never; for a server with autovacuum off)")
 	flag.StringVar(&o.pinnedRuns, "pinned-runs", "default,default+pin,partitioned,partitioned+pin", "the runs of pinned-horizon, comma-separated")
 	flag.IntVar(&o.orderedRun, "ordered-run", 0, "the ordered Client's OrderedRun in drain-ordered and e2e-hot-ordered (0: the default; 1: one event per key at a time)")
-	flag.BoolVar(&o.short, "short", false, "CI sizes: -duration 300ms -pairs 1 -drain-pairs 1 -drain-rows 100000 unless set, and e2e-cross without its poll-only baseline")
+	flag.BoolVar(&o.short, "short", false, "CI sizes: -duration 300ms -pairs 1 -drain-pairs 1 -drain-rows 50000 unless set, and e2e-cross without its poll-only baseline")
 	flag.StringVar(&o.pgDSN, "postgres-dsn", serverDSN(sqlstore.PostgreSQL), "PostgreSQL DSN")
 	flag.StringVar(&o.myDSN, "mysql-dsn", serverDSN(sqlstore.MySQL), "MySQL/MariaDB DSN")
 	flag.StringVar(&o.sqlitePath, "sqlite-path", filepath.Join(os.TempDir(), "outbox-bench", "bench.db"), "SQLite database file (recreated)")
@@ -165,7 +165,7 @@ func main() {
 			o.drainPairs = 1
 		}
 		if !set["drain-rows"] {
-			o.drainRows = 100_000
+			o.drainRows = 50_000
 		}
 		if !set["drain-rows-few-keys"] {
 			o.drainRowsFewKeys = 5_000
