@@ -296,7 +296,7 @@ func (s *kafkaServer) audit(ctx context.Context, ids map[string]bool) (string, e
 	for id := range behind {
 		delete(past, id)
 	}
-	return fmt.Sprintf("the topic has %d of them at or past their partition's committed offset (never consumed), %d before it (committed without being applied), %d not at all (lost by the broker); committed/end offsets by partition: %s",
+	return fmt.Sprintf("the topic has %d of them at or past their partition's committed offset (never consumed), %d before it (committed without being applied), %d not at all (acknowledged, yet not in the topic); committed/end offsets by partition: %s",
 		len(past), len(behind), len(ids)-len(past)-len(behind), strings.Join(parts, ", ")), nil
 }
 

@@ -423,7 +423,7 @@ func TestKafkaAudit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "the topic has 1 of them at or past their partition's committed offset (never consumed), 1 before it (committed without being applied), 1 not at all (lost by the broker); committed/end offsets by partition: 0: 0/0, 1: 1/4, 2: 0/0, 3: 0/0"
+	want := "the topic has 1 of them at or past their partition's committed offset (never consumed), 1 before it (committed without being applied), 1 not at all (acknowledged, yet not in the topic); committed/end offsets by partition: 0: 0/0, 1: 1/4, 2: 0/0, 3: 0/0"
 	if got != want {
 		t.Errorf("audit:\n got %s\nwant %s", got, want)
 	}
