@@ -48,6 +48,8 @@ type coordinator struct {
 	outage    time.Duration
 	// brokerFaults counts the faults of the broker of -relay.
 	brokerFaults int
+	// broker is the broker of -relay, nil without.
+	broker brokerServer
 }
 
 func runCoordinator(c config) error {
@@ -111,7 +113,7 @@ func runCoordinator(c config) error {
 		}
 	}
 	c.ownDB = "" // workers get the rewritten DSN
-	co := &coordinator{c: c, db: db, out: os.Stdout}
+	co := &coordinator{c: c, db: db, out: os.Stdout, broker: broker}
 	for i := range c.workers {
 		if err := co.spawn(i, co.quota(i)); err != nil {
 			co.stopAll()
@@ -469,7 +471,7 @@ func (co *coordinator) report(ctx context.Context, took time.Duration) error {
 			fault, b.written, b.lostUndurable, b.vanished, co.outage.Seconds())
 	}
 	skewLine, skewErr := co.skewReport(ctx)
-	relayLine, relayErr := co.relayReport(one)
+	relayLine, relayErr := co.relayReport(ctx, one)
 	ordered += skewLine + relayLine
 	fmt.Fprintf(co.out, "TORTURE db=%s events=%d delivered=%d lost=%d duplicates=%d dead=%d max_dup_per_event=%d dup_per_kill=%.1f seconds=%.1f"+
 		" kills=%d cuts=%d crashes=%d poison_exits=%d poison_dead=%d hung_recovered=%d unexpected_dead=%d"+

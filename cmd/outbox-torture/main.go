@@ -103,12 +103,16 @@
 // duplicates, lost and rolled_back_delivered count applications, and the
 // line adds
 //
-//	relay=nats applied=… applied_twice=… suppressed=… broker_faults=…
+//	relay=nats applied=… applied_twice=… suppressed=… broker_faults=… acked_unapplied=…
 //
 // where applied counts the events applied, applied_twice those applied
 // more than once (it must be 0), suppressed the redeliveries the inbox
-// found applied already (and left alone), and broker_faults the broker's
-// faults. -relay does not combine with the crashes of the database or with
+// found applied already (and left alone), broker_faults the broker's
+// faults, and acked_unapplied the lost events the broker acknowledged
+// (DONE: the sink returned nil) that no consumer applied; the error names
+// them so, with where the broker has their messages if it can tell
+// (-relay kafka: the topic read back against the group's committed
+// offsets). -relay does not combine with the crashes of the database or with
 // -ordered.
 package main
 

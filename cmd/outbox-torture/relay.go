@@ -184,27 +184,60 @@ func (c config) unfinishedQuery() string {
 		" AND NOT EXISTS (SELECT 1 FROM " + outboxTable + " x WHERE x.event_id = o.id AND " + endedUndelivered + ")"
 }
 
+// ackedUnapplied selects the outbox rows x of the events the broker
+// acknowledged (DONE: the sink returned nil for them) that no consumer
+// applied.
+var ackedUnapplied = " FROM " + outboxTable + " x WHERE x.status = " + strconv.Itoa(int(outbox.StatusDone)) +
+	" AND NOT EXISTS (SELECT 1 FROM " + appliedTable + " a WHERE a.event_id = x.event_id)"
+
 // relayReport is the part of the line of a -relay run, "" without:
-// relay=… applied=… applied_twice=… suppressed=… broker_faults=…; its
-// error says what the counts break.
-func (co *coordinator) relayReport(one func(q string) int) (string, error) {
+// relay=… applied=… applied_twice=… suppressed=… broker_faults=…
+// acked_unapplied=…; its error says what the counts break. Lost events
+// the broker acknowledged are named as such, with where the broker has
+// them if it can tell (brokerAuditor).
+func (co *coordinator) relayReport(ctx context.Context, one func(q string) int) (string, error) {
 	if co.c.relay == "" {
 		return "", nil
 	}
 	applied := one("SELECT COUNT(DISTINCT event_id) FROM " + appliedTable)
 	twice := one("SELECT COUNT(*) FROM (SELECT event_id FROM " + appliedTable + " GROUP BY event_id HAVING COUNT(*) > 1) t")
 	suppressed := one("SELECT COUNT(*) FROM " + suppressedTable)
+	acked := one("SELECT COUNT(*)" + ackedUnapplied)
 	co.mu.Lock()
 	faults := co.brokerFaults
 	co.mu.Unlock()
-	line := fmt.Sprintf(" relay=%s applied=%d applied_twice=%d suppressed=%d broker_faults=%d", co.c.relay, applied, twice, suppressed, faults)
+	line := fmt.Sprintf(" relay=%s applied=%d applied_twice=%d suppressed=%d broker_faults=%d acked_unapplied=%d", co.c.relay, applied, twice, suppressed, faults, acked)
+	var errs []error
 	switch {
-	case twice < 0 || applied < 0:
-		return line, errors.New("could not count the applied events")
+	case twice < 0 || applied < 0 || acked < 0:
+		errs = append(errs, errors.New("could not count the applied events"))
 	case twice > 0:
-		return line, fmt.Errorf("%d events were applied more than once through the inbox", twice)
+		errs = append(errs, fmt.Errorf("%d events were applied more than once through the inbox", twice))
 	}
-	return line, nil
+	if acked > 0 {
+		errs = append(errs, co.ackedUnappliedErr(ctx, acked))
+	}
+	return line, errors.Join(errs...)
+}
+
+// ackedUnappliedErr describes the n events the broker acknowledged that
+// were never applied: with the broker's word on where they are, if it
+// has one.
+func (co *coordinator) ackedUnappliedErr(ctx context.Context, n int) error {
+	err := fmt.Errorf("%d events were acknowledged by the broker (their outbox rows are DONE) but never applied by a consumer", n)
+	a, ok := co.broker.(brokerAuditor)
+	if !ok {
+		return err
+	}
+	ids, qerr := co.ids(ctx, "SELECT x.event_id"+ackedUnapplied)
+	if qerr != nil {
+		return fmt.Errorf("%w (their ids: %v)", err, qerr)
+	}
+	where, aerr := a.audit(ctx, ids)
+	if aerr != nil {
+		return fmt.Errorf("%w (the broker could not tell where they are: %v)", err, aerr)
+	}
+	return fmt.Errorf("%w: %s", err, where)
 }
 
 // relayWorker is a worker's side of a -relay run: the broker's client,
@@ -231,7 +264,7 @@ func startRelayWorker(ctx context.Context, c config, db *sql.DB, store *outboxsq
 	if err != nil {
 		return nil, err
 	}
-	bc, err := relayBrokers[c.relay].dial(ctx, c.brokerURL, c.relayRun)
+	bc, err := relayBrokers[c.relay].dial(ctx, c.brokerURL, c.relayRun, c.workerID)
 	if err != nil {
 		return nil, fmt.Errorf("-relay %s: %w", c.relay, err)
 	}

@@ -210,7 +210,7 @@ type amqpClient struct {
 // dialAMQP connects a worker to the run's exchange and queue at url. While
 // RabbitMQ cannot be reached (a worker started during a cut) it tries
 // again until ctx ends.
-func dialAMQP(ctx context.Context, url, run string) (brokerClient, error) {
+func dialAMQP(ctx context.Context, url, run string, _ int) (brokerClient, error) {
 	c := &amqpClient{url: url, queue: amqpName(run), log: slog.Default()}
 	cfg := outboxamqp.Config{URL: url, Exchange: amqpName(run), RoutingKey: amqpRoutingKey(run), Logger: c.log}
 	var b backoff

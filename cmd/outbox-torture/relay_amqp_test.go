@@ -74,7 +74,7 @@ type consumer struct {
 // startConsumer dials the run at srv and consumes with apply.
 func startConsumer(t *testing.T, ctx context.Context, srv brokerServer, run string, apply func(ctx context.Context, id string, payload []byte) error) *consumer {
 	t.Helper()
-	cl, err := relayBrokers["amqp"].dial(ctx, srv.url(), run)
+	cl, err := relayBrokers["amqp"].dial(ctx, srv.url(), run, 0)
 	if err != nil {
 		t.Fatalf("dial: %v", err)
 	}

@@ -11,7 +11,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	outbox "github.com/go-outbox/outbox/core"
@@ -91,7 +93,8 @@ func runKfake(dir string, port int) error {
 }
 
 // kafkaServer is the coordinator's side of -relay kafka: the kfake child
-// process, its directory and port, and an admin client.
+// process, its directory and port, and an admin client. It is a
+// brokerAuditor.
 type kafkaServer struct {
 	dir     string // removed by close
 	port    int
@@ -232,6 +235,71 @@ func (s *kafkaServer) fault(ctx context.Context) (string, error) {
 	return fmt.Sprintf("kafka broker SIGKILLed and restarted on %s (%s)", s.addr, time.Since(start).Round(time.Millisecond)), nil
 }
 
+// audit reads the run's topic from its start to its end, and the group's
+// committed offsets, and sorts the events with ids by where their records
+// are: at or past their partition's committed offset (never consumed: the
+// group stood still, or no member fetched them), before it (the group
+// committed past them without applying them) or nowhere (the broker does
+// not have them).
+func (s *kafkaServer) audit(ctx context.Context, ids map[string]bool) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, kafkaReadyWithin)
+	defer cancel()
+	adm := kadm.NewClient(s.cl)
+	ends, err := adm.ListEndOffsets(ctx, s.topic)
+	if err = errors.Join(err, ends.Error()); err != nil {
+		return "", fmt.Errorf("end offsets: %w", err)
+	}
+	committed, err := adm.FetchOffsets(ctx, s.topic) // the group is named after its topic
+	if err = errors.Join(err, committed.Error()); err != nil {
+		return "", fmt.Errorf("committed offsets: %w", err)
+	}
+	commit := func(p int32) int64 {
+		if o, ok := committed.Lookup(s.topic, p); ok {
+			return o.At
+		}
+		return 0
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.addr), kgo.ConsumeTopics(s.topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		return "", err
+	}
+	defer cl.Close()
+	unread := map[int32]int64{} // the end of each partition not read to it yet
+	var parts []string
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset > 0 {
+			unread[o.Partition] = o.Offset
+		}
+		parts = append(parts, fmt.Sprintf("%d: %d/%d", o.Partition, commit(o.Partition), o.Offset))
+	})
+	slices.Sort(parts)
+	past, behind := map[string]bool{}, map[string]bool{}
+	for len(unread) > 0 {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			return "", fmt.Errorf("read the topic: %w", ctx.Err())
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if r.Offset+1 >= unread[r.Partition] {
+				delete(unread, r.Partition)
+			}
+			id, ok := kafkaEventID(r)
+			switch {
+			case !ok || !ids[id]:
+			case r.Offset < commit(r.Partition):
+				behind[id] = true
+			default:
+				past[id] = true
+			}
+		})
+	}
+	for id := range behind {
+		delete(past, id)
+	}
+	return fmt.Sprintf("the topic has %d of them at or past their partition's committed offset (never consumed), %d before it (committed without being applied), %d not at all (acknowledged, yet not in the topic); committed/end offsets by partition: %s",
+		len(past), len(behind), len(ids)-len(past)-len(behind), strings.Join(parts, ", ")), nil
+}
+
 // kill ends the broker with SIGKILL and waits until it has ended.
 func (s *kafkaServer) kill() {
 	if s.proc == nil {
@@ -288,9 +356,22 @@ type kafkaClient struct {
 // back to it (SetOffsets; its later records are dropped from this poll and
 // fetched again too) and nothing from it on is marked. Applied records not
 // yet committed when a member dies, or the broker, are delivered again,
-// and the inbox drops them. A dead member's partitions move after
-// SessionTimeout.
-func dialKafka(_ context.Context, url, run string) (brokerClient, error) {
+// and the inbox drops them.
+//
+// The member is static (kgo.InstanceID, kafkaInstanceID): a worker dies
+// without leaving the group (SIGKILL, the poison event's os.Exit), and the
+// coordinator starts it again with the same number, so the new process
+// takes its predecessor's place in the group at once instead of joining
+// beside it. A dynamic member of a dead process stays in the group until
+// the broker gives up on it, and every rebalance meanwhile waits for it:
+// SessionTimeout if it died while the group was stable; if it died
+// waiting in a JoinGroup, kfake counts it as joined, starts no session
+// timer when the answer cannot reach it, and may make it the leader
+// whose SyncGroup the others then wait for, so that the group stands still
+// for the whole rebalance timeout (60 s) each time, its partitions
+// unconsumed, their records waiting past the committed offsets. A member
+// whose worker is not back holds its partitions until SessionTimeout.
+func dialKafka(_ context.Context, url, run string, worker int) (brokerClient, error) {
 	topic, err := kafkaTopic(run)
 	if err != nil {
 		return nil, err
@@ -304,7 +385,7 @@ func dialKafka(_ context.Context, url, run string) (brokerClient, error) {
 		return nil, err
 	}
 	cons, err := kgo.NewClient(kgo.SeedBrokers(url), kgo.MetadataMinAge(500*time.Millisecond),
-		kgo.ConsumerGroup(topic), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.ConsumerGroup(topic), kgo.InstanceID(kafkaInstanceID(worker)), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.AutoCommitMarks(), kgo.AutoCommitInterval(time.Second), kgo.BlockRebalanceOnPoll(),
 		kgo.SessionTimeout(10*time.Second), kgo.HeartbeatInterval(time.Second))
 	if err != nil {
@@ -312,6 +393,10 @@ func dialKafka(_ context.Context, url, run string) (brokerClient, error) {
 	}
 	return &kafkaClient{snk: snk, cons: cons}, nil
 }
+
+// kafkaInstanceID is the group instance id of the consumer of worker
+// number worker, the same in every process of that worker.
+func kafkaInstanceID(worker int) string { return "worker-" + strconv.Itoa(worker) }
 
 func (k *kafkaClient) sink() outbox.Listener { return k.snk }
 

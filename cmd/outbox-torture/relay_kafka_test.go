@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -23,13 +25,29 @@ import (
 // first, as the harness starts its child processes (the broker of -relay
 // kafka is os.Executable() with -role kfake, see kafkaServer.run), it runs
 // main.
+//
+// Started with kafkaMemberArg, broker address and run, it is a worker's
+// consumer of -relay kafka alone (worker 0, applying nothing), until it is
+// killed: TestKafkaRestartedWorkerTakesItsPlace's worker process.
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "-role" {
 		main()
 		os.Exit(0)
 	}
+	if len(os.Args) == 4 && os.Args[1] == kafkaMemberArg {
+		bc, err := dialKafka(context.Background(), os.Args[2], os.Args[3], 0)
+		if err == nil {
+			err = bc.consume(context.Background(), func(context.Context, string, []byte) error { return nil })
+		}
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	os.Exit(m.Run())
 }
+
+// kafkaMemberArg starts the test binary as a worker's consumer (see
+// TestMain).
+const kafkaMemberArg = "-kafka-member"
 
 // startKafkaTest starts the broker of a run named run and closes it at the
 // end of the test.
@@ -143,7 +161,7 @@ func TestKafkaRelay(t *testing.T) {
 	var consumers sync.WaitGroup
 	consumeErrs := make(chan error, len(clients))
 	for i := range clients {
-		c, err := relayBrokers["kafka"].dial(ctx, srv.url(), "relay-test")
+		c, err := relayBrokers["kafka"].dial(ctx, srv.url(), "relay-test", i)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -273,6 +291,156 @@ func TestKafkaRelay(t *testing.T) {
 		t.Errorf("something still listens on %s after close", addr)
 	}
 	goleak.VerifyNone(t, before)
+}
+
+// TestKafkaRestartedWorkerTakesItsPlace: a worker whose process died
+// (SIGKILL: it does not leave the group) and that the coordinator started
+// again takes its predecessor's place in the run's group, so that the
+// group never waits for the dead member: it never holds the two at once,
+// and the new process consumes what is produced after the kill.
+func TestKafkaRestartedWorkerTakesItsPlace(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const run = "restarted-worker"
+	srv := startKafkaTest(t, ctx, run)
+	adm := kadm.NewClient(srv.cl)
+	// group returns the group's state and members, "" while it cannot
+	// be described.
+	group := func() (string, []kadm.DescribedGroupMember) {
+		gs, err := adm.DescribeGroups(ctx, srv.topic)
+		if err != nil || gs[srv.topic].Err != nil {
+			return "", nil
+		}
+		return gs[srv.topic].State, gs[srv.topic].Members
+	}
+
+	// Worker 0's first process: a member of the group with every
+	// partition, then killed.
+	cmd := exec.Command(os.Args[0], kafkaMemberArg, srv.url(), run)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	dieWithHarness(cmd)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
+	for {
+		state, members := group()
+		if state == "Stable" && len(members) == 1 && assigned(members[0]) == kafkaPartitions {
+			break
+		}
+		select {
+		case <-exited:
+			t.Fatalf("worker 0's first process ended: %s", stderr.String())
+		case <-ctx.Done():
+			t.Fatalf("worker 0's first process never had the topic's partitions: %v", ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	_ = cmd.Process.Kill()
+	<-exited
+
+	// Its second process.
+	bc, err := relayBrokers["kafka"].dial(ctx, srv.url(), run, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	applied := map[string]bool{}
+	consCtx, stop := context.WithCancel(ctx)
+	consumed := make(chan error, 1)
+	go func() {
+		consumed <- bc.consume(consCtx, func(_ context.Context, id string, _ []byte) error {
+			mu.Lock()
+			defer mu.Unlock()
+			applied[id] = true
+			return nil
+		})
+	}()
+	defer func() {
+		stop()
+		if err := <-consumed; err != nil {
+			t.Error(err)
+		}
+		if err := bc.close(); err != nil {
+			t.Error(err)
+		}
+	}()
+	const n = 20
+	for i := range n {
+		e := outbox.MustEnvelope(outbox.EventName("TortureRestart"),
+			outbox.WithAggregate(outbox.AggregateName("Agg"), strconv.Itoa(i)), outbox.WithJSON([]byte(`{}`)))
+		if err := bc.sink().Handle(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for {
+		if _, members := group(); len(members) > 1 {
+			t.Fatalf("the group holds %d members, the dead process's beside its successor's: %+v", len(members), members)
+		}
+		mu.Lock()
+		got := len(applied)
+		mu.Unlock()
+		if got == n {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the restarted worker applied %d of the %d records produced after the kill: %v", got, n, ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// TestKafkaAudit: the broker's audit finds an event's record past the
+// group's committed offset, one before it, and none for an event it does
+// not have.
+func TestKafkaAudit(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	srv := startKafkaTest(t, ctx, "audit")
+	cl, err := kgo.NewClient(kgo.SeedBrokers(srv.url()), kgo.DefaultProduceTopic(srv.topic), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var rs []*kgo.Record
+	for _, id := range []string{"skipped", "unconsumed", "other"} {
+		rs = append(rs, &kgo.Record{Partition: 1, Headers: []kgo.RecordHeader{{Key: relay.HeaderEventID, Value: []byte(id)}}})
+	}
+	rs = append(rs, &kgo.Record{Partition: 1, Value: []byte("no id")})
+	if err := cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	var commit kadm.Offsets
+	commit.Add(kadm.Offset{Topic: srv.topic, Partition: 1, At: 1, LeaderEpoch: -1})
+	if err := kadm.NewClient(cl).CommitAllOffsets(ctx, srv.topic, commit); err != nil {
+		t.Fatal(err)
+	}
+	got, err := srv.audit(ctx, map[string]bool{"skipped": true, "unconsumed": true, "lost": true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "the topic has 1 of them at or past their partition's committed offset (never consumed), 1 before it (committed without being applied), 1 not at all (acknowledged, yet not in the topic); committed/end offsets by partition: 0: 0/0, 1: 1/4, 2: 0/0, 3: 0/0"
+	if got != want {
+		t.Errorf("audit:\n got %s\nwant %s", got, want)
+	}
+}
+
+// assigned returns how many partitions m is assigned, 0 if its assignment
+// cannot be read.
+func assigned(m kadm.DescribedGroupMember) int {
+	a, ok := m.Assigned.AsConsumer()
+	if !ok {
+		return 0
+	}
+	n := 0
+	for _, t := range a.Topics {
+		n += len(t.Partitions)
+	}
+	return n
 }
 
 // uncommitted returns how many records of topic the run's group has not

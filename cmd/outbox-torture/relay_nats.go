@@ -184,7 +184,7 @@ var _ brokerClient = (*natsClient)(nil)
 
 // dialNATS connects to the server at url; the connection is made even
 // while the server is away (a fault), and comes up when it is back.
-func dialNATS(_ context.Context, url, run string) (brokerClient, error) {
+func dialNATS(_ context.Context, url, run string, _ int) (brokerClient, error) {
 	nc, err := nats.Connect(url, nats.Name("outbox-torture worker"), nats.MaxReconnects(-1), nats.ReconnectWait(natsReconnectWait),
 		nats.RetryOnFailedConnect(true), nats.Timeout(time.Second))
 	if err != nil {

@@ -21,7 +21,8 @@ import (
 // The books of a -relay run come from the consumers' applications: an
 // event applied twice, a committed event neither applied nor DEAD and an
 // applied event that was never committed each fail the run, on the line
-// and in its error; a DEAD event is not lost.
+// and in its error, a lost event the broker acknowledged (DONE) as such;
+// a DEAD event is not lost.
 func TestRelayBooks(t *testing.T) {
 	for _, name := range []string{"sqlite", "postgres"} {
 		t.Run(name, func(t *testing.T) {
@@ -53,8 +54,8 @@ func TestRelayBooks(t *testing.T) {
 			}
 			defer p.close(ctx)
 			ev := func() outbox.Envelope { return outbox.MustEnvelope(orderPlaced, outbox.WithJSON([]byte(`{}`))) }
-			once, twice, dead, lost, rolledBack := ev(), ev(), ev(), ev(), ev()
-			for _, e := range []outbox.Envelope{once, twice, dead, lost} {
+			once, twice, dead, lost, ackedLost, rolledBack := ev(), ev(), ev(), ev(), ev(), ev()
+			for _, e := range []outbox.Envelope{once, twice, dead, lost, ackedLost} {
 				if err := p.write(ctx, e); err != nil {
 					t.Fatal(err)
 				}
@@ -70,16 +71,18 @@ func TestRelayBooks(t *testing.T) {
 			}
 			exec("INSERT INTO "+suppressedTable+" (event_id, worker) VALUES (?, 1), (?, 2)", once.ID(), twice.ID())
 			exec("UPDATE "+outboxTable+" SET status = 3 WHERE event_id = ?", dead.ID())
+			exec("UPDATE "+outboxTable+" SET status = 1 WHERE event_id = ?", ackedLost.ID())
 			var line strings.Builder
 			co := &coordinator{c: c, db: db, out: &line, brokerFaults: 2}
 			err = co.report(ctx, time.Second)
-			for _, want := range []string{" delivered=3 lost=1 duplicates=1 dead=1 ", " rolled_back_delivered=1 ",
-				" relay=nats applied=3 applied_twice=1 suppressed=2 broker_faults=2\n"} {
+			for _, want := range []string{" delivered=3 lost=2 duplicates=1 dead=1 ", " rolled_back_delivered=1 ",
+				" relay=nats applied=3 applied_twice=1 suppressed=2 broker_faults=2 acked_unapplied=1\n"} {
 				if !strings.Contains(line.String(), want) {
 					t.Errorf("the line lacks %q:\n%s", want, line.String())
 				}
 			}
-			for _, want := range []string{"1 committed events lost", "1 events were applied more than once", "rolled-back events leaked: 1 delivered"} {
+			for _, want := range []string{"2 committed events lost", "1 events were applied more than once", "rolled-back events leaked: 1 delivered",
+				"1 events were acknowledged by the broker (their outbox rows are DONE) but never applied by a consumer"} {
 				if err == nil || !strings.Contains(err.Error(), want) {
 					t.Errorf("the run's error lacks %q: %v", want, err)
 				}
@@ -106,7 +109,7 @@ func TestNATSBrokerThroughItsFault(t *testing.T) {
 	}
 	s := srv.(*natsServer)
 	defer s.close(ctx)
-	bc, err := relayBrokers["nats"].dial(ctx, srv.url(), run)
+	bc, err := relayBrokers["nats"].dial(ctx, srv.url(), run, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

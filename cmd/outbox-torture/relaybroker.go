@@ -26,6 +26,17 @@ type brokerServer interface {
 	close(ctx context.Context) error
 }
 
+// brokerAuditor is a brokerServer that can say, at the end of a run,
+// where it has the messages of events it acknowledged that no consumer
+// applied: not at all (the broker lost them), or where the consumers never
+// came (they stood still), or behind what they acknowledged (they skipped
+// them).
+type brokerAuditor interface {
+	// audit describes where the broker has the messages of the events
+	// with ids, for the run's error.
+	audit(ctx context.Context, ids map[string]bool) (string, error)
+}
+
 // brokerClient is a worker's side of a -relay run's broker. It survives
 // the broker's faults on its own: the sink's publishes fail while the
 // broker is away (the outbox delivers the event again), and the consumer
@@ -48,8 +59,9 @@ type relayBroker struct {
 	// start starts the broker's server for the run named run (the
 	// coordinator's side).
 	start func(ctx context.Context, run string) (brokerServer, error)
-	// dial connects a worker to the server at url, for the run named run.
-	dial func(ctx context.Context, url, run string) (brokerClient, error)
+	// dial connects worker number worker (its -worker-id, which a
+	// restarted worker keeps) to the server at url, for the run named run.
+	dial func(ctx context.Context, url, run string, worker int) (brokerClient, error)
 }
 
 // relayBrokers are the brokers of -relay, by name.
