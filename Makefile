@@ -137,6 +137,7 @@ chaos: torture-bin ## The harness with the database crashing: failover to a sync
 	$(CURDIR)/bin/outbox-torture -db postgres -skew $(CHAOS_SKEW) -poison-exit=false -events $(CHAOS_EVENTS) $(CHAOS_FLAGS)
 	$(CURDIR)/bin/outbox-torture -db postgres -relay nats -events $(CHAOS_EVENTS) $(CHAOS_FLAGS)
 	$(CURDIR)/bin/outbox-torture -db postgres -relay amqp -events $(CHAOS_EVENTS) $(CHAOS_FLAGS)
+	$(CURDIR)/bin/outbox-torture -db postgres -relay kafka -events $(CHAOS_EVENTS) $(CHAOS_FLAGS)
 
 # The CI size of the model runs with `make test` (go test ./internal/protomodel/ in core).
 model: ## Check the claim protocol's model at its full sizes: every state, every invariant, each mutant caught; prints states, depth and time (OUTBOX_MODEL_TRACE=1: the mutants' traces).

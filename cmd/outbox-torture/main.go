@@ -83,27 +83,34 @@
 // With -skew S the workers' clocks are off by -S to +S, and the line adds
 // early deliveries of delayed events and stolen live claims (see skew.go).
 //
-// With -relay nats the events travel the whole way to a consumer (see
-// relay.go). The coordinator starts a broker of its own: a nats-server
-// with JetStream on a free loopback port, its file store in a temp
-// directory, with a stream for the run whose duplicate window drops a
-// re-published event and a durable pull consumer with explicit
-// acknowledgements; it removes it at the end. The listener, after the same
+// With -relay nats|amqp|kafka the events travel the whole way to a
+// consumer (see relay.go). The coordinator sets up a broker of the run's
+// own and removes it at the end: a nats-server with JetStream on a free
+// loopback port, its file store in a temp directory, a stream whose
+// duplicate window drops a re-published event and a durable pull consumer
+// with explicit acknowledgements (relay_nats.go); an exchange and a queue
+// of the run's own on the shared RabbitMQ, which the workers reach through
+// a proxy of the coordinator's (relay_amqp.go); a kfake broker in a child
+// process, its data in a temp directory, with a topic of four partitions
+// consumed by one group (relay_kafka.go). The listener, after the same
 // failures, panics and slow deliveries, publishes each event through the
-// NATS sink instead of writing the ledger, and every worker also consumes
-// the run's messages and applies each through inbox.Process, in one
-// transaction with the inbox's record on the run's database, into a table
-// without a unique key: an event applied twice leaves two rows. Once a
-// third of the events are committed, and then every -broker-fault-every,
-// the coordinator SIGKILLs the broker and starts it again on the same port
-// and store, beside the workers' SIGKILLs and the connection cuts. Every
-// publish that fails while the broker is away counts an attempt, so the
-// workers' retries wait longer (relayRetry), as a relay should. The drain
+// broker's sink instead of writing the ledger, and every worker also
+// consumes the run's messages and applies each through inbox.Process, in
+// one transaction with the inbox's record on the run's database, into a
+// table without a unique key: an event applied twice leaves two rows.
+// Once a third of the events are committed, and then every
+// -broker-fault-every, the coordinator injects the broker's fault — NATS
+// and kfake SIGKILLed and started again on the same port and store,
+// every connection to RabbitMQ cut with new ones refused for a second —
+// beside the workers' SIGKILLs and the connection cuts; a broker that
+// does not come back ends the run. Every publish that fails while the
+// broker is away counts an attempt, so the workers' retries wait longer
+// (relayRetry), as a relay should. The drain
 // waits until every committed event is applied or DEAD; delivered,
 // duplicates, lost and rolled_back_delivered count applications, and the
 // line adds
 //
-//	relay=nats applied=… applied_twice=… suppressed=… broker_faults=… acked_unapplied=…
+//	relay=… applied=… applied_twice=… suppressed=… broker_faults=… acked_unapplied=…
 //
 // where applied counts the events applied, applied_twice those applied
 // more than once (it must be 0), suppressed the redeliveries the inbox
