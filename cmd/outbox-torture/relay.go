@@ -231,11 +231,11 @@ func (co *coordinator) ackedUnappliedErr(ctx context.Context, n int) error {
 	}
 	ids, qerr := co.ids(ctx, "SELECT x.event_id"+ackedUnapplied)
 	if qerr != nil {
-		return fmt.Errorf("%w (their ids: %v)", err, qerr)
+		return fmt.Errorf("%w (their ids: %w)", err, qerr)
 	}
 	where, aerr := a.audit(ctx, ids)
 	if aerr != nil {
-		return fmt.Errorf("%w (the broker could not tell where they are: %v)", err, aerr)
+		return fmt.Errorf("%w (the broker could not tell where they are: %w)", err, aerr)
 	}
 	return fmt.Errorf("%w: %s", err, where)
 }

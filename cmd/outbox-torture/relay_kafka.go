@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -103,10 +102,8 @@ type kafkaServer struct {
 	created bool        // the topic was created: the broker must list it
 	cl      *kgo.Client // admin requests; nil until made in start
 
-	proc   *exec.Cmd      // the running broker; nil while none runs
+	daemon                // the broker's process
 	stdin  io.WriteCloser // closing it ends the broker
-	stderr *bytes.Buffer  // what it wrote, read once it has ended
-	exited chan struct{}  // closed once proc has ended
 }
 
 // startKafka starts the broker of the run named run on a free loopback
@@ -121,7 +118,7 @@ func startKafka(ctx context.Context, run string) (_ brokerServer, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &kafkaServer{dir: dir, topic: topic}
+	s := &kafkaServer{dir: dir, topic: topic, daemon: daemon{name: "kfake", log: filepath.Join(dir, "kfake.log")}}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, s.close(ctx))
@@ -142,7 +139,7 @@ func startKafka(ctx context.Context, run string) (_ brokerServer, err error) {
 		return nil, fmt.Errorf("create topic %s: %w", topic, err)
 	}
 	s.created = true
-	if err := s.ready(ctx); err != nil {
+	if err := s.await(ctx, kafkaReadyWithin, s.answers); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -151,7 +148,7 @@ func startKafka(ctx context.Context, run string) (_ brokerServer, err error) {
 func (s *kafkaServer) url() string { return s.addr }
 
 // run starts the broker process on s's directory and port and waits until
-// it answers.
+// it answers (see answers), at most kafkaReadyWithin.
 func (s *kafkaServer) run(ctx context.Context) error {
 	exe, err := os.Executable()
 	if err != nil {
@@ -162,44 +159,20 @@ func (s *kafkaServer) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	stderr := new(bytes.Buffer)
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start the broker: %w", err)
+	logf, err := os.OpenFile(s.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		_ = stdin.Close()
+		return err
 	}
-	s.proc, s.stdin, s.stderr, s.exited = cmd, stdin, stderr, make(chan struct{})
-	go func(exited chan struct{}) { _ = cmd.Wait(); close(exited) }(s.exited)
-	return s.ready(ctx)
-}
-
-// ready waits until the broker answers, at most kafkaReadyWithin; once the
-// topic was created, until the broker lists it with every partition, as
-// the restarted broker must have read it back.
-func (s *kafkaServer) ready(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, kafkaReadyWithin)
-	defer cancel()
-	for {
-		select {
-		case <-s.exited:
-			state := s.proc.ProcessState
-			s.kill()
-			return fmt.Errorf("the broker ended (%v): %s", state, bytes.TrimSpace(s.stderr.Bytes()))
-		default:
-		}
-		err := s.answers(ctx)
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("the broker on %s did not answer within %s: %w", s.addr, kafkaReadyWithin, err)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+	defer logf.Close() // the broker writes to its own copy
+	cmd.Stdout, cmd.Stderr = logf, logf
+	s.stdin = stdin
+	return s.startDaemon(ctx, cmd, kafkaReadyWithin, s.answers)
 }
 
 // answers asks the broker for the topic's metadata once, with a short
-// deadline, and checks the answer (see ready). The request goes to the
+// deadline; once the topic was created, it checks that the broker lists
+// it with every partition, as the restarted broker must have read it back. The request goes to the
 // broker: kadm's metadata would come from the client's cache, which still
 // knows the topic after the broker is gone.
 func (s *kafkaServer) answers(ctx context.Context) error {
@@ -300,15 +273,14 @@ func (s *kafkaServer) audit(ctx context.Context, ids map[string]bool) (string, e
 		len(past), len(behind), len(ids)-len(past)-len(behind), strings.Join(parts, ", ")), nil
 }
 
-// kill ends the broker with SIGKILL and waits until it has ended.
+// kill ends the broker with SIGKILL, waits until it has ended and closes
+// its stdin.
 func (s *kafkaServer) kill() {
-	if s.proc == nil {
-		return
+	s.daemon.kill()
+	if s.stdin != nil {
+		_ = s.stdin.Close()
+		s.stdin = nil
 	}
-	_ = s.proc.Process.Kill()
-	<-s.exited
-	_ = s.stdin.Close()
-	s.proc = nil
 }
 
 // close kills the broker, closes the admin client and removes the

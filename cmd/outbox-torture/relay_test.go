@@ -123,7 +123,7 @@ func TestNATSBrokerThroughItsFault(t *testing.T) {
 	// finish stops the consumer and waits for it (at the latest when the
 	// test ends, also on a failure).
 	finish := sync.OnceValue(func() error { stop(); return <-consumed })
-	defer finish()
+	defer func() { _ = finish() }()
 	go func() {
 		consumed <- bc.consume(cctx, func(_ context.Context, id string, _ []byte) error {
 			mu.Lock()

@@ -46,7 +46,8 @@ func startServer(ctx context.Context, c config) (dbServer, error) {
 }
 
 // A daemon is a server process the harness started (mariadbd,
-// nats-server), which a fault kills as a crash would and starts again.
+// nats-server, the kfake broker), which a fault kills as a crash would and
+// starts again.
 type daemon struct {
 	name   string        // the program, for errors
 	log    string        // its log file, whose tail errors show
@@ -63,12 +64,22 @@ func (d *daemon) startDaemon(ctx context.Context, cmd *exec.Cmd, wait time.Durat
 	}
 	d.proc, d.exited = cmd, make(chan struct{})
 	go func(exited chan struct{}) { _ = cmd.Wait(); close(exited) }(d.exited)
+	return d.await(ctx, wait, ready)
+}
+
+// await waits until ready returns nil, for at most wait; it fails if the
+// process ends first, or ctx ends.
+func (d *daemon) await(ctx context.Context, wait time.Duration, ready func(ctx context.Context) error) error {
 	var last error
 	for deadline := time.Now().Add(wait); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		select {
 		case <-d.exited:
+			var state *os.ProcessState
+			if d.proc != nil {
+				state = d.proc.ProcessState
+			}
 			d.proc = nil
-			return fmt.Errorf("%s ended (%v)%s", d.name, cmd.ProcessState, logTail(d.log))
+			return fmt.Errorf("%s ended (%v)%s", d.name, state, logTail(d.log))
 		case <-ctx.Done():
 			return ctx.Err()
 		default:
