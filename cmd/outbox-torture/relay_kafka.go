@@ -415,10 +415,7 @@ func (k *kafkaClient) consume(ctx context.Context, apply func(ctx context.Contex
 		k.cons.SetOffsets(again)
 		k.cons.AllowRebalance()
 		if len(again) > 0 {
-			select {
-			case <-ctx.Done():
-			case <-time.After(kafkaRetryPause):
-			}
+			sleep(ctx, kafkaRetryPause)
 		}
 	}
 }

@@ -18,7 +18,6 @@ import (
 	"github.com/go-outbox/outbox/core/relay"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"go.uber.org/goleak"
 )
 
 // TestMain makes the test binary the harness too: started with -role
@@ -115,7 +114,7 @@ func TestKafkaKillKeepsAcknowledged(t *testing.T) {
 // again), with its payload, records without one event id are skipped and
 // committed, and close leaves nothing running.
 func TestKafkaRelay(t *testing.T) {
-	before := goleak.IgnoreCurrent()
+	noLeaks(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	srv := startKafkaTest(t, ctx, "relay-test")
@@ -290,7 +289,6 @@ func TestKafkaRelay(t *testing.T) {
 		c.Close()
 		t.Errorf("something still listens on %s after close", addr)
 	}
-	goleak.VerifyNone(t, before)
 }
 
 // TestKafkaRestartedWorkerTakesItsPlace: a worker whose process died
