@@ -26,13 +26,19 @@ import (
 // same rate, so the ratio of their rates is about 1: the latencies are the
 // result (the baseline's are in its note).
 
+// otherNode empties table and opens the pool of the node that delivers,
+// as if in another process; the caller closes it.
+func (e *env) otherNode(ctx context.Context, o options, table string) (pool, error) {
+	if err := e.b.truncate(ctx, e.p, table); err != nil {
+		return nil, err
+	}
+	return e.b.open(ctx, o.pool)
+}
+
 // crossSide runs one side of e2e-cross for d: wake says whether the
 // Clients wake each other.
 func (e *env) crossSide(ctx context.Context, o options, wake bool) (r run, err error) {
-	if err := e.b.truncate(ctx, e.p, fwTable); err != nil {
-		return r, err
-	}
-	other, err := e.b.open(ctx, o.pool)
+	other, err := e.otherNode(ctx, o, fwTable)
 	if err != nil {
 		return r, err
 	}
@@ -78,13 +84,8 @@ func (e *env) crossSide(ctx context.Context, o options, wake bool) (r run, err e
 		return r, err
 	}
 	// Every event reaches the listener within a poll interval at worst.
-	for deadline := time.Now().Add(outbox.DefaultPollInterval + 5*time.Second); got.delivered.Load() < written && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond)
-	}
-	r = run{n: got.delivered.Load(), elapsed: o.duration, lat: got.latencies()}
-	if r.n != written {
-		r.note = fmt.Sprintf("written=%d,delivered=%d", written, r.n)
-	}
+	got.await(written, outbox.DefaultPollInterval+5*time.Second)
+	r = got.result(written, o.duration)
 	if !wake {
 		r.addNote("wake-ups off")
 	}
@@ -158,10 +159,7 @@ func paced(ctx context.Context, rate int, d time.Duration, op func(ctx context.C
 // 1 ms. That is the lowest latency a hand-written poller gets without
 // wake-ups, at the cost of 1,000 reads a second.
 func (e *env) crossRaw(ctx context.Context, o options) (r run, err error) {
-	if err := e.b.truncate(ctx, e.p, rawTable); err != nil {
-		return r, err
-	}
-	other, err := e.b.open(ctx, o.pool)
+	other, err := e.otherNode(ctx, o, rawTable)
 	if err != nil {
 		return r, err
 	}
@@ -211,8 +209,8 @@ func (e *env) crossRaw(ctx context.Context, o options) (r run, err error) {
 		}
 		return err
 	})
-	for deadline := time.Now().Add(5 * time.Second); err == nil && got.delivered.Load() < written && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond)
+	if err == nil {
+		got.await(written, 5*time.Second)
 	}
 	stop()
 	if perr := <-polled; perr != nil && !errors.Is(perr, context.Canceled) && err == nil {
@@ -221,11 +219,7 @@ func (e *env) crossRaw(ctx context.Context, o options) (r run, err error) {
 	if err != nil {
 		return r, err
 	}
-	r = run{n: got.delivered.Load(), elapsed: o.duration, lat: got.latencies()}
-	if r.n != written {
-		r.note = fmt.Sprintf("written=%d,delivered=%d", written, r.n)
-	}
-	return r, nil
+	return got.result(written, o.duration), nil
 }
 
 // latencyNote is a side's commit → listener p50 and p99, for a note.

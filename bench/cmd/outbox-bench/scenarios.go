@@ -323,6 +323,23 @@ func (a *arrivals) arrive(id string, now time.Time) {
 	a.delivered.Add(1)
 }
 
+// await waits until n events have arrived, at most within.
+func (a *arrivals) await(n int64, within time.Duration) {
+	for deadline := time.Now().Add(within); a.delivered.Load() < n && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// result is the run of written events over elapsed: what arrived, with
+// its latencies, and a note if some did not.
+func (a *arrivals) result(written int64, elapsed time.Duration) run {
+	r := run{n: a.delivered.Load(), elapsed: elapsed, lat: a.latencies()}
+	if r.n != written {
+		r.note = fmt.Sprintf("written=%d,delivered=%d", written, r.n)
+	}
+	return r
+}
+
 // latencies returns the latencies recorded so far.
 func (a *arrivals) latencies() []time.Duration {
 	a.mu.Lock()
